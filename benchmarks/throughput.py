@@ -1,0 +1,142 @@
+"""Throughput of one judge model on the same records, three ways, in one run.
+
+(a) naive: the loop tools like RAGAS run: one generation call per record per sample;
+(b) localjury: every prompt in one batched call with n = strictness, JSON-constrained;
+(c) the same batched call without the schema constraint.
+
+Prints judgments/s for each and the ratios b/a and b/c, and saves JSON and Markdown.
+
+    .venv/bin/python benchmarks/throughput.py --records 32 --strictness 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+from localjury import __version__
+from localjury.engines import load_engine
+from localjury.engines.base import Completion, Sampling
+from localjury.metrics import AspectCritic
+from localjury.records import Record, iter_records
+from localjury.registry import load_registry
+
+HERE = Path(__file__).resolve().parent
+
+
+def _stats(name: str, outputs: list[list[Completion]], seconds: float, metric: AspectCritic) -> dict:
+    samples = [c for per_prompt in outputs for c in per_prompt]
+    valid = sum(metric.parse(c.text, finished=c.finished).vote is not None for c in samples)
+    tokens = sum(c.n_tokens for c in samples)
+    return {
+        "mode": name,
+        "judgments": len(samples),
+        "seconds": round(seconds, 3),
+        "judgments_per_s": round(len(samples) / seconds, 4),
+        "output_tokens_per_s": round(tokens / seconds, 2),
+        "valid_json_share": round(valid / len(samples), 4),
+        "mean_output_tokens": round(tokens / len(samples), 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--data", default=str(HERE / "data" / "dated_answers.jsonl"))
+    parser.add_argument("--records", type=int, default=32)
+    parser.add_argument("--strictness", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=None, help="prompts per forward batch (models.yaml default)")
+    parser.add_argument("--max-tokens", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--registry", default=None)
+    parser.add_argument("--out", default=str(HERE / "results" / "throughput"), help="path stem for .json and .md")
+    args = parser.parse_args(argv)
+
+    spec = load_registry(args.registry).get(args.model)
+    update = {k: v for k, v in {"batch_size": args.batch_size, "max_tokens": args.max_tokens}.items() if v}
+    spec = spec.model_copy(update=update)
+    records = [r for r in iter_records(args.data) if isinstance(r, Record)][: args.records]
+    metric = AspectCritic("mentions_date", "The response must include a specific date or year.")
+    k = args.strictness
+    sampling = Sampling(temperature=spec.temperature, top_p=spec.top_p, max_tokens=spec.max_tokens, seed=args.seed)
+
+    t0 = time.perf_counter()
+    engine = load_engine(spec)
+    load_s = time.perf_counter() - t0
+    prompts = [engine.format_prompt(metric.messages(r)) for r in records]
+    schema = metric.json_schema()
+    engine.generate(prompts[:2], n=k, sampling=sampling, schema=schema)  # warm-up: index build, first-call costs
+    engine.generate(prompts[:2], n=k, sampling=sampling, schema=None)
+
+    print(f"{len(records)} records x strictness {k} = {len(records) * k} judgments per mode; model {spec.name}", file=sys.stderr)
+    t = time.perf_counter()
+    naive: list[list[Completion]] = []
+    for p in prompts:
+        per_prompt: list[Completion] = []
+        for j in range(k):
+            s = Sampling(sampling.temperature, sampling.top_p, sampling.max_tokens, seed=args.seed * 1000 + j)
+            per_prompt += engine.generate([p], n=1, sampling=s, schema=schema)[0]
+        naive.append(per_prompt)
+    a = _stats("a_naive_loop", naive, time.perf_counter() - t, metric)
+    print(a, file=sys.stderr)
+    t = time.perf_counter()
+    b = _stats("b_batched_constrained", engine.generate(prompts, n=k, sampling=sampling, schema=schema), time.perf_counter() - t, metric)
+    print(b, file=sys.stderr)
+    t = time.perf_counter()
+    c = _stats("c_batched_unconstrained", engine.generate(prompts, n=k, sampling=sampling, schema=None), time.perf_counter() - t, metric)
+    print(c, file=sys.stderr)
+    engine.close()
+
+    import torch
+    import transformers
+
+    result = {
+        "benchmark": "throughput",
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "model": spec.name,
+        "engine": "transformers",
+        "records": len(records),
+        "strictness": k,
+        "batch_size": spec.batch_size,
+        "max_tokens": spec.max_tokens,
+        "temperature": spec.temperature,
+        "load_seconds": round(load_s, 2),
+        "modes": [a, b, c],
+        "ratio_b_over_a": round(b["judgments_per_s"] / a["judgments_per_s"], 2),
+        "ratio_b_over_c": round(b["judgments_per_s"] / c["judgments_per_s"], 2),
+        "versions": {"localjury": __version__, "torch": torch.__version__, "transformers": transformers.__version__},
+        "machine": {"platform": platform.platform(), "cpus": __import__("os").cpu_count(), "torch_threads": torch.get_num_threads()},
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = [
+        f"# Throughput: {spec.name}, {len(records)} records x strictness {k}",
+        "",
+        f"Command: `{result['command']}`  ",
+        f"Machine: {result['machine']['platform']}, {result['machine']['cpus']} CPUs; "
+        f"torch {torch.__version__}, transformers {transformers.__version__}",
+        "",
+        "| mode | judgments | seconds | judgments/s | output tokens/s | valid JSON |",
+        "|---|---:|---:|---:|---:|---:|",
+        *[
+            f"| {m['mode']} | {m['judgments']} | {m['seconds']} | {m['judgments_per_s']} | "
+            f"{m['output_tokens_per_s']} | {m['valid_json_share']:.0%} |"
+            for m in result["modes"]
+        ],
+        "",
+        f"b/a (batched vs naive loop) = **{result['ratio_b_over_a']}**; "
+        f"b/c (constrained vs unconstrained) = **{result['ratio_b_over_c']}**",
+        "",
+    ]
+    out.with_suffix(".md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""localjury: judge LLM outputs offline with a jury of local open-weight models.
+
+    from localjury import AspectCritic, evaluate
+
+    result = evaluate(
+        "data.jsonl",
+        metrics=[AspectCritic("dated", "The response must include a specific date or year.", strictness=3)],
+        models=["smollm2-135m-instruct", "gemma-3-270m"],
+        seed=0,
+    )
+    result.write("results.jsonl")
+"""
+
+__version__ = "0.1.0"
+
+from localjury.errors import (  # noqa: E402
+    ConfigError,
+    EngineError,
+    LocaljuryError,
+    MissingDependencyError,
+    ModelNotAvailableError,
+    RecordError,
+)
+from localjury.metrics import PREDEFINED_ASPECTS, AspectCritic, Judgment, Metric  # noqa: E402
+from localjury.records import Record, iter_records  # noqa: E402
+from localjury.registry import ModelSpec, load_registry  # noqa: E402
+from localjury.report import ModelJudgment, RecordResult, Summary  # noqa: E402
+from localjury.runner import RunResult, evaluate  # noqa: E402
+
+__all__ = [
+    "PREDEFINED_ASPECTS",
+    "AspectCritic",
+    "ConfigError",
+    "EngineError",
+    "Judgment",
+    "LocaljuryError",
+    "Metric",
+    "MissingDependencyError",
+    "ModelJudgment",
+    "ModelNotAvailableError",
+    "ModelSpec",
+    "Record",
+    "RecordError",
+    "RecordResult",
+    "RunResult",
+    "Summary",
+    "__version__",
+    "evaluate",
+    "iter_records",
+    "load_registry",
+]

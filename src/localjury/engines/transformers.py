@@ -1,0 +1,245 @@
+"""Outlines over transformers: the CPU engine (also runs on a single GPU).
+
+Needs only localjury's core dependencies (torch, transformers, outlines). Prompts are
+sorted by length and run in batches of ``batch_size`` prompts, each expanded to ``n``
+sampled rows (``num_return_sequences``), with an Outlines logits processor that keeps every
+row inside the JSON schema.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+# Loading from local folders only: make the Hugging Face libraries fail instead of calling out.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+import outlines
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    DynamicCache,
+    GenerationConfig,
+    LogitsProcessorList,
+)
+
+from localjury.engines._outlines import JsonSchemaIndex
+from localjury.engines.base import Completion, ProgressFn, Sampling, render_plain
+from localjury.errors import ConfigError, EngineError
+from localjury.metrics.base import Message
+from localjury.registry import ModelSpec
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+
+
+def batch_seed(seed: int, *parts: object) -> int:
+    """Derive a 63-bit seed from the run seed and the batch's identity (stable across runs)."""
+    blob = json.dumps([seed, *[str(p) for p in parts]]).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") >> 1
+
+
+class TransformersEngine:
+    """Run a local Hugging Face model with transformers, constrained by Outlines.
+
+    Args:
+        spec: The models.yaml entry; its folder must hold config.json and safetensors.
+
+    Raises:
+        ModelNotAvailableError: The weights folder is missing.
+        EngineError: transformers could not load the model.
+    """
+
+    name: ClassVar[str] = "transformers"
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        folder = spec.require_local_dir()
+        self.folder: Path = folder
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                folder, trust_remote_code=spec.trust_remote_code, local_files_only=True
+            )
+            self.model = AutoModelForCausalLM.from_pretrained(
+                folder,
+                dtype=_DTYPES[spec.dtype],
+                trust_remote_code=spec.trust_remote_code,
+                local_files_only=True,
+                use_safetensors=True,
+            )
+        except Exception as exc:
+            raise EngineError(f"cannot load the model from {folder}: {exc}", engine=self.name, model=spec.name) from exc
+        self.model.eval()
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        gen_eos = self.model.generation_config.eos_token_id
+        eos_ids = set(gen_eos if isinstance(gen_eos, list) else [gen_eos] if gen_eos is not None else [])
+        if tok.eos_token_id is not None:
+            eos_ids.add(tok.eos_token_id)
+        self.eos_ids = sorted(eos_ids)
+        self.use_chat = spec.prompt_format == "chat" or (spec.prompt_format == "auto" and bool(tok.chat_template))
+        if spec.prompt_format == "chat" and not tok.chat_template:
+            raise ConfigError(
+                f"model {spec.name!r} has prompt_format: chat in models.yaml but its tokenizer has no chat "
+                "template; use prompt_format: plain (or auto)"
+            )
+        # Base models such as Gemma need their BOS token; some tokenizers (GGUF conversions)
+        # do not add it themselves.
+        bos = tok.bos_token
+        adds_bos = bool(tok("a").input_ids[:1] == [tok.bos_token_id])
+        self._plain_prefix = bos if (bos and not adds_bos and not self.use_chat) else ""
+        self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)
+        self._indexes: dict[str, JsonSchemaIndex] = {}
+
+    # -- prompts -------------------------------------------------------------------------
+
+    def format_prompt(self, messages: Sequence[Message]) -> str:
+        """Apply the chat template (with the generation prompt) or the plain format."""
+        if self.use_chat:
+            return str(
+                self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+            )
+        return self._plain_prefix + render_plain(messages)
+
+    def count_tokens(self, prompts: Sequence[str]) -> list[int]:
+        """Prompt lengths in tokens, as :meth:`generate` will encode them."""
+        enc = self.tokenizer(list(prompts), add_special_tokens=False)
+        return [len(ids) for ids in enc["input_ids"]]
+
+    # -- generation ----------------------------------------------------------------------
+
+    def _index(self, schema: dict[str, Any]) -> JsonSchemaIndex:
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._indexes:
+            # Building the index is the costly part (vocabulary x regex); once per schema.
+            self._indexes[key] = JsonSchemaIndex(self._outlines_model, schema)
+        return self._indexes[key]
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int,
+        sampling: Sampling,
+        schema: dict[str, Any] | None,
+        progress: ProgressFn | None = None,
+    ) -> list[list[Completion]]:
+        """Draw ``n`` samples per prompt; see :class:`localjury.engines.base.Engine`."""
+        if n > 1 and sampling.temperature <= 0:
+            raise ConfigError(f"model {self.spec.name!r}: {n} samples per prompt need a temperature above 0")
+        encoded = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
+        index = self._index(schema) if schema is not None else None
+        config = GenerationConfig(
+            max_new_tokens=sampling.max_tokens,
+            do_sample=sampling.temperature > 0,
+            temperature=sampling.temperature if sampling.temperature > 0 else None,
+            top_p=sampling.top_p if sampling.temperature > 0 else None,
+            top_k=None,
+            num_return_sequences=1,  # the n samples are rows that share their prompt's KV cache
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=self.eos_ids,
+        )
+        prefix_len, prefix_cache = self._prefill_prefix(encoded)
+        results: list[list[Completion]] = [[] for _ in prompts]
+        step = self.spec.batch_size
+        for start in range(0, len(order), step):
+            idx = order[start : start + step]
+            rows = [encoded[i] for i in idx]
+            # Seed per batch from the run seed and the batch's prompts: the same command gives
+            # the same samples, whatever ran before it in this process.
+            torch.manual_seed(batch_seed(sampling.seed, n, *[prompts[i] for i in idx]))
+            try:
+                with torch.inference_mode():
+                    ids, mask, cache = self._prefill_batch(rows, prefix_len, prefix_cache, n)
+                    kwargs: dict[str, Any] = {}
+                    if index is not None:
+                        kwargs["logits_processor"] = LogitsProcessorList([index.processor()])
+                    out = self.model.generate(
+                        input_ids=ids, attention_mask=mask, past_key_values=cache,
+                        generation_config=config, **kwargs,
+                    )
+            except Exception as exc:
+                raise EngineError(f"generation failed: {exc}", engine=self.name, model=self.spec.name) from exc
+            new = out[:, ids.shape[1] :]
+            for row in range(new.shape[0]):
+                tokens = new[row].tolist()
+                end = next((j for j, t in enumerate(tokens) if t in self.eos_ids), None)
+                body = tokens if end is None else tokens[:end]
+                text = self.tokenizer.decode(body, skip_special_tokens=True)
+                results[idx[row // n]].append(Completion(text=text, n_tokens=len(body), finished=end is not None))
+            if progress is not None:
+                progress(len(idx))
+        return results
+
+    # KV sharing. Every prompt of a call starts with the same instruction and examples, and
+    # each prompt's n samples share all of it: prefill the common prefix once, each prompt's
+    # own suffix once, then copy the cache n times for sampling. Rows are laid out as
+    # [prefix | padding | suffix], so the padding sits in the middle; position ids follow the
+    # attention mask (cumsum), which keeps every real token at its true position.
+
+    def _prefill_prefix(self, encoded: list[list[int]]) -> tuple[int, Any]:
+        shortest = min(len(e) for e in encoded)
+        first = encoded[0]
+        prefix_len = 0
+        while prefix_len < shortest - 1 and all(e[prefix_len] == first[prefix_len] for e in encoded):
+            prefix_len += 1
+        if prefix_len == 0:
+            return 0, None
+        with torch.inference_mode():
+            ids = torch.tensor([first[:prefix_len]], device=self.model.device)
+            out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+        return prefix_len, out.past_key_values
+
+    def _prefill_batch(
+        self, rows: list[list[int]], prefix_len: int, prefix_cache: Any, n: int
+    ) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        device = self.model.device
+        width = max(len(r) for r in rows) - prefix_len
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((len(rows), prefix_len + width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for r, row in enumerate(rows):
+            ids[r, :prefix_len] = torch.tensor(row[:prefix_len])
+            mask[r, :prefix_len] = 1
+            suffix = row[prefix_len:]
+            ids[r, prefix_len + width - len(suffix) :] = torch.tensor(suffix)
+            mask[r, prefix_len + width - len(suffix) :] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        if prefix_cache is not None:
+            cache = copy.deepcopy(prefix_cache)
+            cache.batch_repeat_interleave(len(rows))
+        else:
+            cache = DynamicCache(config=self.model.config)
+        if width > 1:  # prefill every suffix token but the last; generate() feeds that one
+            upto = prefix_len + width - 1
+            positions = (mask[:, :upto].cumsum(-1) - 1).clamp(min=0)[:, prefix_len:]
+            out = self.model(
+                input_ids=ids[:, prefix_len:upto], attention_mask=mask[:, :upto],
+                position_ids=positions, past_key_values=cache, use_cache=True,
+            )
+            cache = out.past_key_values
+        if n > 1:
+            cache.batch_repeat_interleave(n)
+            ids, mask = ids.repeat_interleave(n, dim=0), mask.repeat_interleave(n, dim=0)
+        return ids, mask, cache
+
+    def close(self) -> None:
+        """Drop the model, tokenizer and schema indexes, and collect their memory."""
+        self._indexes.clear()
+        for attr in ("_outlines_model", "model", "tokenizer"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()

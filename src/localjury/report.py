@@ -1,0 +1,196 @@
+"""Result and summary models, results files, and the printed summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class InvalidSample(BaseModel):
+    """A sample that abstained, with the raw text the judge produced."""
+
+    sample: int
+    """Index of the sample among the model's k samples."""
+    problem: str
+    """Why it does not count as a vote."""
+    raw: str
+    """What the model generated."""
+
+
+class ModelJudgment(BaseModel):
+    """One model's judgment of one (record, criterion)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    """The model's name in models.yaml."""
+    votes: list[int | None]
+    """The k samples' votes: 1, 0, or null for a sample that abstained."""
+    reasons: list[str | None]
+    """The k samples' reasons (null where the sample abstained)."""
+    abstentions: int
+    """How many of the k samples abstained."""
+    verdict: int | None
+    """Majority of the valid votes (ties per tie_break); null when the model abstains."""
+    score: float | None
+    """1.0 for PASS, 0.0 for FAIL, null when the model abstains."""
+    error: str | None = None
+    """Why this model could not judge this record at all (e.g. the prompt exceeds its context)."""
+    invalid: list[InvalidSample] = []
+    """The abstained samples' raw outputs."""
+
+
+class RecordResult(BaseModel):
+    """The jury's result for one (record, criterion): one line of results.jsonl."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    record_id: str
+    """The record's id."""
+    metric: str
+    """The aspect's or criterion's name."""
+    score: float | None
+    """Mean of the non-abstaining models' scores; null when all abstain or the record is bad."""
+    error: str | None
+    """Why the record could not be judged, naming the field; null when it was."""
+    models: list[ModelJudgment]
+    """Each model's votes, reasons and verdict (empty when the record is bad)."""
+
+
+class MetricSummary(BaseModel):
+    """Aggregate of one criterion over the dataset."""
+
+    metric: str
+    definition: str
+    strictness: int
+    tie_break: str
+    records: int
+    """Records judged (bad records excluded)."""
+    scored: int
+    """Records with a non-null final score."""
+    mean_score: float | None
+    """Mean final score over the scored records."""
+    pass_rate: float | None
+    """Share of scored records whose final score is above 0.5 (a strict jury majority)."""
+
+
+class ModelSummary(BaseModel):
+    """Aggregate of one judge model over the run."""
+
+    model: str
+    path: str
+    engine: str
+    judgments: int
+    """Samples generated (records x criteria x k, prompts over the context excluded)."""
+    abstentions: int
+    """Samples that did not parse, were cut off, or could not be run."""
+    abstained_verdicts: int
+    """(record, criterion) pairs where the model gave no verdict."""
+    pass_rate: float | None
+    """Share of this model's verdicts that are PASS."""
+    load_seconds: float
+    generate_seconds: float
+    judgments_per_second: float | None
+    output_tokens: int
+    output_tokens_per_second: float | None
+
+
+class Summary(BaseModel):
+    """What a run did, for the summary file and the printed table."""
+
+    localjury_version: str
+    dataset: str | None
+    records: int
+    """Records read, bad ones included."""
+    record_errors: int
+    """Records that could not be judged (each has an error line per criterion)."""
+    seed: int
+    temperature: float | None
+    """CLI/API override of the models' temperature, if any."""
+    max_tokens: int | None
+    """CLI/API override of the models' max_tokens, if any."""
+    metrics: list[MetricSummary]
+    models: list[ModelSummary]
+    started_at: str
+    seconds: float
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename (never half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_results(results: Iterable[RecordResult], path: Path) -> None:
+    """Write one JSON line per (record, criterion)."""
+    atomic_write_text(path, "".join(r.model_dump_json() + "\n" for r in results))
+
+
+def read_results(path: Path) -> list[RecordResult]:
+    """Read a results.jsonl file back."""
+    with path.open(encoding="utf-8") as fh:
+        return [RecordResult.model_validate_json(line) for line in fh if line.strip()]
+
+
+def summary_path_for(results_path: Path) -> Path:
+    """``results.jsonl`` -> ``results.summary.json``."""
+    return results_path.with_name(results_path.stem + ".summary.json")
+
+
+def write_summary(summary: Summary, path: Path) -> None:
+    """Write the summary as indented JSON."""
+    atomic_write_text(path, summary.model_dump_json(indent=2) + "\n")
+
+
+def _fmt(value: float | None, pct: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1%}" if pct else f"{value:.3f}"
+
+
+def print_summary(summary: Summary, console: Console) -> None:
+    """Print the per-criterion and per-model tables."""
+    from rich.table import Table
+
+    crit = Table(title="Criteria", title_justify="left")
+    for col in ("criterion", "k", "records", "scored", "mean score", "pass rate"):
+        crit.add_column(col, justify="left" if col == "criterion" else "right")
+    for m in summary.metrics:
+        crit.add_row(m.metric, str(m.strictness), str(m.records), str(m.scored), _fmt(m.mean_score), _fmt(m.pass_rate, True))
+    console.print(crit)
+    mod = Table(title="Models", title_justify="left")
+    for col in ("model", "judgments", "abstentions", "no verdict", "pass rate", "judgments/s", "tokens/s", "load s"):
+        mod.add_column(col, justify="left" if col == "model" else "right")
+    for s in summary.models:
+        mod.add_row(
+            s.model, str(s.judgments), str(s.abstentions), str(s.abstained_verdicts), _fmt(s.pass_rate, True),
+            _fmt(s.judgments_per_second), f"{s.output_tokens_per_second or 0:.1f}", f"{s.load_seconds:.1f}",
+        )
+    console.print(mod)
+    line = f"{summary.records} records ({summary.record_errors} bad), seed {summary.seed}, {summary.seconds:.1f} s"
+    console.print(line)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Plain JSON types for pydantic models and lists of them."""
+    if isinstance(obj, BaseModel):
+        return json.loads(obj.model_dump_json())
+    if isinstance(obj, list):
+        return [to_jsonable(o) for o in obj]
+    return obj

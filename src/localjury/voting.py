@@ -1,0 +1,63 @@
+"""Votes -> per-model verdict -> model score -> final score (DESIGN.md §1). Pure functions.
+
+A vote is 1 (pass), 0 (fail) or ``None`` (an abstention: the sample did not parse or was
+cut off). Abstentions never count as votes and are never turned into 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal, get_args
+
+TieBreak = Literal["fail", "pass", "abstain"]
+TIE_BREAKS: tuple[str, ...] = get_args(TieBreak)
+
+Vote = int | None
+
+
+def check_tie_break(value: str) -> TieBreak:
+    """Return ``value`` as a tie-break policy, or raise ValueError naming the choices."""
+    if value not in TIE_BREAKS:
+        raise ValueError(f"unknown tie-break policy {value!r}; expected one of: {', '.join(TIE_BREAKS)}")
+    return value  # type: ignore[return-value]
+
+
+def model_verdict(votes: Sequence[Vote], tie_break: TieBreak = "fail") -> int | None:
+    """Decide one model's verdict from its k samples by majority of the valid votes.
+
+    Args:
+        votes: The k samples' votes: 1, 0, or None for an abstained sample.
+        tie_break: What an equal split of valid votes gives: ``"fail"`` (0), ``"pass"`` (1)
+            or ``"abstain"`` (None).
+
+    Returns:
+        1 or 0, or None when the model abstains (no valid vote, or a tie under ``"abstain"``).
+    """
+    check_tie_break(tie_break)
+    valid = [v for v in votes if v is not None]
+    if not valid:
+        return None
+    passes = sum(1 for v in valid if v == 1)
+    fails = len(valid) - passes
+    if passes != fails:
+        return 1 if passes > fails else 0
+    return {"fail": 0, "pass": 1, "abstain": None}[tie_break]
+
+
+def model_score(verdict: int | None) -> float | None:
+    """Map a verdict to a model score: PASS -> 1.0, FAIL -> 0.0, abstained -> None."""
+    return None if verdict is None else float(verdict)
+
+
+def final_score(scores: Sequence[float | None]) -> float | None:
+    """Mean of the scores of the models that did not abstain; None when all abstain."""
+    valid = [s for s in scores if s is not None and not math.isnan(s)]
+    if not valid:
+        return None
+    return sum(valid) / len(valid)
+
+
+def passes(score: float | None) -> bool | None:
+    """Whether a final score is a pass: a strict jury majority (score > 0.5); None if no score."""
+    return None if score is None else score > 0.5

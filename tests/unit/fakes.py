@@ -1,0 +1,56 @@
+"""A small scripted engine for fast unit tests of the runner (never a stand-in for the real path)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from localjury.engines.base import Completion, render_plain
+from localjury.registry import ModelSpec
+
+
+def judgment(verdict: int, reason: str = "because") -> str:
+    return json.dumps({"reason": reason, "verdict": verdict})
+
+
+class ScriptedEngine:
+    """Answers each sample with ``respond(model, prompt, sample)``; logs what the runner asks."""
+
+    name = "scripted"
+
+    def __init__(self, spec: ModelSpec, respond: Callable[[str, str, int], str | tuple[str, bool]], log: list) -> None:
+        self.spec = spec
+        self.respond = respond
+        self.log = log
+        log.append(("load", spec.name))
+
+    def format_prompt(self, messages):
+        return render_plain(messages)
+
+    def count_tokens(self, prompts):
+        return [len(p.split()) for p in prompts]
+
+    def generate(self, prompts, *, n, sampling, schema, progress=None):
+        self.log.append(("generate", self.spec.name, len(prompts), n))
+        out = []
+        for p in prompts:
+            samples = []
+            for j in range(n):
+                r = self.respond(self.spec.name, p, j)
+                text, finished = r if isinstance(r, tuple) else (r, True)
+                samples.append(Completion(text=text, n_tokens=len(text) // 4, finished=finished))
+            out.append(samples)
+        if progress:
+            progress(len(prompts))
+        return out
+
+    def close(self):
+        self.log.append(("close", self.spec.name))
+
+
+def factory(respond, log):
+    return lambda spec: ScriptedEngine(spec, respond, log)
+
+
+def spec(name: str, **kw) -> ModelSpec:
+    return ModelSpec(name=name, path=f"/nonexistent/{name}", **kw)

@@ -1,0 +1,115 @@
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from localjury.cli import _build_metrics, app
+from localjury.errors import ConfigError
+
+HEAVY = ("torch", "transformers", "outlines", "vllm")
+
+
+def localjury(*args, env=None, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-c", "from localjury.cli import main; main()", *args],
+        capture_output=True, text=True, env=env, cwd=cwd,
+    )
+
+
+def test_import_and_help_do_not_import_heavy_packages():
+    code = (
+        "import sys, localjury, localjury.cli\n"
+        "from typer.testing import CliRunner\n"
+        "r = CliRunner().invoke(localjury.cli.app, ['--help'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]"
+
+
+def test_aspects_lists_every_predefined_aspect():
+    result = CliRunner().invoke(app, ["aspects"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    for name in ("harmfulness", "maliciousness", "coherence", "correctness", "conciseness", "harmlessness", "completeness", "factuality"):
+        assert name in result.output
+
+
+def test_build_metrics_from_all_three_sources(tmp_path):
+    crit = tmp_path / "c.yaml"
+    crit.write_text("- name: polite\n  definition: The response is polite.\n  strictness: 3\n  tie_break: pass\n")
+    metrics = _build_metrics(["coherence"], ['dated=The response includes a year. (e.g. x=1)'], crit)
+    assert [m.name for m in metrics] == ["coherence", "dated", "polite"]
+    assert metrics[1].definition == "The response includes a year. (e.g. x=1)"
+    assert (metrics[2].strictness, metrics[2].tie_break) == (3, "pass")
+
+
+def test_criteria_file_as_a_mapping(tmp_path):
+    crit = tmp_path / "c.yaml"
+    crit.write_text("dated: The response includes a year.\nshort: The response is under 20 words.\n")
+    assert [m.name for m in _build_metrics([], [], crit)] == ["dated", "short"]
+
+
+@pytest.mark.parametrize(
+    ("aspects", "criteria", "file_text", "message"),
+    [
+        (["nice"], [], None, "unknown aspect 'nice'"),
+        ([], ["no-equals-sign"], None, "--criterion expects NAME=TEXT"),
+        ([], ["=text"], None, "--criterion expects NAME=TEXT"),
+        ([], [], "- name: x\n", "item 1 needs 'name' and 'definition'"),
+        ([], [], "- name: x\n  definition: y\n  strictnes: 3\n", "unknown keys: strictnes"),
+        ([], [], "- name: x\n  definition: y\n  strictness: 0\n", "strictness must be an integer >= 1"),
+        ([], [], "just text", "must map names to criteria"),
+    ],
+)
+def test_bad_criteria_are_config_errors(tmp_path, aspects, criteria, file_text, message):
+    path = None
+    if file_text is not None:
+        path = tmp_path / "c.yaml"
+        path.write_text(file_text)
+    with pytest.raises(ConfigError, match=message):
+        _build_metrics(aspects, criteria, path)
+
+
+def test_usage_errors_exit_2_without_traceback(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"response": "x"}\n')
+    proc = localjury("run", str(data), "--criterion", "oops")
+    assert proc.returncode == 2
+    assert "error: --criterion expects NAME=TEXT" in proc.stderr and "Traceback" not in proc.stderr
+    proc = localjury("run", str(data))
+    assert proc.returncode == 2 and "no criterion to judge" in proc.stderr
+
+
+def test_missing_model_names_the_pull_command(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"response": "x"}\n')
+    env = {**__import__("os").environ, "LOCALJURY_HOME": str(tmp_path / "home")}
+    proc = localjury("run", str(data), "--aspect", "coherence", "--models", "gemma-3-270m", env=env)
+    assert proc.returncode == 2
+    assert "localjury models pull gemma-3-270m" in proc.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"response": "x"}\n')
+    proc = localjury("--debug", "run", str(data), "--criterion", "oops")
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_models_info_and_list(tmp_path):
+    env = {**__import__("os").environ, "LOCALJURY_HOME": str(tmp_path), "COLUMNS": "200"}
+    proc = localjury("models", "info", "gemma-3-270m", env=env)
+    info = json.loads(proc.stdout)
+    assert info["embedded"] == "gemma-3-270m" and info["ready"] is False
+    assert info["local_dir"] == str(tmp_path / "models" / "gemma-3-270m")
+    proc = localjury("models", "list", env=env)
+    assert proc.returncode == 0 and "localjury models pull smollm2-135m-instruct" in proc.stdout
+
+
+def test_pulling_a_path_model_is_refused(tmp_path):
+    (tmp_path / "m.yaml").write_text("models:\n  mine:\n    path: /x\n")
+    proc = localjury("models", "pull", "mine", "--registry", str(tmp_path / "m.yaml"))
+    assert proc.returncode == 2 and "only embedded models" in proc.stderr
