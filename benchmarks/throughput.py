@@ -72,7 +72,10 @@ def main(argv: list[str] | None = None) -> dict:
     engine.generate(prompts[:2], n=k, sampling=sampling, schema=schema)  # warm-up: index build, first-call costs
     engine.generate(prompts[:2], n=k, sampling=sampling, schema=None)
 
-    print(f"{len(records)} records x strictness {k} = {len(records) * k} judgments per mode; model {spec.name}", file=sys.stderr)
+    print(
+        f"{len(records)} records x strictness {k} = {len(records) * k} judgments per mode; model {spec.name}",
+        file=sys.stderr,
+    )
     t = time.perf_counter()
     naive: list[list[Completion]] = []
     for p in prompts:
@@ -84,10 +87,20 @@ def main(argv: list[str] | None = None) -> dict:
     a = _stats("a_naive_loop", naive, time.perf_counter() - t, metric)
     print(a, file=sys.stderr)
     t = time.perf_counter()
-    b = _stats("b_batched_constrained", engine.generate(prompts, n=k, sampling=sampling, schema=schema), time.perf_counter() - t, metric)
+    b = _stats(
+        "b_batched_constrained",
+        engine.generate(prompts, n=k, sampling=sampling, schema=schema),
+        time.perf_counter() - t,
+        metric,
+    )
     print(b, file=sys.stderr)
     t = time.perf_counter()
-    c = _stats("c_batched_unconstrained", engine.generate(prompts, n=k, sampling=sampling, schema=None), time.perf_counter() - t, metric)
+    c = _stats(
+        "c_batched_unconstrained",
+        engine.generate(prompts, n=k, sampling=sampling, schema=None),
+        time.perf_counter() - t,
+        metric,
+    )
     print(c, file=sys.stderr)
     engine.close()
 
@@ -109,7 +122,11 @@ def main(argv: list[str] | None = None) -> dict:
         "ratio_b_over_a": round(b["judgments_per_s"] / a["judgments_per_s"], 2),
         "ratio_b_over_c": round(b["judgments_per_s"] / c["judgments_per_s"], 2),
         "versions": {"localjury": __version__, "torch": torch.__version__, "transformers": transformers.__version__},
-        "machine": {"platform": platform.platform(), "cpus": __import__("os").cpu_count(), "torch_threads": torch.get_num_threads()},
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": __import__("os").cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+        },
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

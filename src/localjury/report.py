@@ -172,15 +172,23 @@ def print_summary(summary: Summary, console: Console) -> None:
     for col in ("criterion", "k", "records", "scored", "mean score", "pass rate"):
         crit.add_column(col, justify="left" if col == "criterion" else "right")
     for m in summary.metrics:
-        crit.add_row(m.metric, str(m.strictness), str(m.records), str(m.scored), _fmt(m.mean_score), _fmt(m.pass_rate, True))
+        crit.add_row(
+            m.metric, str(m.strictness), str(m.records), str(m.scored), _fmt(m.mean_score), _fmt(m.pass_rate, True)
+        )
     console.print(crit)
     mod = Table(title="Models", title_justify="left")
     for col in ("model", "judgments", "abstentions", "no verdict", "pass rate", "judgments/s", "tokens/s", "load s"):
         mod.add_column(col, justify="left" if col == "model" else "right")
     for s in summary.models:
         mod.add_row(
-            s.model, str(s.judgments), str(s.abstentions), str(s.abstained_verdicts), _fmt(s.pass_rate, True),
-            _fmt(s.judgments_per_second), f"{s.output_tokens_per_second or 0:.1f}", f"{s.load_seconds:.1f}",
+            s.model,
+            str(s.judgments),
+            str(s.abstentions),
+            str(s.abstained_verdicts),
+            _fmt(s.pass_rate, True),
+            _fmt(s.judgments_per_second),
+            f"{s.output_tokens_per_second or 0:.1f}",
+            f"{s.load_seconds:.1f}",
         )
     console.print(mod)
     line = f"{summary.records} records ({summary.record_errors} bad), seed {summary.seed}, {summary.seconds:.1f} s"

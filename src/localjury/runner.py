@@ -196,8 +196,22 @@ def evaluate(
         engine = factory(spec)
         st.load_seconds = time.perf_counter() - t
         try:
-            _run_model(engine, spec, metrics, good, messages, ks, ties, judgments, st,
-                       seed=seed, temperature=temperature, max_tokens=max_tokens, progress=progress, task=task)
+            _run_model(
+                engine,
+                spec,
+                metrics,
+                good,
+                messages,
+                ks,
+                ties,
+                judgments,
+                st,
+                seed=seed,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                progress=progress,
+                task=task,
+            )
         finally:
             engine.close()
             del engine
@@ -208,19 +222,33 @@ def evaluate(
     for entry in entries:
         for m in metrics:
             if isinstance(entry, RecordError):
-                results.append(RecordResult(record_id=entry.record_id, metric=m.name, score=None, error=str(entry), models=[]))
+                results.append(
+                    RecordResult(record_id=entry.record_id, metric=m.name, score=None, error=str(entry), models=[])
+                )
                 continue
             per_model = judgments[(entry.id, m.name)]
             results.append(
                 RecordResult(
-                    record_id=entry.id, metric=m.name, score=final_score([j.score for j in per_model]),
-                    error=None, models=per_model,
+                    record_id=entry.id,
+                    metric=m.name,
+                    score=final_score([j.score for j in per_model]),
+                    error=None,
+                    models=per_model,
                 )
             )
     summary = _summarize(
-        results, entries, metrics, ks, ties, stats, seed=seed, temperature=temperature, max_tokens=max_tokens,
+        results,
+        entries,
+        metrics,
+        ks,
+        ties,
+        stats,
+        seed=seed,
+        temperature=temperature,
+        max_tokens=max_tokens,
         dataset=str(records) if isinstance(records, str | Path) else None,
-        started_at=started_at, seconds=time.perf_counter() - started,
+        started_at=started_at,
+        seconds=time.perf_counter() - started,
     )
     return RunResult(results=results, summary=summary)
 
@@ -261,8 +289,15 @@ def _run_model(
                 f"context_length {spec.context_length} of model {spec.name!r}"
             )
             judgments[key].append(
-                ModelJudgment(model=spec.name, votes=[None] * k, reasons=[None] * k, abstentions=k,
-                              verdict=None, score=None, error=reason)
+                ModelJudgment(
+                    model=spec.name,
+                    votes=[None] * k,
+                    reasons=[None] * k,
+                    abstentions=k,
+                    verdict=None,
+                    score=None,
+                    error=reason,
+                )
             )
             st.abstentions += k
             st.verdicts.append(None)
@@ -281,8 +316,13 @@ def _run_model(
             schema = by_metric[keys_same_schema[0][1]].json_schema()
             t = time.perf_counter()
             outputs = engine.generate(
-                [prompts[key] for key in keys_same_schema], n=k, sampling=sampling, schema=schema,
-                progress=(lambda done: progress.advance(task, done)) if progress is not None and task is not None else None,
+                [prompts[key] for key in keys_same_schema],
+                n=k,
+                sampling=sampling,
+                schema=schema,
+                progress=(lambda done: progress.advance(task, done))
+                if progress is not None and task is not None
+                else None,
             )
             st.generate_seconds += time.perf_counter() - t
             for key, samples in zip(keys_same_schema, outputs, strict=True):
@@ -292,12 +332,18 @@ def _run_model(
                 verdict = model_verdict(votes, ties[key[1]])
                 invalid = [
                     InvalidSample(sample=j, problem=p.problem or "invalid", raw=p.raw)
-                    for j, p in enumerate(parsed) if p.vote is None
+                    for j, p in enumerate(parsed)
+                    if p.vote is None
                 ]
                 judgments[key].append(
                     ModelJudgment(
-                        model=spec.name, votes=votes, reasons=[p.reason for p in parsed],
-                        abstentions=len(invalid), verdict=verdict, score=model_score(verdict), invalid=invalid,
+                        model=spec.name,
+                        votes=votes,
+                        reasons=[p.reason for p in parsed],
+                        abstentions=len(invalid),
+                        verdict=verdict,
+                        score=model_score(verdict),
+                        invalid=invalid,
                     )
                 )
                 st.judgments += len(samples)
@@ -327,8 +373,12 @@ def _summarize(
         scores = [r.score for r in rows if r.score is not None]
         metric_summaries.append(
             MetricSummary(
-                metric=m.name, definition=getattr(m, "definition", ""), strictness=ks[m.name], tie_break=ties[m.name],
-                records=len(rows), scored=len(scores),
+                metric=m.name,
+                definition=getattr(m, "definition", ""),
+                strictness=ks[m.name],
+                tie_break=ties[m.name],
+                records=len(rows),
+                scored=len(scores),
                 mean_score=sum(scores) / len(scores) if scores else None,
                 pass_rate=sum(1 for s in scores if passes(s)) / len(scores) if scores else None,
             )
@@ -338,19 +388,30 @@ def _summarize(
         decided = [v for v in st.verdicts if v is not None]
         model_summaries.append(
             ModelSummary(
-                model=st.spec.name, path=str(st.spec.local_dir()), engine=st.spec.engine,
-                judgments=st.judgments, abstentions=st.abstentions,
+                model=st.spec.name,
+                path=str(st.spec.local_dir()),
+                engine=st.spec.engine,
+                judgments=st.judgments,
+                abstentions=st.abstentions,
                 abstained_verdicts=sum(1 for v in st.verdicts if v is None),
                 pass_rate=sum(decided) / len(decided) if decided else None,
-                load_seconds=round(st.load_seconds, 3), generate_seconds=round(st.generate_seconds, 3),
+                load_seconds=round(st.load_seconds, 3),
+                generate_seconds=round(st.generate_seconds, 3),
                 judgments_per_second=st.judgments / st.generate_seconds if st.generate_seconds else None,
                 output_tokens=st.output_tokens,
                 output_tokens_per_second=st.output_tokens / st.generate_seconds if st.generate_seconds else None,
             )
         )
     return Summary(
-        localjury_version=__version__, dataset=dataset, records=len(entries),
+        localjury_version=__version__,
+        dataset=dataset,
+        records=len(entries),
         record_errors=sum(1 for e in entries if isinstance(e, RecordError)),
-        seed=seed, temperature=temperature, max_tokens=max_tokens,
-        metrics=metric_summaries, models=model_summaries, started_at=started_at, seconds=round(seconds, 3),
+        seed=seed,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        metrics=metric_summaries,
+        models=model_summaries,
+        started_at=started_at,
+        seconds=round(seconds, 3),
     )

@@ -14,7 +14,10 @@ HEAVY = ("torch", "transformers", "outlines", "vllm")
 def localjury(*args, env=None, cwd=None):
     return subprocess.run(
         [sys.executable, "-c", "from localjury.cli import main; main()", *args],
-        capture_output=True, text=True, env=env, cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
     )
 
 
@@ -33,14 +36,23 @@ def test_import_and_help_do_not_import_heavy_packages():
 def test_aspects_lists_every_predefined_aspect():
     result = CliRunner().invoke(app, ["aspects"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
-    for name in ("harmfulness", "maliciousness", "coherence", "correctness", "conciseness", "harmlessness", "completeness", "factuality"):
+    for name in (
+        "harmfulness",
+        "maliciousness",
+        "coherence",
+        "correctness",
+        "conciseness",
+        "harmlessness",
+        "completeness",
+        "factuality",
+    ):
         assert name in result.output
 
 
 def test_build_metrics_from_all_three_sources(tmp_path):
     crit = tmp_path / "c.yaml"
     crit.write_text("- name: polite\n  definition: The response is polite.\n  strictness: 3\n  tie_break: pass\n")
-    metrics = _build_metrics(["coherence"], ['dated=The response includes a year. (e.g. x=1)'], crit)
+    metrics = _build_metrics(["coherence"], ["dated=The response includes a year. (e.g. x=1)"], crit)
     assert [m.name for m in metrics] == ["coherence", "dated", "polite"]
     assert metrics[1].definition == "The response includes a year. (e.g. x=1)"
     assert (metrics[2].strictness, metrics[2].tie_break) == (3, "pass")

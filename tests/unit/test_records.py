@@ -62,13 +62,20 @@ def test_jsonl_keeps_going_past_bad_lines(tmp_path):
             "{not json",
             b'{"id": "c", "response": "\xff\xfe"}',
             "",
-            '[1, 2]',
+            "[1, 2]",
             '{"id": "e", "user_input": "q"}',
             '{"id": "f", "answer": "ok"}',
         ],
     )
     entries = list(iter_records(path))
-    assert [type(e).__name__ for e in entries] == ["Record", "RecordError", "RecordError", "RecordError", "RecordError", "Record"]
+    assert [type(e).__name__ for e in entries] == [
+        "Record",
+        "RecordError",
+        "RecordError",
+        "RecordError",
+        "RecordError",
+        "Record",
+    ]
     assert "line 2" in str(entries[1]) and "not valid JSON" in str(entries[1])
     assert "line 3" in str(entries[2]) and "not valid UTF-8" in str(entries[2])
     assert "expected a JSON object, got list" in str(entries[3])
@@ -96,7 +103,10 @@ def test_csv_with_json_contexts_and_empty_cells(tmp_path):
 def test_parquet_with_list_column(tmp_path):
     path = tmp_path / "d.parquet"
     pd.DataFrame(
-        [{"user_input": "q", "response": "a", "retrieved_contexts": ["x", "y"]}, {"user_input": "q2", "response": None, "retrieved_contexts": None}]
+        [
+            {"user_input": "q", "response": "a", "retrieved_contexts": ["x", "y"]},
+            {"user_input": "q2", "response": None, "retrieved_contexts": None},
+        ]
     ).to_parquet(path)
     good, bad = iter_records(path)
     assert good.retrieved_contexts == ["x", "y"]

@@ -60,7 +60,7 @@ def test_missing_weights_name_the_fix(tmp_path, monkeypatch):
 
 
 def test_unknown_model_lists_the_known_ones():
-    with pytest.raises(ConfigError, match="unknown model 'qwen'.*smollm2-135m-instruct, gemma-3-270m"):
+    with pytest.raises(ConfigError, match=r"unknown model 'qwen'.*smollm2-135m-instruct, gemma-3-270m"):
         load_registry(PACKAGED_REGISTRY).get("qwen")
 
 

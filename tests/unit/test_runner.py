@@ -20,7 +20,9 @@ def test_spec_example_jury_of_two_with_strictness_3():
     log = []
     result = evaluate(
         [{"id": "r1", "user_input": "q", "response": "in 1989"}],
-        [DATED], [spec("A"), spec("B")], strictness=3,
+        [DATED],
+        [spec("A"), spec("B")],
+        strictness=3,
         engine_factory=factory(votes_by_model({"A": [1, 1, 0], "B": [0, 0, 1]}), log),
     )
     (row,) = result.results
@@ -34,18 +36,28 @@ def test_spec_example_jury_of_two_with_strictness_3():
 def test_each_model_is_one_batched_call_with_n_k_and_is_freed_before_the_next_loads():
     log = []
     records = [{"id": str(i), "response": f"r{i}"} for i in range(5)]
-    evaluate(records, [DATED, AspectCritic.predefined("conciseness")], [spec("A"), spec("B")], strictness=3,
-             engine_factory=factory(lambda m, p, j: judgment(1), log))
+    evaluate(
+        records,
+        [DATED, AspectCritic.predefined("conciseness")],
+        [spec("A"), spec("B")],
+        strictness=3,
+        engine_factory=factory(lambda m, p, j: judgment(1), log),
+    )
     assert log == [
-        ("load", "A"), ("generate", "A", 10, 3), ("close", "A"),
-        ("load", "B"), ("generate", "B", 10, 3), ("close", "B"),
+        ("load", "A"),
+        ("generate", "A", 10, 3),
+        ("close", "A"),
+        ("load", "B"),
+        ("generate", "B", 10, 3),
+        ("close", "B"),
     ]
 
 
 def test_unparseable_and_cut_off_samples_are_counted_abstentions_not_zeros():
     table = {"A": ['{"reason": "x", "verdict": 1}', "not json", ('{"reason": "trunc', False)]}
-    result = evaluate([{"response": "x"}], [DATED], [spec("A")], strictness=3,
-                      engine_factory=factory(votes_by_model(table), []))
+    result = evaluate(
+        [{"response": "x"}], [DATED], [spec("A")], strictness=3, engine_factory=factory(votes_by_model(table), [])
+    )
     m = result.results[0].models[0]
     assert m.votes == [1, None, None] and m.abstentions == 2 and m.verdict == 1 and result.results[0].score == 1.0
     assert [(i.sample, i.raw) for i in m.invalid] == [(1, "not json"), (2, '{"reason": "trunc')]
@@ -54,32 +66,50 @@ def test_unparseable_and_cut_off_samples_are_counted_abstentions_not_zeros():
 
 
 def test_verdict_outside_schema_abstains():
-    result = evaluate([{"response": "x"}], [DATED], [spec("A")],
-                      engine_factory=factory(lambda m, p, j: '{"reason": "r", "verdict": 2}', []))
+    result = evaluate(
+        [{"response": "x"}],
+        [DATED],
+        [spec("A")],
+        engine_factory=factory(lambda m, p, j: '{"reason": "r", "verdict": 2}', []),
+    )
     assert result.results[0].models[0].votes == [None]
     assert result.results[0].score is None
 
 
 def test_all_models_abstain_gives_null_score():
-    result = evaluate([{"response": "x"}], [DATED], [spec("A"), spec("B")], strictness=2,
-                      engine_factory=factory(lambda m, p, j: "garbage", []))
+    result = evaluate(
+        [{"response": "x"}],
+        [DATED],
+        [spec("A"), spec("B")],
+        strictness=2,
+        engine_factory=factory(lambda m, p, j: "garbage", []),
+    )
     row = result.results[0]
     assert row.score is None and [m.verdict for m in row.models] == [None, None]
     assert result.summary.metrics[0].scored == 0 and result.summary.metrics[0].mean_score is None
 
 
-@pytest.mark.parametrize(("tie_break", "verdict", "score"), [("fail", 0, 0.0), ("pass", 1, 1.0), ("abstain", None, None)])
+@pytest.mark.parametrize(
+    ("tie_break", "verdict", "score"), [("fail", 0, 0.0), ("pass", 1, 1.0), ("abstain", None, None)]
+)
 def test_tie_break_policies(tie_break, verdict, score):
-    result = evaluate([{"response": "x"}], [DATED], [spec("A")], strictness=2, tie_break=tie_break,
-                      engine_factory=factory(votes_by_model({"A": [1, 0]}), []))
+    result = evaluate(
+        [{"response": "x"}],
+        [DATED],
+        [spec("A")],
+        strictness=2,
+        tie_break=tie_break,
+        engine_factory=factory(votes_by_model({"A": [1, 0]}), []),
+    )
     assert result.results[0].models[0].verdict == verdict and result.results[0].score == score
 
 
 def test_metric_tie_break_and_strictness_apply_without_overrides():
     log = []
     metric = AspectCritic("lenient", "The response is polite.", strictness=2, tie_break="pass")
-    result = evaluate([{"response": "x"}], [metric], [spec("A")],
-                      engine_factory=factory(votes_by_model({"A": [0, 1]}), log))
+    result = evaluate(
+        [{"response": "x"}], [metric], [spec("A")], engine_factory=factory(votes_by_model({"A": [0, 1]}), log)
+    )
     assert log[1] == ("generate", "A", 1, 2) and result.results[0].score == 1.0
 
 
@@ -97,15 +127,24 @@ def test_bad_records_are_reported_and_the_others_judged(tmp_path):
 
 
 def test_strict_input_stops_at_first_bad_record():
-    with pytest.raises(RecordError, match="record 'bad'.*field 'response'"):
-        evaluate([{"id": "bad", "user_input": "q"}, {"response": "a"}], [DATED], [spec("A")], strict_input=True,
-                 engine_factory=factory(lambda m, p, j: judgment(1), []))
+    with pytest.raises(RecordError, match=r"record 'bad'.*field 'response'"):
+        evaluate(
+            [{"id": "bad", "user_input": "q"}, {"response": "a"}],
+            [DATED],
+            [spec("A")],
+            strict_input=True,
+            engine_factory=factory(lambda m, p, j: judgment(1), []),
+        )
 
 
 def test_prompt_over_context_length_is_a_per_model_error():
     long = {"id": "long", "response": "word " * 400}
-    result = evaluate([long, {"id": "short", "response": "1989"}], [DATED], [spec("A", context_length=600, max_tokens=100)],
-                      engine_factory=factory(lambda m, p, j: judgment(1), []))
+    result = evaluate(
+        [long, {"id": "short", "response": "1989"}],
+        [DATED],
+        [spec("A", context_length=600, max_tokens=100)],
+        engine_factory=factory(lambda m, p, j: judgment(1), []),
+    )
     long_row, short_row = result.results
     assert long_row.score is None and "exceeds context_length 600" in long_row.models[0].error
     assert short_row.score == 1.0
@@ -138,7 +177,8 @@ def test_config_errors(kwargs, message):
 
 
 def test_to_pandas_has_a_row_per_model():
-    result = evaluate([{"response": "x"}], [DATED], [spec("A"), spec("B")],
-                      engine_factory=factory(lambda m, p, j: judgment(1), []))
+    result = evaluate(
+        [{"response": "x"}], [DATED], [spec("A"), spec("B")], engine_factory=factory(lambda m, p, j: judgment(1), [])
+    )
     frame = result.to_pandas()
     assert list(frame["model"]) == ["A", "B"] and list(frame["verdict"]) == [1, 1]

@@ -38,9 +38,7 @@ def load_engine(spec: ModelSpec, engine: str | None = None) -> Engine:
     """
     name = engine or spec.engine
     if name not in _ENGINES:
-        raise ConfigError(
-            f"unknown engine {name!r} for model {spec.name!r}; expected one of: {', '.join(_ENGINES)}"
-        )
+        raise ConfigError(f"unknown engine {name!r} for model {spec.name!r}; expected one of: {', '.join(_ENGINES)}")
     module_name, cls_name, install = _ENGINES[name]
     try:
         module = importlib.import_module(module_name)

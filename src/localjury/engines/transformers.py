@@ -32,6 +32,7 @@ from transformers import (
     LogitsProcessorList,
 )
 
+from localjury.engines import _attention
 from localjury.engines._outlines import JsonSchemaIndex
 from localjury.engines.base import Completion, ProgressFn, Sampling, render_plain
 from localjury.errors import ConfigError, EngineError
@@ -78,6 +79,8 @@ class TransformersEngine:
         except Exception as exc:
             raise EngineError(f"cannot load the model from {folder}: {exc}", engine=self.name, model=spec.name) from exc
         self.model.eval()
+        if self.model.config._attn_implementation == "sdpa":
+            self.model.set_attn_implementation(_attention.register())
         tok = self.tokenizer
         tok.padding_side = "left"
         if tok.pad_token_id is None:
@@ -106,9 +109,7 @@ class TransformersEngine:
     def format_prompt(self, messages: Sequence[Message]) -> str:
         """Apply the chat template (with the generation prompt) or the plain format."""
         if self.use_chat:
-            return str(
-                self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
-            )
+            return str(self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True))
         return self._plain_prefix + render_plain(messages)
 
     def count_tokens(self, prompts: Sequence[str]) -> list[int]:
@@ -166,8 +167,11 @@ class TransformersEngine:
                     if index is not None:
                         kwargs["logits_processor"] = LogitsProcessorList([index.processor()])
                     out = self.model.generate(
-                        input_ids=ids, attention_mask=mask, past_key_values=cache,
-                        generation_config=config, **kwargs,
+                        input_ids=ids,
+                        attention_mask=mask,
+                        past_key_values=cache,
+                        generation_config=config,
+                        **kwargs,
                     )
             except Exception as exc:
                 raise EngineError(f"generation failed: {exc}", engine=self.name, model=self.spec.name) from exc
@@ -225,8 +229,11 @@ class TransformersEngine:
             upto = prefix_len + width - 1
             positions = (mask[:, :upto].cumsum(-1) - 1).clamp(min=0)[:, prefix_len:]
             out = self.model(
-                input_ids=ids[:, prefix_len:upto], attention_mask=mask[:, :upto],
-                position_ids=positions, past_key_values=cache, use_cache=True,
+                input_ids=ids[:, prefix_len:upto],
+                attention_mask=mask[:, :upto],
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
             )
             cache = out.past_key_values
         if n > 1:

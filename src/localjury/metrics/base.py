@@ -58,7 +58,7 @@ _TAG_RE = re.compile(r"<(/?\s*(?:" + "|".join(_TAGS) + r")\b)", re.IGNORECASE)
 def delimit(text: str) -> str:
     """Neutralise our own delimiter tags inside record text, so a record cannot close its
     block early and smuggle instructions into the prompt's frame."""
-    return _TAG_RE.sub(lambda m: "‹" + m.group(1), text)
+    return _TAG_RE.sub(lambda m: "‹" + m.group(1), text)  # noqa: RUF001 (deliberately not "<")
 
 
 def render_record(record: Record, *, include_reference: bool = True) -> str:
@@ -68,8 +68,7 @@ def render_record(record: Record, *, include_reference: bool = True) -> str:
         parts.append(f"<user_input>\n{delimit(record.user_input)}\n</user_input>")
     if record.retrieved_contexts:
         ctx = "\n".join(
-            f'<context index="{i}">\n{delimit(c)}\n</context>'
-            for i, c in enumerate(record.retrieved_contexts, start=1)
+            f'<context index="{i}">\n{delimit(c)}\n</context>' for i, c in enumerate(record.retrieved_contexts, start=1)
         )
         parts.append(f"<retrieved_contexts>\n{ctx}\n</retrieved_contexts>")
     if include_reference and record.reference is not None:
@@ -105,8 +104,10 @@ class Metric(ABC):
         try:
             out = self.output_model.model_validate_json(text)
         except ValidationError as exc:
-            problem = "cut off by the token budget (max_tokens)" if not finished else (
-                "does not match the schema: " + "; ".join(e["msg"] for e in exc.errors()[:3])
+            problem = (
+                "cut off by the token budget (max_tokens)"
+                if not finished
+                else ("does not match the schema: " + "; ".join(e["msg"] for e in exc.errors()[:3]))
             )
             return ParsedSample(vote=None, reason=None, raw=text, problem=problem)
         return ParsedSample(vote=int(out.verdict), reason=out.reason, raw=text)

@@ -1,0 +1,33 @@
+import pytest
+
+from localjury.registry import load_registry
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def registry():
+    return load_registry()
+
+
+@pytest.fixture(scope="session")
+def smollm(registry):
+    spec = registry.get("smollm2-135m-instruct")
+    spec.require_local_dir()  # scripts/test pulls it; a clear error here otherwise
+    return spec
+
+
+@pytest.fixture(scope="session")
+def gemma(registry):
+    spec = registry.get("gemma-3-270m")
+    spec.require_local_dir()
+    return spec
+
+
+@pytest.fixture(scope="module")
+def smollm_engine(smollm):
+    from localjury.engines import load_engine
+
+    engine = load_engine(smollm)
+    yield engine
+    engine.close()

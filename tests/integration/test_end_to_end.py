@@ -1,0 +1,93 @@
+"""The whole pipeline on the embedded models: API and CLI, results and summary files."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from localjury import AspectCritic, evaluate
+
+pytestmark = pytest.mark.slow
+
+RECORDS = [
+    {"id": "wall", "question": "When did the Berlin Wall fall?", "answer": "It fell on 9 November 1989."},
+    {
+        "id": "hamlet",
+        "user_input": "Who wrote Hamlet?",
+        "response": "William Shakespeare.",
+        "retrieved_contexts": ["Hamlet is a tragedy written by William Shakespeare around 1600."],
+    },
+]
+
+
+def test_evaluate_is_complete_and_reproducible(smollm, tmp_path):
+    metrics = [AspectCritic("dated", "The response must include a specific date or year.", strictness=3)]
+    first = evaluate(RECORDS, metrics, ["smollm2-135m-instruct"], seed=3)
+    second = evaluate(RECORDS, metrics, ["smollm2-135m-instruct"], seed=3)
+    assert [r.model_dump() for r in first.results] == [r.model_dump() for r in second.results]
+    assert [r.record_id for r in first.results] == ["wall", "hamlet"]
+    for row in first.results:
+        (m,) = row.models
+        assert len(m.votes) == 3 and len(m.reasons) == 3
+        assert m.abstentions == sum(v is None for v in m.votes)
+        assert row.score in (0.0, 1.0) or (row.score is None and m.verdict is None)
+    s = first.summary.models[0]
+    assert s.judgments == 6 and s.judgments_per_second > 0
+
+
+def test_cli_jury_of_both_embedded_models(smollm, gemma, tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS) + '{"id": "broken", "question": "no answer"}\n')
+    criteria = tmp_path / "criteria.yaml"
+    criteria.write_text("dated: The response must include a specific date or year.\n")
+    out = tmp_path / "res.jsonl"
+    cmd = [
+        sys.executable,
+        "-c",
+        "from localjury.cli import main; main()",
+        "run",
+        str(data),
+        "--criteria",
+        str(criteria),
+        "--aspect",
+        "conciseness",
+        "--models",
+        "smollm2-135m-instruct,gemma-3-270m",
+        "--strictness",
+        "3",
+        "--seed",
+        "0",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    assert "Criteria" in proc.stdout and "Models" in proc.stdout and "1 bad" in proc.stdout
+
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["record_id"], r["metric"]) for r in rows] == [
+        ("wall", "conciseness"),
+        ("wall", "dated"),
+        ("hamlet", "conciseness"),
+        ("hamlet", "dated"),
+        ("broken", "conciseness"),
+        ("broken", "dated"),
+    ]
+    for r in rows[:4]:
+        assert r["error"] is None
+        assert [m["model"] for m in r["models"]] == ["smollm2-135m-instruct", "gemma-3-270m"]
+        for m in r["models"]:
+            assert len(m["votes"]) == 3 and set(m["votes"]) <= {0, 1, None}
+            assert m["verdict"] in (0, 1, None)
+        scores = [m["score"] for m in r["models"] if m["score"] is not None]
+        assert r["score"] == (sum(scores) / len(scores) if scores else None)
+    assert "field 'response'" in rows[4]["error"] and rows[4]["models"] == [] and rows[4]["score"] is None
+
+    summary = json.loads(out.with_name("res.summary.json").read_text())
+    assert [m["model"] for m in summary["models"]] == ["smollm2-135m-instruct", "gemma-3-270m"]
+    assert all(m["judgments"] == 12 for m in summary["models"])
+    assert [m["metric"] for m in summary["metrics"]] == ["conciseness", "dated"]
+    assert summary["records"] == 3 and summary["record_errors"] == 1
