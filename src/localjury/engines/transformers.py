@@ -24,16 +24,10 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 import outlines
 import torch
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    DynamicCache,
-    GenerationConfig,
-    LogitsProcessorList,
-)
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from localjury.engines import _attention
-from localjury.engines._outlines import JsonSchemaIndex
+from localjury.engines._outlines import GuidedRows, JsonSchemaIndex
 from localjury.engines.base import Completion, ProgressFn, Sampling, render_plain
 from localjury.errors import ConfigError, EngineError
 from localjury.metrics.base import Message
@@ -46,6 +40,21 @@ def batch_seed(seed: int, *parts: object) -> int:
     """Derive a 63-bit seed from the run seed and the batch's identity (stable across runs)."""
     blob = json.dumps([seed, *[str(p) for p in parts]]).encode()
     return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") >> 1
+
+
+def _sample(logits: torch.Tensor, sampling: Sampling, rng: torch.Generator) -> torch.Tensor:
+    """One token per row: greedy at temperature 0, else temperature + top-p sampling."""
+    if sampling.temperature <= 0:
+        return logits.argmax(-1)
+    logits = logits / sampling.temperature
+    if sampling.top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cum = sorted_logits.softmax(-1).cumsum(-1)
+        drop = cum - sorted_logits.softmax(-1) > sampling.top_p  # keep the smallest set reaching top_p
+        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
+    # Gumbel-max: argmax(logits + Gumbel noise) is a sample from softmax(logits).
+    noise = torch.rand(logits.shape, generator=rng, device="cpu").to(logits.device)
+    return (logits - torch.log(-torch.log(noise.clamp_min(1e-20)))).argmax(-1)
 
 
 class TransformersEngine:
@@ -141,50 +150,80 @@ class TransformersEngine:
         encoded = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
         order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
         index = self._index(schema) if schema is not None else None
-        config = GenerationConfig(
-            max_new_tokens=sampling.max_tokens,
-            do_sample=sampling.temperature > 0,
-            temperature=sampling.temperature if sampling.temperature > 0 else None,
-            top_p=sampling.top_p if sampling.temperature > 0 else None,
-            top_k=None,
-            num_return_sequences=1,  # the n samples are rows that share their prompt's KV cache
-            pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=self.eos_ids,
-        )
         prefix_len, prefix_cache = self._prefill_prefix(encoded)
         results: list[list[Completion]] = [[] for _ in prompts]
         step = self.spec.batch_size
         for start in range(0, len(order), step):
             idx = order[start : start + step]
-            rows = [encoded[i] for i in idx]
             # Seed per batch from the run seed and the batch's prompts: the same command gives
             # the same samples, whatever ran before it in this process.
-            torch.manual_seed(batch_seed(sampling.seed, n, *[prompts[i] for i in idx]))
+            rng = torch.Generator(device="cpu").manual_seed(batch_seed(sampling.seed, n, *[prompts[i] for i in idx]))
             try:
                 with torch.inference_mode():
-                    ids, mask, cache = self._prefill_batch(rows, prefix_len, prefix_cache, n)
-                    kwargs: dict[str, Any] = {}
-                    if index is not None:
-                        kwargs["logits_processor"] = LogitsProcessorList([index.processor()])
-                    out = self.model.generate(
-                        input_ids=ids,
-                        attention_mask=mask,
-                        past_key_values=cache,
-                        generation_config=config,
-                        **kwargs,
-                    )
+                    ids, mask, cache = self._prefill_batch([encoded[i] for i in idx], prefix_len, prefix_cache, n)
+                    guides = index.guides(ids.shape[0]) if index is not None else None
+                    rows = self._decode(ids, mask, cache, sampling, guides, rng)
             except Exception as exc:
                 raise EngineError(f"generation failed: {exc}", engine=self.name, model=self.spec.name) from exc
-            new = out[:, ids.shape[1] :]
-            for row in range(new.shape[0]):
-                tokens = new[row].tolist()
-                end = next((j for j, t in enumerate(tokens) if t in self.eos_ids), None)
-                body = tokens if end is None else tokens[:end]
-                text = self.tokenizer.decode(body, skip_special_tokens=True)
-                results[idx[row // n]].append(Completion(text=text, n_tokens=len(body), finished=end is not None))
+            for row, (tokens, finished) in enumerate(rows):
+                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+                results[idx[row // n]].append(Completion(text=text, n_tokens=len(tokens), finished=finished))
             if progress is not None:
                 progress(len(idx))
         return results
+
+    def _decode(
+        self,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        cache: Any,
+        sampling: Sampling,
+        guides: GuidedRows | None,
+        rng: torch.Generator,
+    ) -> list[tuple[list[int], bool]]:
+        """Sample until every row has ended or used max_tokens; rows that end leave the batch.
+
+        transformers' ``generate`` keeps computing rows that have finished until the longest
+        one ends; judgments vary a lot in length, so dropping them saves most of the tail.
+        """
+        total = ids.shape[0]
+        out: list[list[int]] = [[] for _ in range(total)]
+        done = [False] * total
+        active = list(range(total))  # original row of each row still in the batch
+        current = ids[:, -1:]
+        positions = mask.sum(-1, keepdim=True) - 1
+        eos = torch.tensor(self.eos_ids)
+        for _ in range(sampling.max_tokens):
+            logits = self.model(
+                input_ids=current, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                use_cache=True, logits_to_keep=1,
+            ).logits[:, -1, :].float()
+            if guides is not None:
+                logits = guides.mask(logits)
+            tokens = _sample(logits, sampling, rng)
+            ended = torch.isin(tokens, eos).tolist()
+            token_list = tokens.tolist()
+            for r, orig in enumerate(active):
+                if ended[r]:
+                    done[orig] = True
+                else:
+                    out[orig].append(token_list[r])
+            keep = [r for r in range(len(active)) if not ended[r]]
+            if not keep:
+                break
+            if guides is not None:
+                guides.advance(token_list, ended)
+            if len(keep) < len(active):
+                sel = torch.tensor(keep)
+                cache.batch_select_indices(sel.to(mask.device))
+                mask, positions, tokens = mask[sel], positions[sel], tokens[sel]
+                active = [active[r] for r in keep]
+                if guides is not None:
+                    guides.select(keep)
+            current = tokens[:, None].to(mask.device)
+            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+            positions = positions + 1
+        return [(out[r], done[r]) for r in range(total)]
 
     # KV sharing. Every prompt of a call starts with the same instruction and examples, and
     # each prompt's n samples share all of it: prefill the common prefix once, each prompt's
