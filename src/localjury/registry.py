@@ -89,7 +89,7 @@ class ModelSpec(BaseModel):
     """Nucleus sampling threshold."""
     max_tokens: int = Field(512, gt=0)
     """Output token budget per sample; a sample cut off by it is an abstention."""
-    batch_size: int = Field(8, gt=0)
+    batch_size: int = Field(16, gt=0)
     """Prompts per forward batch (each expands to ``strictness`` rows)."""
     trust_remote_code: bool = False
     """Allow custom model code shipped with the weights. Off unless you trust the folder."""

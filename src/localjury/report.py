@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -193,12 +192,3 @@ def print_summary(summary: Summary, console: Console) -> None:
     console.print(mod)
     line = f"{summary.records} records ({summary.record_errors} bad), seed {summary.seed}, {summary.seconds:.1f} s"
     console.print(line)
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Plain JSON types for pydantic models and lists of them."""
-    if isinstance(obj, BaseModel):
-        return json.loads(obj.model_dump_json())
-    if isinstance(obj, list):
-        return [to_jsonable(o) for o in obj]
-    return obj

@@ -66,7 +66,17 @@ class RunResult:
             if not r.models:
                 rows.append(base)
             for m in r.models:
-                rows.append({**base, **m.model_dump(exclude={"invalid"}), "model_score": m.score, "score": r.score})
+                rows.append(
+                    {
+                        **base,
+                        "model": m.model,
+                        "votes": m.votes,
+                        "abstentions": m.abstentions,
+                        "verdict": m.verdict,
+                        "model_score": m.score,
+                        "model_error": m.error,
+                    }
+                )
         return pd.DataFrame(rows)
 
 

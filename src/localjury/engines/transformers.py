@@ -1,9 +1,11 @@
 """Outlines over transformers: the CPU engine (also runs on a single GPU).
 
-Needs only localjury's core dependencies (torch, transformers, outlines). Prompts are
-sorted by length and run in batches of ``batch_size`` prompts, each expanded to ``n``
-sampled rows (``num_return_sequences``), with an Outlines logits processor that keeps every
-row inside the JSON schema.
+Needs only localjury's core dependencies (torch, transformers, outlines) and no GPU.
+Prompts are sorted by length and run in batches of ``batch_size`` prompts. The common
+prefix of all prompts is prefilled once, each prompt's suffix once, and the KV cache is
+copied to the ``n`` sample rows. A decode loop of our own samples every row under
+Outlines' guides (outlines-core), one mask operation per step for the whole batch, and
+drops rows from the batch as they end.
 """
 
 from __future__ import annotations
@@ -147,6 +149,8 @@ class TransformersEngine:
         """Draw ``n`` samples per prompt; see :class:`localjury.engines.base.Engine`."""
         if n > 1 and sampling.temperature <= 0:
             raise ConfigError(f"model {self.spec.name!r}: {n} samples per prompt need a temperature above 0")
+        if not prompts:
+            return []
         encoded = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
         order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
         index = self._index(schema) if schema is not None else None
@@ -194,10 +198,18 @@ class TransformersEngine:
         positions = mask.sum(-1, keepdim=True) - 1
         eos = torch.tensor(self.eos_ids)
         for _ in range(sampling.max_tokens):
-            logits = self.model(
-                input_ids=current, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                use_cache=True, logits_to_keep=1,
-            ).logits[:, -1, :].float()
+            logits = (
+                self.model(
+                    input_ids=current,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    past_key_values=cache,
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
+                .logits[:, -1, :]
+                .float()
+            )
             if guides is not None:
                 logits = guides.mask(logits)
             tokens = _sample(logits, sampling, rng)
