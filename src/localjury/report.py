@@ -165,19 +165,22 @@ def _fmt(value: float | None, pct: bool = False) -> str:
 
 def print_summary(summary: Summary, console: Console) -> None:
     """Print the per-criterion and per-model tables."""
+    from rich import box
     from rich.table import Table
 
-    crit = Table(title="Criteria", title_justify="left")
-    for col in ("criterion", "k", "records", "scored", "mean score", "pass rate"):
-        crit.add_column(col, justify="left" if col == "criterion" else "right")
+    crit = Table(title="Criteria", title_justify="left", box=box.SIMPLE_HEAD)
+    crit.add_column("criterion", no_wrap=True)
+    for col in ("k", "records", "scored", "mean score", "pass rate"):
+        crit.add_column(col, justify="right")
     for m in summary.metrics:
         crit.add_row(
             m.metric, str(m.strictness), str(m.records), str(m.scored), _fmt(m.mean_score), _fmt(m.pass_rate, True)
         )
     console.print(crit)
-    mod = Table(title="Models", title_justify="left")
-    for col in ("model", "judgments", "abstentions", "no verdict", "pass rate", "judgments/s", "tokens/s", "load s"):
-        mod.add_column(col, justify="left" if col == "model" else "right")
+    mod = Table(title="Models", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    mod.add_column("model", no_wrap=True)
+    for col in ("judg", "abst", "no verd", "pass", "judg/s", "tok/s", "load"):
+        mod.add_column(col, justify="right", no_wrap=True)
     for s in summary.models:
         mod.add_row(
             s.model,
@@ -185,10 +188,15 @@ def print_summary(summary: Summary, console: Console) -> None:
             str(s.abstentions),
             str(s.abstained_verdicts),
             _fmt(s.pass_rate, True),
-            _fmt(s.judgments_per_second),
+            f"{s.judgments_per_second or 0:.2f}",
             f"{s.output_tokens_per_second or 0:.1f}",
             f"{s.load_seconds:.1f}",
         )
     console.print(mod)
+    console.print(
+        "judg: samples drawn (records x criteria x k); abst: samples that abstained; "
+        "no verd: pairs without a verdict; judg/s, tok/s: generation only; load: seconds",
+        style="dim",
+    )
     line = f"{summary.records} records ({summary.record_errors} bad), seed {summary.seed}, {summary.seconds:.1f} s"
     console.print(line)

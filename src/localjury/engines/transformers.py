@@ -27,6 +27,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import outlines
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers.utils import logging as hf_logging
 
 from localjury.engines import _attention
 from localjury.engines._outlines import GuidedRows, JsonSchemaIndex
@@ -34,6 +35,9 @@ from localjury.engines.base import Completion, ProgressFn, Sampling, render_plai
 from localjury.errors import ConfigError, EngineError
 from localjury.metrics.base import Message
 from localjury.registry import ModelSpec
+
+# localjury shows its own progress; transformers' per-load tqdm bars would interleave with it.
+hf_logging.disable_progress_bar()
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
