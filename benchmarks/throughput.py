@@ -76,32 +76,29 @@ def main(argv: list[str] | None = None) -> dict:
         f"{len(records)} records x strictness {k} = {len(records) * k} judgments per mode; model {spec.name}",
         file=sys.stderr,
     )
-    t = time.perf_counter()
-    naive: list[list[Completion]] = []
-    for p in prompts:
-        per_prompt: list[Completion] = []
-        for j in range(k):
-            s = Sampling(sampling.temperature, sampling.top_p, sampling.max_tokens, seed=args.seed * 1000 + j)
-            per_prompt += engine.generate([p], n=1, sampling=s, schema=schema)[0]
-        naive.append(per_prompt)
-    a = _stats("a_naive_loop", naive, time.perf_counter() - t, metric)
-    print(a, file=sys.stderr)
-    t = time.perf_counter()
-    b = _stats(
-        "b_batched_constrained",
-        engine.generate(prompts, n=k, sampling=sampling, schema=schema),
-        time.perf_counter() - t,
-        metric,
-    )
-    print(b, file=sys.stderr)
-    t = time.perf_counter()
-    c = _stats(
-        "c_batched_unconstrained",
-        engine.generate(prompts, n=k, sampling=sampling, schema=None),
-        time.perf_counter() - t,
-        metric,
-    )
-    print(c, file=sys.stderr)
+
+    def naive_loop() -> list[list[Completion]]:
+        outputs = []
+        for p in prompts:
+            per_prompt: list[Completion] = []
+            for j in range(k):
+                s = Sampling(sampling.temperature, sampling.top_p, sampling.max_tokens, seed=args.seed * 1000 + j)
+                per_prompt += engine.generate([p], n=1, sampling=s, schema=schema)[0]
+            outputs.append(per_prompt)
+        return outputs
+
+    modes = {
+        "a_naive_loop": naive_loop,
+        "b_batched_constrained": lambda: engine.generate(prompts, n=k, sampling=sampling, schema=schema),
+        "c_batched_unconstrained": lambda: engine.generate(prompts, n=k, sampling=sampling, schema=None),
+    }
+    measured = []
+    for name, run in modes.items():
+        t = time.perf_counter()
+        outputs = run()
+        measured.append(_stats(name, outputs, time.perf_counter() - t, metric))
+        print(measured[-1], file=sys.stderr)
+    a, b, c = measured
     engine.close()
 
     import torch

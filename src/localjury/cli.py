@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 
+from localjury._files import read_yaml
 from localjury.errors import ConfigError, LocaljuryError
 
 app = typer.Typer(
@@ -41,12 +41,7 @@ def _main(
 
 def _criteria_file(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
     """Read criteria from YAML: ``name: text`` pairs, or a list of {name, definition, ...}."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"criteria file not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"criteria file {path} is not valid YAML: {exc}") from exc
+    data = read_yaml(path, "criteria file")
     if isinstance(data, dict) and "criteria" in data:
         data = data["criteria"]
     items: list[tuple[str, str, dict[str, Any]]] = []

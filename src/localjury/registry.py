@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from localjury._files import read_yaml
 from localjury.errors import ConfigError, ModelNotAvailableError
 
 EmbeddedName = Literal["smollm2-135m-instruct", "gemma-3-270m"]
@@ -179,12 +179,7 @@ def load_registry(registry: str | Path | None = None) -> Registry:
             included, so a typo fails loudly).
     """
     path = registry_path(registry)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"models registry not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"models registry {path} is not valid YAML: {exc}") from exc
+    data = read_yaml(path, "models registry")
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         raise ConfigError(f"models registry {path} must have a top-level 'models:' mapping of name -> settings")
     specs: dict[str, ModelSpec] = {}
