@@ -121,7 +121,7 @@ def pull(
             tokenizer.save_pretrained(out)
         except Exception as exc:
             raise EngineError(f"converting {gguf} failed: {exc}", engine="transformers", model=spec.name) from exc
-        versions = {}
+        versions: dict[str, str | None] = {}
         for req in source.packages:
             dist = req.split("==")[0]
             try:

@@ -125,3 +125,29 @@ def test_pulling_a_path_model_is_refused(tmp_path):
     (tmp_path / "m.yaml").write_text("models:\n  mine:\n    path: /x\n")
     proc = localjury("models", "pull", "mine", "--registry", str(tmp_path / "m.yaml"))
     assert proc.returncode == 2 and "only embedded models" in proc.stderr
+
+
+def test_strict_input_stops_before_any_model_loads(tmp_path):
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")  # never loaded: the bad record stops the run first
+    registry = tmp_path / "m.yaml"
+    registry.write_text(f"models:\n  mine:\n    path: {weights}\n")
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "ok", "response": "x"}\n{"id": "bad", "user_input": "q"}\n')
+    proc = localjury(
+        "run",
+        str(data),
+        "--aspect",
+        "coherence",
+        "--models",
+        "mine",
+        "--registry",
+        str(registry),
+        "--strict-input",
+        "--out",
+        str(tmp_path / "r.jsonl"),
+    )
+    assert proc.returncode == 1
+    assert "record 'bad' (d.jsonl line 2), field 'response': missing" in proc.stderr
+    assert not (tmp_path / "r.jsonl").exists()

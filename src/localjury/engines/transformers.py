@@ -116,7 +116,7 @@ class TransformersEngine:
         bos = tok.bos_token
         adds_bos = bool(tok("a").input_ids[:1] == [tok.bos_token_id])
         self._plain_prefix = bos if (bos and not adds_bos and not self.use_chat) else ""
-        self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)
+        self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)  # type: ignore[arg-type]
         self._indexes: dict[str, JsonSchemaIndex] = {}
 
     # -- prompts -------------------------------------------------------------------------
@@ -124,7 +124,13 @@ class TransformersEngine:
     def format_prompt(self, messages: Sequence[Message]) -> str:
         """Apply the chat template (with the generation prompt) or the plain format."""
         if self.use_chat:
-            return str(self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True))
+            return str(
+                self.tokenizer.apply_chat_template(
+                    [{"role": m["role"], "content": m["content"]} for m in messages],
+                    tokenize=False,
+                    add_generation_prompt=True,
+                )
+            )
         return self._plain_prefix + render_plain(messages)
 
     def count_tokens(self, prompts: Sequence[str]) -> list[int]:
@@ -174,7 +180,7 @@ class TransformersEngine:
             except Exception as exc:
                 raise EngineError(f"generation failed: {exc}", engine=self.name, model=self.spec.name) from exc
             for row, (tokens, finished) in enumerate(rows):
-                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+                text = str(self.tokenizer.decode(tokens, skip_special_tokens=True))
                 results[idx[row // n]].append(Completion(text=text, n_tokens=len(tokens), finished=finished))
             if progress is not None:
                 progress(len(idx))
