@@ -197,10 +197,11 @@ def evaluate(
     messages = {(r.id, m.name): m.messages(r) for r in good for m in metrics}
 
     judgments: dict[tuple[str, str], list[ModelJudgment]] = {key: [] for key in messages}
-    stats: list[_ModelStats] = []
-    for spec in specs:
-        st = _ModelStats(spec)
-        stats.append(st)
+    stats = [_ModelStats(spec) for spec in specs]
+    for st in stats:
+        if not messages:
+            break  # nothing to judge (empty dataset, or every record bad): load no model
+        spec = st.spec
         task = progress.add_task(f"loading {spec.name}", total=None) if progress else None
         t = time.perf_counter()
         engine = factory(spec)
@@ -210,7 +211,6 @@ def evaluate(
                 engine,
                 spec,
                 metrics,
-                good,
                 messages,
                 ks,
                 ties,
@@ -267,7 +267,6 @@ def _run_model(
     engine: Engine,
     spec: ModelSpec,
     metrics: Sequence[Metric],
-    good: list[Record],
     messages: dict[tuple[str, str], Any],
     ks: dict[str, int],
     ties: dict[str, TieBreak],

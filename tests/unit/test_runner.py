@@ -182,3 +182,13 @@ def test_to_pandas_has_a_row_per_model():
     )
     frame = result.to_pandas()
     assert list(frame["model"]) == ["A", "B"] and list(frame["verdict"]) == [1, 1]
+
+
+def test_no_judgeable_record_loads_no_model():
+    log = []
+    result = evaluate([{"id": "bad"}], [DATED], [spec("A")], engine_factory=factory(lambda m, p, j: judgment(1), log))
+    assert log == []
+    assert [(r.record_id, r.score) for r in result.results] == [("bad", None)]
+    assert result.summary.models[0].judgments == 0 and result.summary.record_errors == 1
+    empty = evaluate([], [DATED], [spec("A")], engine_factory=factory(lambda m, p, j: judgment(1), log))
+    assert empty.results == [] and log == [] and empty.summary.metrics[0].mean_score is None
