@@ -55,8 +55,8 @@ def _sample(logits: torch.Tensor, sampling: Sampling, rng: torch.Generator) -> t
     logits = logits / sampling.temperature
     if sampling.top_p < 1.0:
         sorted_logits, order = logits.sort(dim=-1, descending=True)
-        cum = sorted_logits.softmax(-1).cumsum(-1)
-        drop = cum - sorted_logits.softmax(-1) > sampling.top_p  # keep the smallest set reaching top_p
+        probs = sorted_logits.softmax(-1)
+        drop = probs.cumsum(-1) - probs > sampling.top_p  # keep the smallest set reaching top_p
         logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
     # Gumbel-max: argmax(logits + Gumbel noise) is a sample from softmax(logits).
     noise = torch.rand(logits.shape, generator=rng, device="cpu").to(logits.device)
@@ -263,7 +263,8 @@ class TransformersEngine:
             return 0, None
         with torch.inference_mode():
             ids = torch.tensor([first[:prefix_len]], device=self.model.device)
-            out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+            # logits_to_keep=1: only the cache is wanted, not (tokens x vocab) logits.
+            out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True, logits_to_keep=1)
         return prefix_len, out.past_key_values
 
     def _prefill_batch(
@@ -286,7 +287,7 @@ class TransformersEngine:
             cache.batch_repeat_interleave(len(rows))
         else:
             cache = DynamicCache(config=self.model.config)
-        if width > 1:  # prefill every suffix token but the last; generate() feeds that one
+        if width > 1:  # prefill every suffix token but the last; _decode() feeds that one
             upto = prefix_len + width - 1
             positions = (mask[:, :upto].cumsum(-1) - 1).clamp(min=0)[:, prefix_len:]
             out = self.model(
@@ -295,6 +296,7 @@ class TransformersEngine:
                 position_ids=positions,
                 past_key_values=cache,
                 use_cache=True,
+                logits_to_keep=1,
             )
             cache = out.past_key_values
         if n > 1:
