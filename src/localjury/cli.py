@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -64,10 +65,12 @@ def _criteria_file(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
     return items
 
 
-def _build_metrics(aspects: list[str], criteria: list[str], criteria_file: Path | None) -> list[Any]:
-    from localjury.metrics import PREDEFINED_ASPECTS, AspectCritic
+def _build_metrics(
+    aspects: Sequence[str], criteria: Sequence[str], criteria_file: Path | None, composites: Sequence[str] = ()
+) -> list[Any]:
+    from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCritic, Metric
 
-    metrics: list[AspectCritic] = []
+    metrics: list[Metric] = []
     for name in aspects:
         if name not in PREDEFINED_ASPECTS:
             raise ConfigError(
@@ -87,6 +90,10 @@ def _build_metrics(aspects: list[str], criteria: list[str], criteria_file: Path 
                 metrics.append(AspectCritic(name, text, **extra))
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"criteria file {criteria_file}: criterion {name!r}: {exc}") from None
+    for name in composites:
+        if name not in COMPOSITE_METRICS:
+            raise ConfigError(f"unknown metric {name!r}; expected one of: {', '.join(COMPOSITE_METRICS)}")
+        metrics.append(COMPOSITE_METRICS[name]())
     return metrics
 
 
@@ -106,6 +113,14 @@ def run(
             help="YAML file of criteria: name: text, or a list of {name, definition, strictness, tie_break}.",
         ),
     ] = None,
+    metric: Annotated[
+        list[str],
+        typer.Option(
+            "--metric",
+            help="A composite metric (repeatable): faithfulness (needs retrieved_contexts), "
+            "factual_accuracy (needs reference).",
+        ),
+    ] = [],  # noqa: B006
     models: Annotated[
         str | None,
         typer.Option(
@@ -142,19 +157,26 @@ def run(
     summary: Annotated[
         Path | None, typer.Option("--summary", help="Summary JSON (default: <out stem>.summary.json).")
     ] = None,
+    extractor: Annotated[
+        str | None,
+        typer.Option(
+            "--extractor",
+            help="Jury model that extracts statements for composite metrics (default: the first model).",
+        ),
+    ] = None,
     registry: RegistryOpt = None,
     strict_input: Annotated[
         bool, typer.Option("--strict-input", help="Stop at the first bad record instead of reporting it and going on.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
-    """Judge DATA on each criterion with each model, vote, and write results and a summary."""
+    """Judge DATA on each criterion and metric with each model, vote, and write results and a summary."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from localjury.report import print_summary
     from localjury.runner import evaluate
 
-    metrics = _build_metrics(aspect, criterion, criteria)
+    metrics = _build_metrics(aspect, criterion, criteria, metric)
     names = [m.strip() for m in models.split(",") if m.strip()] if models else None
     progress = Progress(
         SpinnerColumn(),
@@ -175,6 +197,7 @@ def run(
             tie_break=tie_break,  # type: ignore[arg-type]
             temperature=temperature,
             max_tokens=max_tokens,
+            extractor=extractor,
             registry=registry,
             strict_input=strict_input,
             progress=progress,

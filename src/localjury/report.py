@@ -26,26 +26,57 @@ class InvalidSample(BaseModel):
 
 
 class ModelJudgment(BaseModel):
-    """One model's judgment of one (record, criterion)."""
+    """One model's judgment of one (record, metric)."""
 
     model_config = ConfigDict(extra="forbid")
 
     model: str
     """The model's name in models.yaml."""
     votes: list[int | None]
-    """The k samples' votes: 1, 0, or null for a sample that abstained."""
+    """The k samples' votes: 1, 0, or null for a sample that abstained (empty for composite
+    metrics, whose votes are per statement, under ``RecordResult.statements``)."""
     reasons: list[str | None]
-    """The k samples' reasons (null where the sample abstained)."""
+    """The k samples' reasons (null where the sample abstained; empty for composite metrics)."""
     abstentions: int
     """How many of the k samples abstained."""
     verdict: int | None
-    """Majority of the valid votes (ties per tie_break); null when the model abstains."""
+    """Majority of the valid votes (ties per tie_break); null when the model abstains, and
+    always null for composite metrics (their verdicts are per statement)."""
     score: float | None
-    """1.0 for PASS, 0.0 for FAIL, null when the model abstains."""
+    """1.0 for PASS, 0.0 for FAIL; for composite metrics the share of the model's decided
+    statements that are supported; null when the model abstains."""
     error: str | None = None
     """Why this model could not judge this record at all (e.g. the prompt exceeds its context)."""
     invalid: list[InvalidSample] = []
     """The abstained samples' raw outputs."""
+
+
+class StatementJudgment(BaseModel):
+    """One model's votes on one statement of a composite metric."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    """The model's name in models.yaml."""
+    votes: list[int | None]
+    """The k samples' votes on this statement (null where a sample abstained)."""
+    reasons: list[str | None]
+    """The k samples' reasons for this statement."""
+    verdict: int | None
+    """Majority of the valid votes (ties per tie_break); null when the model abstains."""
+
+
+class StatementResult(BaseModel):
+    """One statement of a composite metric, with every model's votes on it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    statement: str
+    """The statement, as extracted."""
+    score: float | None
+    """Mean of the models' verdicts on it (1 supported, 0 not); null when all abstain."""
+    models: list[StatementJudgment]
+    """Each model's votes and verdict on this statement."""
 
 
 class RecordResult(BaseModel):
@@ -63,13 +94,22 @@ class RecordResult(BaseModel):
     """Why the record could not be judged, naming the field; null when it was."""
     models: list[ModelJudgment]
     """Each model's votes, reasons and verdict (empty when the record is bad)."""
+    statements: list[StatementResult] | None = None
+    """Composite metrics: the statements judged, each with its per-model votes and verdicts
+    (an empty list when the response yields no statements: then the score is null); null
+    for single-step metrics."""
+    extracted_by: str | None = None
+    """Composite metrics: the model that extracted the statements."""
 
 
 class MetricSummary(BaseModel):
-    """Aggregate of one criterion over the dataset."""
+    """Aggregate of one metric over the dataset."""
 
     metric: str
+    kind: str = "judge"
+    """``judge`` (one verdict per record) or ``composite`` (verdicts per statement)."""
     definition: str
+    """The criterion, or what the metric measures."""
     strictness: int
     tie_break: str
     records: int
@@ -93,9 +133,9 @@ class ModelSummary(BaseModel):
     abstentions: int
     """Samples that did not parse, were cut off, or could not be run."""
     abstained_verdicts: int
-    """(record, criterion) pairs where the model gave no verdict."""
+    """(record, metric) pairs where the model gave no verdict or score."""
     pass_rate: float | None
-    """Share of this model's verdicts that are PASS."""
+    """Share of this model's verdicts on single-step metrics that are PASS."""
     load_seconds: float
     generate_seconds: float
     judgments_per_second: float | None
@@ -119,6 +159,8 @@ class Summary(BaseModel):
     """CLI/API override of the models' max_tokens, if any."""
     metrics: list[MetricSummary]
     models: list[ModelSummary]
+    extractor: str | None = None
+    """The model that extracted statements for the composite metrics, if any ran."""
     started_at: str
     seconds: float
 

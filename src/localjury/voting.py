@@ -58,6 +58,15 @@ def final_score(scores: Sequence[float | None]) -> float | None:
     return sum(valid) / len(valid)
 
 
+def share_supported(verdicts: Sequence[int | None]) -> float | None:
+    """A composite metric's model score: the share of decided statements that are supported
+    (verdict 1); statements the model abstained on are left out; None when none is decided."""
+    decided = [v for v in verdicts if v is not None]
+    if not decided:
+        return None
+    return sum(decided) / len(decided)
+
+
 def passes(score: float | None) -> bool | None:
     """Whether a final score is a pass: a strict jury majority (score > 0.5); None if no score."""
     return None if score is None else score > 0.5

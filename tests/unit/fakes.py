@@ -18,10 +18,17 @@ class ScriptedEngine:
 
     name = "scripted"
 
-    def __init__(self, spec: ModelSpec, respond: Callable[[str, str, int], str | tuple[str, bool]], log: list) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        respond: Callable[[str, str, int], str | tuple[str, bool]],
+        log: list,
+        calls: list | None = None,
+    ) -> None:
         self.spec = spec
         self.respond = respond
         self.log = log
+        self.calls = calls
         log.append(("load", spec.name))
 
     def format_prompt(self, messages):
@@ -32,6 +39,10 @@ class ScriptedEngine:
 
     def generate(self, prompts, *, n, sampling, schema, progress=None):
         self.log.append(("generate", self.spec.name, len(prompts), n))
+        if self.calls is not None:
+            self.calls.append(
+                {"model": self.spec.name, "prompts": list(prompts), "n": n, "sampling": sampling, "schema": schema}
+            )
         out = []
         for p in prompts:
             samples = []
@@ -48,8 +59,8 @@ class ScriptedEngine:
         self.log.append(("close", self.spec.name))
 
 
-def factory(respond, log):
-    return lambda spec: ScriptedEngine(spec, respond, log)
+def factory(respond, log, calls=None):
+    return lambda spec: ScriptedEngine(spec, respond, log, calls)
 
 
 def spec(name: str, **kw) -> ModelSpec:

@@ -84,7 +84,7 @@ def test_usage_errors_exit_2_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert "error: --criterion expects NAME=TEXT" in proc.stderr and "Traceback" not in proc.stderr
     proc = localjury("run", str(data))
-    assert proc.returncode == 2 and "no criterion to judge" in proc.stderr
+    assert proc.returncode == 2 and "no metric to judge" in proc.stderr
 
 
 def test_missing_model_names_the_pull_command(tmp_path):

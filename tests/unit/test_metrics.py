@@ -27,7 +27,7 @@ def test_prompt_order_instruction_examples_criterion_record():
         if m["role"] == "assistant":
             assert set(json.loads(m["content"])) == {"reason", "verdict"}
     task = msgs[-1]["content"]
-    assert task.startswith("Criterion: The response must include a specific date or year.")
+    assert task.startswith("<criterion>\nThe response must include a specific date or year.\n</criterion>")
     assert task.index("<user_input>\nWhen?\n</user_input>") < task.index("<response>\nIn 1989.\n</response>")
     assert "<retrieved_contexts>" not in task and "<reference>" not in task
 
@@ -42,7 +42,7 @@ def test_contexts_and_reference_are_rendered_when_present():
     task = DATED.messages(Record(id="x", response="r", retrieved_contexts=["c one", "c two"], reference="ref"))[-1][
         "content"
     ]
-    assert '<context index="1">\nc one\n</context>' in task and '<context index="2">\nc two\n</context>' in task
+    assert '<item index="1">\nc one\n</item>\n<item index="2">\nc two\n</item>' in task
     assert "<reference>\nref\n</reference>" in task
 
 

@@ -163,8 +163,8 @@ def test_summary_figures():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"metrics": []}, "no criterion to judge"),
-        ({"metrics": [DATED, DATED]}, "criterion names must be unique"),
+        ({"metrics": []}, "no metric to judge"),
+        ({"metrics": [DATED, DATED]}, "metric names must be unique"),
         ({"strictness": 3, "temperature": 0.0}, "strictness above 1 needs a temperature above 0"),
         ({"tie_break": "coin"}, "unknown tie-break policy 'coin'"),
         ({"models": [spec("A"), spec("A")]}, "a model is named twice"),

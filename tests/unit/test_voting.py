@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from localjury.voting import final_score, model_score, model_verdict, passes
+from localjury.voting import final_score, model_score, model_verdict, passes, share_supported
 
 
 @pytest.mark.parametrize(
@@ -61,3 +61,17 @@ def test_all_abstain_gives_no_score():
 @pytest.mark.parametrize(("score", "expected"), [(1.0, True), (0.6, True), (0.5, False), (0.0, False), (None, None)])
 def test_pass_is_a_strict_majority(score, expected):
     assert passes(score) is expected
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "expected"),
+    [
+        ([1, 1, 0, 1], 0.75),
+        ([1, None, 0], 0.5),
+        ([0, 0], 0.0),
+        ([None, None], None),
+        ([], None),
+    ],
+)
+def test_share_supported_leaves_out_abstained_statements(verdicts, expected):
+    assert share_supported(verdicts) == expected

@@ -1,6 +1,45 @@
-"""Judge metrics."""
+"""Judge metrics: single-step (the Aspect Critic, or your own) and composite (Faithfulness)."""
 
-from localjury.metrics.aspect_critic import PREDEFINED_ASPECTS, AspectCritic
-from localjury.metrics.base import Judgment, Message, Metric, ParsedSample
+from localjury.metrics.aspect_critic import PREDEFINED_ASPECTS, AspectCritic, CriterionInput
+from localjury.metrics.base import JudgeMetric, Judgment, Message, Metric, Parsed, ParsedSample, PromptProgram
+from localjury.metrics.composite import (
+    CompositeMetric,
+    Statements,
+    StatementVerdict,
+    StatementVerdicts,
+    VerifyProgram,
+)
+from localjury.metrics.faithfulness import (
+    COMPOSITE_METRICS,
+    NLI_STATEMENT,
+    STATEMENT_GENERATOR,
+    FactualAccuracy,
+    Faithfulness,
+    StatementsInContext,
+    StatementSource,
+)
 
-__all__ = ["PREDEFINED_ASPECTS", "AspectCritic", "Judgment", "Message", "Metric", "ParsedSample"]
+__all__ = [
+    "COMPOSITE_METRICS",
+    "NLI_STATEMENT",
+    "PREDEFINED_ASPECTS",
+    "STATEMENT_GENERATOR",
+    "AspectCritic",
+    "CompositeMetric",
+    "CriterionInput",
+    "FactualAccuracy",
+    "Faithfulness",
+    "JudgeMetric",
+    "Judgment",
+    "Message",
+    "Metric",
+    "Parsed",
+    "ParsedSample",
+    "PromptProgram",
+    "StatementSource",
+    "StatementVerdict",
+    "StatementVerdicts",
+    "Statements",
+    "StatementsInContext",
+    "VerifyProgram",
+]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from localjury.metrics.base import Judgment, Message, Metric, example_turns, render_record
-from localjury.records import Record
+from pydantic import BaseModel, ConfigDict
+
+from localjury.metrics.base import JudgeMetric, Judgment
 from localjury.voting import TieBreak
 
 INSTRUCTION = (
@@ -16,19 +17,41 @@ INSTRUCTION = (
     '"verdict": 1 if the response meets the criterion, 0 if it does not.'
 )
 
-_EXAMPLES: list[tuple[str, Judgment]] = [
+
+class CriterionInput(BaseModel):
+    """What the Aspect Critic shows the judge: the criterion first (shared by every record's
+    prompt, so it is part of the cacheable prefix), then the record."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    criterion: str
+    """The yes/no statement about the response."""
+    user_input: str | None = None
+    """The prompt or question the response answers."""
+    retrieved_contexts: list[str] | None = None
+    """Passages the system retrieved."""
+    reference: str | None = None
+    """A reference answer."""
+    response: str
+    """The output being judged."""
+
+
+EXAMPLES: list[tuple[CriterionInput, Judgment]] = [
     (
-        "Criterion: The response must include a specific date or year.\n\n"
-        "<user_input>\nWhen did the Berlin Wall fall?\n</user_input>\n"
-        "<response>\nIt fell on 9 November 1989, after weeks of mass protests.\n</response>",
+        CriterionInput(
+            criterion="The response must include a specific date or year.",
+            user_input="When did the Berlin Wall fall?",
+            response="It fell on 9 November 1989, after weeks of mass protests.",
+        ),
         Judgment(reason="The response gives a specific date, 9 November 1989.", verdict=1),
     ),
     (
-        "Criterion: The response is concise: it answers without unnecessary detail.\n\n"
-        "<user_input>\nWhat is the capital of France?\n</user_input>\n"
-        "<response>\nGreat question! France is a large country in Western Europe with a rich "
-        "history, famous cuisine and many beautiful cities, and among all of them its capital "
-        "is Paris.\n</response>",
+        CriterionInput(
+            criterion="The response is concise: it answers without unnecessary detail.",
+            user_input="What is the capital of France?",
+            response="Great question! France is a large country in Western Europe with a rich history, famous "
+            "cuisine and many beautiful cities, and among all of them its capital is Paris.",
+        ),
         Judgment(reason="A one-word answer is buried under detail the user did not ask for.", verdict=0),
     ),
 ]
@@ -50,12 +73,12 @@ PREDEFINED_ASPECTS: dict[str, str] = {
 }
 
 
-class AspectCritic(Metric):
+class AspectCritic(JudgeMetric):
     """Ask each judge whether a response meets a yes/no criterion.
 
-    The judge reads the instruction, two worked examples, the criterion, then the record
-    (user input, retrieved contexts and reference when present, response), and answers
-    ``{"reason": str, "verdict": 0|1}``: 1 when the response meets the criterion.
+    The judge reads the instruction, two worked examples, then the criterion and the record
+    (user input, retrieved contexts and reference when present, response) as tagged blocks,
+    and answers ``{"reason": str, "verdict": 0|1}``: 1 when the response meets the criterion.
 
     Each model draws ``strictness`` samples in one request; its verdict is the majority of
     its valid votes (ties settled by ``tie_break``; unparseable samples abstain). The final
@@ -69,10 +92,20 @@ class AspectCritic(Metric):
     """
 
     def __init__(self, name: str, definition: str, *, strictness: int = 1, tie_break: TieBreak = "fail") -> None:
-        super().__init__(name, strictness=strictness, tie_break=tie_break)
         if not definition or not definition.strip():
             raise ValueError(f"criterion {name!r} needs a non-empty definition")
         self.definition = definition.strip()
+        super().__init__(
+            name,
+            instruction=INSTRUCTION,
+            input_model=CriterionInput,
+            output_model=Judgment,
+            examples=EXAMPLES,
+            constants={"criterion": self.definition},
+            strictness=strictness,
+            tie_break=tie_break,
+            description=self.definition,
+        )
 
     @classmethod
     def predefined(cls, name: str, *, strictness: int = 1, tie_break: TieBreak = "fail") -> AspectCritic:
@@ -84,13 +117,6 @@ class AspectCritic(Metric):
         if name not in PREDEFINED_ASPECTS:
             raise KeyError(f"unknown aspect {name!r}; expected one of: {', '.join(PREDEFINED_ASPECTS)}")
         return cls(name, PREDEFINED_ASPECTS[name], strictness=strictness, tie_break=tie_break)
-
-    def messages(self, record: Record) -> list[Message]:
-        """Instruction and examples first (a prefix shared by every prompt), then the
-        criterion, then the record."""
-        system: Message = {"role": "system", "content": INSTRUCTION}
-        task: Message = {"role": "user", "content": f"Criterion: {self.definition}\n\n{render_record(record)}"}
-        return [system, *example_turns(_EXAMPLES), task]
 
     def __repr__(self) -> str:
         return (

@@ -1,25 +1,42 @@
-"""What every judge metric shares: chat messages in, a JSON object out, parsed into votes.
+"""Metrics are declared, not coded: a prompt program, and how its outputs become votes.
+
+A :class:`PromptProgram` is an ``instruction``, a pydantic input model, a pydantic output
+model and few-shot ``examples`` as (input, output) pairs. It renders chat messages (the
+instruction, the examples as user/assistant turns, then the input), derives the JSON schema
+the engine constrains every sample to from the output model, and parses a sample back into
+the output model; what does not parse is an abstention with its raw text, never an error.
+
+A :class:`JudgeMetric` is one program whose output carries a 0/1 ``verdict``: the Aspect
+Critic is one, and a user declares a new one in a few lines. Composite metrics chain two
+programs (see :mod:`localjury.metrics.composite`).
 
 Nothing here imports an engine: a metric renders messages; the engine turns them into its
-model's prompt format and constrains the output to the metric's JSON schema.
+model's prompt format and constrains the output to the schema.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypedDict
+from typing import Any, Generic, Literal, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from localjury.errors import RecordError
 from localjury.records import Record
 from localjury.voting import TieBreak, check_tie_break
 
 #: Upper bound of a judgment's ``reason``; part of the schema, so a generation cannot run
 #: out of tokens mid-string when max_tokens leaves room for it.
 REASON_MAX_CHARS = 200
+
+#: The record fields a program's input model can take its values from.
+RECORD_FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
+
+InT = TypeVar("InT", bound=BaseModel)
+OutT = TypeVar("OutT", bound=BaseModel)
 
 
 class Message(TypedDict):
@@ -41,8 +58,18 @@ class Judgment(BaseModel):
 
 
 @dataclass(frozen=True)
+class Parsed(Generic[OutT]):
+    """One sample parsed into the output model, or an abstention with the reason it is one."""
+
+    value: OutT | None
+    raw: str
+    problem: str | None = None
+    """Why the sample abstained (does not parse, cut off by the token budget)."""
+
+
+@dataclass(frozen=True)
 class ParsedSample:
-    """One sample after parsing: a vote and its reason, or an abstention with the raw text."""
+    """One sample of a judge metric: a vote and its reason, or an abstention with the raw text."""
 
     vote: int | None
     reason: str | None
@@ -51,36 +78,193 @@ class ParsedSample:
     """Why the sample abstained (does not parse, cut off by the token budget)."""
 
 
-_TAGS = ("user_input", "response", "retrieved_contexts", "context", "reference", "criterion")
-_TAG_RE = re.compile(r"<(/?\s*(?:" + "|".join(_TAGS) + r")\b)", re.IGNORECASE)
+_TAG_RE_CACHE: dict[tuple[str, ...], re.Pattern[str]] = {}
 
 
-def delimit(text: str) -> str:
-    """Neutralise our own delimiter tags inside record text, so a record cannot close its
-    block early and smuggle instructions into the prompt's frame."""
-    return _TAG_RE.sub(lambda m: "‹" + m.group(1), text)  # noqa: RUF001 (deliberately not "<")
+def delimit(text: str, tags: Sequence[str] = ()) -> str:
+    """Neutralise delimiter tags inside record text, so a record cannot close its block
+    early and smuggle instructions into the prompt's frame.
+
+    Args:
+        text: The record text.
+        tags: Tag names the prompt uses, besides the record fields and ``item``/``context``.
+    """
+    names = tuple(sorted({*RECORD_FIELDS, "item", "context", "criterion", "statements", *tags}))
+    pattern = _TAG_RE_CACHE.get(names)
+    if pattern is None:
+        alternatives = "|".join(re.escape(n) for n in names)
+        pattern = _TAG_RE_CACHE.setdefault(names, re.compile(r"<(/?\s*(?:" + alternatives + r")\b)", re.IGNORECASE))
+    return pattern.sub(lambda m: "‹" + m.group(1), text)  # noqa: RUF001 (deliberately not "<")
 
 
-def render_record(record: Record, *, include_reference: bool = True) -> str:
-    """Render a record's fields as tagged blocks; contexts only when present."""
-    parts: list[str] = []
-    if record.user_input is not None:
-        parts.append(f"<user_input>\n{delimit(record.user_input)}\n</user_input>")
-    if record.retrieved_contexts:
-        ctx = "\n".join(
-            f'<context index="{i}">\n{delimit(c)}\n</context>' for i, c in enumerate(record.retrieved_contexts, start=1)
-        )
-        parts.append(f"<retrieved_contexts>\n{ctx}\n</retrieved_contexts>")
-    if include_reference and record.reference is not None:
-        parts.append(f"<reference>\n{delimit(record.reference)}\n</reference>")
-    parts.append(f"<response>\n{delimit(record.response)}\n</response>")
-    return "\n".join(parts)
+def _render_value(name: str, value: Any, tags: Sequence[str]) -> str:
+    if isinstance(value, str):
+        body = delimit(value, tags)
+    elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        body = "\n".join(f'<item index="{i}">\n{delimit(v, tags)}\n</item>' for i, v in enumerate(value, start=1))
+    else:
+        body = delimit(json.dumps(value, ensure_ascii=False, default=str), tags)
+    return f"<{name}>\n{body}\n</{name}>"
 
 
-class Metric(ABC):
-    """A judge metric: renders messages for a record and reads votes from the outputs."""
+class PromptProgram(Generic[InT, OutT]):
+    """One prompt program: instruction, input model, output model and few-shot examples.
 
-    output_model: ClassVar[type[Judgment]] = Judgment
+    The user turn renders each non-empty field of the input, in the input model's field
+    order, as a tagged block (``<name>...</name>``; lists as numbered ``<item>`` blocks).
+    Put the fields shared by many prompts first, so prompts share a cacheable prefix.
+
+    Args:
+        instruction: The system message: what the judge is asked and how to answer.
+        input_model: A pydantic model of what one prompt shows the judge.
+        output_model: A pydantic model of the answer; its JSON schema constrains every sample.
+        examples: Few-shot (input, output) pairs, shown as user/assistant turns.
+    """
+
+    def __init__(
+        self,
+        instruction: str,
+        input_model: type[InT],
+        output_model: type[OutT],
+        examples: Sequence[tuple[InT, OutT]] = (),
+    ) -> None:
+        if not instruction or not instruction.strip():
+            raise ValueError("a prompt program needs a non-empty instruction")
+        for i, (inp, out) in enumerate(examples, start=1):
+            if not isinstance(inp, input_model) or not isinstance(out, output_model):
+                raise ValueError(
+                    f"example {i} must be ({input_model.__name__}, {output_model.__name__}), "
+                    f"got ({type(inp).__name__}, {type(out).__name__})"
+                )
+        self.instruction = instruction.strip()
+        self.input_model = input_model
+        self.output_model = output_model
+        self.examples = list(examples)
+        self._tags = tuple(input_model.model_fields)
+
+    def render_input(self, inp: InT) -> str:
+        """The user turn for one input: its fields as tagged blocks, absent ones (None, []) left out."""
+        blocks = [
+            _render_value(name, value, self._tags)
+            for name, value in inp.model_dump().items()
+            if value is not None and value != []
+        ]
+        return "\n".join(blocks)
+
+    def render_output(self, out: OutT) -> str:
+        """An example answer, as the judge is asked to write it."""
+        return json.dumps(out.model_dump(), ensure_ascii=False)
+
+    def messages(self, inp: InT) -> list[Message]:
+        """Instruction, examples, then the input: the instruction and examples are a prefix
+        shared by every prompt of this program."""
+        turns: list[Message] = [{"role": "system", "content": self.instruction}]
+        for ex_in, ex_out in self.examples:
+            turns.append({"role": "user", "content": self.render_input(ex_in)})
+            turns.append({"role": "assistant", "content": self.render_output(ex_out)})
+        turns.append({"role": "user", "content": self.render_input(inp)})
+        return turns
+
+    def json_schema(self, inp: InT | None = None) -> dict[str, Any]:
+        """The JSON schema every sample is constrained to (override to depend on the input)."""
+        return self.output_model.model_json_schema()
+
+    def parse(self, text: str, *, finished: bool = True, inp: InT | None = None) -> Parsed[OutT]:
+        """Parse one sample; anything that does not validate is an abstention, not an error."""
+        try:
+            value = self.output_model.model_validate_json(text)
+        except ValidationError as exc:
+            if not finished:
+                return Parsed(None, text, "cut off by the token budget (max_tokens)")
+            return Parsed(None, text, "does not match the schema: " + "; ".join(e["msg"] for e in exc.errors()[:3]))
+        problem = self.check(value, inp)
+        if problem:
+            return Parsed(None, text, problem)
+        return Parsed(value, text)
+
+    def check(self, value: OutT, inp: InT | None) -> str | None:
+        """A further check of a parsed output against its input; a message makes it an abstention."""
+        return None
+
+
+def bind_input(
+    model: type[InT],
+    record: Record,
+    metric: str,
+    *,
+    constants: Mapping[str, Any] | None = None,
+    sources: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> InT:
+    """Fill a program's input model from a record.
+
+    A field takes its value from ``extra`` (values computed by an earlier stage), then
+    ``constants`` (fixed by the metric, e.g. the criterion), then the record field that
+    ``sources`` maps it to, then the record field of the same name. A string record field
+    given to a list field becomes a one-item list.
+
+    Raises:
+        RecordError: The record lacks a field the input model requires (naming that field),
+            or a value does not fit the input model.
+    """
+    values: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        if extra and name in extra:
+            values[name] = extra[name]
+            continue
+        if constants and name in constants:
+            values[name] = constants[name]
+            continue
+        field = (sources or {}).get(name, name)
+        if field not in RECORD_FIELDS:
+            continue  # optional: check_inputs() refused a required field without a source
+        value = getattr(record, field)
+        if value is None:
+            if info.is_required():
+                raise RecordError(f"metric {metric!r} needs this field", record_id=record.id, field=field)
+            continue
+        if isinstance(value, str) and _wants_list(info.annotation):
+            value = [value]
+        values[name] = value
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise RecordError(f"metric {metric!r}: {first['msg']}", record_id=record.id, field=loc) from None
+
+
+def _wants_list(annotation: Any) -> bool:
+    return "list[" in str(annotation)
+
+
+def check_inputs(
+    model: type[BaseModel],
+    metric: str,
+    *,
+    constants: Mapping[str, Any] | None = None,
+    sources: Mapping[str, str] | None = None,
+    computed: Sequence[str] = (),
+) -> None:
+    """Refuse, when a metric is declared, an input model with a required field nothing fills.
+
+    Raises:
+        ValueError: Naming the field and where a value could come from.
+    """
+    for name, field in (sources or {}).items():
+        if field not in RECORD_FIELDS:
+            raise ValueError(f"metric {metric!r}: source of {name!r} must be a record field, got {field!r}")
+    for name, info in model.model_fields.items():
+        provided = name in computed or name in (constants or {}) or (sources or {}).get(name, name) in RECORD_FIELDS
+        if info.is_required() and not provided:
+            raise ValueError(
+                f"metric {metric!r}: required input field {name!r} is no record field "
+                f"({', '.join(RECORD_FIELDS)}); give it in constants= or map it with sources="
+            )
+
+
+class Metric:
+    """Anything the runner can judge: a name, samples per model (strictness), a tie-break."""
 
     def __init__(self, name: str, *, strictness: int = 1, tie_break: TieBreak = "fail") -> None:
         if not name or not name.strip():
@@ -91,32 +275,88 @@ class Metric(ABC):
         self.strictness = strictness
         self.tie_break = check_tie_break(tie_break)
 
-    @abstractmethod
+    @property
+    def description(self) -> str:
+        """One line for summaries: the criterion, or what the metric measures."""
+        return ""
+
+
+class JudgeMetric(Metric):
+    """A single-step metric: one prompt program whose output carries a 0/1 ``verdict``.
+
+    Each model draws ``strictness`` samples of the program's output for each record in one
+    request; a sample's vote is its ``verdict``; the model's verdict is the majority of its
+    valid votes (ties per ``tie_break``; unparseable samples abstain); the final score is
+    the mean of the non-abstaining models' scores (PASS 1.0, FAIL 0.0).
+
+    Args:
+        name: The metric name written in results.
+        instruction: What the judge is asked; say what verdict 1 and 0 mean.
+        input_model: What a prompt shows the judge. Fields named like record fields
+            (``user_input``, ``response``, ``retrieved_contexts``, ``reference``) are filled
+            from the record; others from ``constants``.
+        output_model: The answer; must have a ``verdict`` field with values 0 and 1
+            (default :class:`Judgment`, ``{"reason", "verdict"}``).
+        examples: Few-shot (input, output) pairs.
+        constants: Input values fixed by the metric (e.g. a criterion).
+        sources: Input field -> record field, where their names differ.
+        strictness: Samples per model (k).
+        tie_break: ``"fail"`` (default), ``"pass"`` or ``"abstain"`` for an even split.
+        description: One line for summaries.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        instruction: str,
+        input_model: type[BaseModel],
+        output_model: type[BaseModel] = Judgment,
+        examples: Sequence[tuple[BaseModel, BaseModel]] = (),
+        constants: Mapping[str, Any] | None = None,
+        sources: Mapping[str, str] | None = None,
+        strictness: int = 1,
+        tie_break: TieBreak = "fail",
+        description: str = "",
+    ) -> None:
+        super().__init__(name, strictness=strictness, tie_break=tie_break)
+        verdict = output_model.model_fields.get("verdict")
+        if verdict is None or verdict.annotation not in (Literal[0, 1], Literal[1, 0]):
+            raise ValueError(f"metric {name!r}: the output model needs a field `verdict: Literal[0, 1]`")
+        check_inputs(input_model, name, constants=constants, sources=sources)
+        self.program: PromptProgram[BaseModel, BaseModel] = PromptProgram(
+            instruction, input_model, output_model, examples
+        )
+        self.constants = dict(constants or {})
+        self.sources = dict(sources or {})
+        self._description = description
+
+    @property
+    def description(self) -> str:
+        return self._description
+
+    @property
+    def output_model(self) -> type[BaseModel]:
+        """The pydantic model every sample is parsed into."""
+        return self.program.output_model
+
+    def bind(self, record: Record) -> BaseModel:
+        """The program's input for ``record``; RecordError naming the field if it lacks one."""
+        return bind_input(self.program.input_model, record, self.name, constants=self.constants, sources=self.sources)
+
     def messages(self, record: Record) -> list[Message]:
         """Return the chat messages that ask the judge about ``record``."""
+        return self.program.messages(self.bind(record))
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON schema the engine constrains every sample to."""
-        return self.output_model.model_json_schema()
+        return self.program.json_schema()
 
     def parse(self, text: str, *, finished: bool = True) -> ParsedSample:
-        """Parse one sample; anything that does not validate is an abstention, not a 0."""
-        try:
-            out = self.output_model.model_validate_json(text)
-        except ValidationError as exc:
-            problem = (
-                "cut off by the token budget (max_tokens)"
-                if not finished
-                else ("does not match the schema: " + "; ".join(e["msg"] for e in exc.errors()[:3]))
-            )
-            return ParsedSample(vote=None, reason=None, raw=text, problem=problem)
-        return ParsedSample(vote=int(out.verdict), reason=out.reason, raw=text)
-
-
-def example_turns(examples: list[tuple[str, Judgment]]) -> list[Message]:
-    """Few-shot examples as user/assistant turns, the assistant answering in the schema."""
-    turns: list[Message] = []
-    for user, judgment in examples:
-        turns.append({"role": "user", "content": user})
-        turns.append({"role": "assistant", "content": json.dumps(judgment.model_dump(), ensure_ascii=False)})
-    return turns
+        """Parse one sample into a vote; anything that does not validate is an abstention, not a 0."""
+        parsed = self.program.parse(text, finished=finished)
+        if parsed.value is None:
+            return ParsedSample(vote=None, reason=None, raw=text, problem=parsed.problem)
+        value = parsed.value
+        reason = getattr(value, "reason", None)
+        return ParsedSample(vote=int(value.verdict), reason=reason if isinstance(reason, str) else None, raw=text)  # type: ignore[attr-defined]

@@ -1,0 +1,212 @@
+"""Composite metrics: statements extracted by one prompt program, each judged by a second.
+
+Both stages run as whole-dataset batches: first every record's extraction (by one model,
+the extractor), then every record's verification (by every model of the jury, with
+strictness k). Voting is per statement: within a model, the majority of its k samples'
+verdicts on that statement; the model's score is the share of its decided statements that
+are supported; the final score is the mean over the models that did not abstain, as for
+the Aspect Critic.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from localjury.metrics.base import Message, Metric, PromptProgram, bind_input, check_inputs
+from localjury.records import Record
+from localjury.voting import TieBreak
+
+#: At most this many statements are extracted from one response (part of the schema).
+MAX_STATEMENTS = 10
+#: Upper bound of one statement's length, in characters (part of the schema).
+STATEMENT_MAX_CHARS = 200
+#: Upper bound of the reason given for one statement's verdict (part of the schema).
+STATEMENT_REASON_MAX_CHARS = 150
+#: Output tokens allowed per statement to verify (statement copy, reason, JSON), on top of
+#: the model's max_tokens floor: a verification of c statements gets this times c.
+TOKENS_PER_STATEMENT = 160
+#: Output tokens for an extraction (up to MAX_STATEMENTS statements), when above max_tokens.
+EXTRACTION_TOKENS = 800
+
+
+class Statements(BaseModel):
+    """The first stage's output: atomic statements."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    statements: list[Annotated[str, Field(min_length=1, max_length=STATEMENT_MAX_CHARS)]] = Field(
+        max_length=MAX_STATEMENTS
+    )
+    """Atomic, self-contained statements, each understandable without the others."""
+
+
+class StatementVerdict(BaseModel):
+    """The verdict on one statement."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    statement: str = Field(max_length=STATEMENT_MAX_CHARS)
+    """The statement judged, copied (informative: statements are matched by position)."""
+    reason: str = Field(max_length=STATEMENT_REASON_MAX_CHARS)
+    """Why it is or is not supported, written before the verdict."""
+    verdict: Literal[0, 1]
+    """1 when the statement is supported, 0 when it is not."""
+
+
+class StatementVerdicts(BaseModel):
+    """The second stage's output: one verdict per statement, in the statements' order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdicts: list[StatementVerdict]
+    """One entry per statement given, in the same order."""
+
+
+class VerifyProgram(PromptProgram[Any, StatementVerdicts]):
+    """A verification program: its schema asks for exactly one verdict per statement given,
+    so that the k samples' verdicts line up statement by statement."""
+
+    def json_schema(self, inp: Any = None) -> dict[str, Any]:
+        schema = copy.deepcopy(super().json_schema())
+        if inp is not None:
+            count = len(inp.statements)
+            schema["properties"]["verdicts"].update(minItems=count, maxItems=count)
+        return schema
+
+    def check(self, value: StatementVerdicts, inp: Any) -> str | None:
+        if inp is not None and len(value.verdicts) != len(inp.statements):
+            return f"gives {len(value.verdicts)} verdicts for {len(inp.statements)} statements"
+        return None
+
+
+@dataclass(frozen=True)
+class Verification:
+    """One verification sample parsed: per statement a vote and its reason, or an abstention."""
+
+    votes: list[int | None]
+    reasons: list[str | None]
+    raw: str
+    problem: str | None = None
+
+
+class CompositeMetric(Metric):
+    """Extract statements from a record, then judge each statement; score = share supported.
+
+    Stage 1 (``extract``): one sample per record at temperature 0, drawn by the run's
+    extractor model (``evaluate(extractor=...)``, default the first model of the jury);
+    every model of the jury then judges those *same* statements, so that votes can be
+    compared and combined statement by statement.
+
+    Stage 2 (``verify``): each model draws ``strictness`` samples per record, each with one
+    verdict per statement. Per statement, the model's verdict is the majority of its valid
+    votes (ties per ``tie_break``). A model's score is supported / decided statements (null
+    when it decided none); the final score is the mean of the non-null model scores. No
+    statements extracted -> null score.
+
+    Args:
+        name: The metric name written in results.
+        extract: Program whose output model has ``statements: list[str]``.
+        verify: A :class:`VerifyProgram` whose input model has ``statements: list[str]``.
+        extract_sources: For the extraction input: input field -> record field.
+        verify_sources: For the verification input: input field -> record field.
+        constants: Input values fixed by the metric, for either stage.
+        strictness: Samples per model in the verification stage (k).
+        tie_break: What an even split on a statement gives.
+        description: One line for summaries.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        extract: PromptProgram[Any, Any],
+        verify: VerifyProgram,
+        extract_sources: Mapping[str, str] | None = None,
+        verify_sources: Mapping[str, str] | None = None,
+        constants: Mapping[str, Any] | None = None,
+        strictness: int = 1,
+        tie_break: TieBreak = "fail",
+        description: str = "",
+    ) -> None:
+        super().__init__(name, strictness=strictness, tie_break=tie_break)
+        if "statements" not in extract.output_model.model_fields:
+            raise ValueError(f"metric {name!r}: the extraction output model needs a `statements` list")
+        if not isinstance(verify, VerifyProgram):
+            raise ValueError(f"metric {name!r}: the verification program must be a VerifyProgram")
+        if "statements" not in verify.input_model.model_fields:
+            raise ValueError(f"metric {name!r}: the verification input model needs a `statements` field")
+        check_inputs(extract.input_model, name, constants=constants, sources=extract_sources)
+        check_inputs(verify.input_model, name, constants=constants, sources=verify_sources, computed=("statements",))
+        self.extract = extract
+        self.verify = verify
+        self.extract_sources = dict(extract_sources or {})
+        self.verify_sources = dict(verify_sources or {})
+        self.constants = dict(constants or {})
+        self._description = description
+
+    @property
+    def description(self) -> str:
+        return self._description
+
+    # -- stage 1 -----------------------------------------------------------------------------
+    def extract_messages(self, record: Record) -> list[Message]:
+        """Messages that ask for the record's statements; RecordError naming a missing field."""
+        inp = bind_input(
+            self.extract.input_model, record, self.name, constants=self.constants, sources=self.extract_sources
+        )
+        return self.extract.messages(inp)
+
+    def extract_schema(self) -> dict[str, Any]:
+        """The schema of the extraction output."""
+        return self.extract.json_schema()
+
+    def parse_statements(self, text: str, *, finished: bool = True) -> tuple[list[str] | None, str | None]:
+        """The extracted statements (blank and repeated ones dropped), or None and the problem."""
+        parsed = self.extract.parse(text, finished=finished)
+        if parsed.value is None:
+            return None, parsed.problem
+        seen: dict[str, None] = {}
+        for s in parsed.value.statements:
+            if s.strip():
+                seen.setdefault(s.strip(), None)
+        return list(seen), None
+
+    # -- stage 2 -----------------------------------------------------------------------------
+    def verify_input(self, record: Record, statements: Sequence[str]) -> Any:
+        """The verification input for a record and its statements."""
+        return bind_input(
+            self.verify.input_model,
+            record,
+            self.name,
+            constants=self.constants,
+            sources=self.verify_sources,
+            extra={"statements": list(statements)},
+        )
+
+    def verify_messages(self, record: Record, statements: Sequence[str]) -> list[Message]:
+        """Messages that ask for a verdict on each statement."""
+        return self.verify.messages(self.verify_input(record, statements))
+
+    def verify_schema(self, record: Record, statements: Sequence[str]) -> dict[str, Any]:
+        """The verification schema: exactly one verdict per statement."""
+        return self.verify.json_schema(self.verify_input(record, statements))
+
+    def parse_verification(
+        self, text: str, record: Record, statements: Sequence[str], *, finished: bool = True
+    ) -> Verification:
+        """One verification sample as per-statement votes; an abstention on every statement
+        when it does not parse or does not give one verdict per statement."""
+        parsed = self.verify.parse(text, finished=finished, inp=self.verify_input(record, statements))
+        if parsed.value is None:
+            none: list[int | None] = [None] * len(statements)
+            return Verification(votes=none, reasons=[None] * len(statements), raw=text, problem=parsed.problem)
+        return Verification(
+            votes=[int(v.verdict) for v in parsed.value.verdicts],
+            reasons=[v.reason for v in parsed.value.verdicts],
+            raw=text,
+        )
