@@ -21,17 +21,36 @@ from localjury.errors import (
     ModelNotAvailableError,
     RecordError,
 )
-from localjury.metrics import PREDEFINED_ASPECTS, AspectCritic, Judgment, Metric
+from localjury.metrics import (
+    NLI_STATEMENT,
+    PREDEFINED_ASPECTS,
+    STATEMENT_GENERATOR,
+    AspectCritic,
+    CompositeMetric,
+    FactualAccuracy,
+    Faithfulness,
+    JudgeMetric,
+    Judgment,
+    Metric,
+    PromptProgram,
+    VerifyProgram,
+)
 from localjury.records import Record, iter_records
 from localjury.registry import ModelSpec, load_registry
-from localjury.report import ModelJudgment, RecordResult, Summary
+from localjury.report import ModelJudgment, RecordResult, StatementResult, Summary
 from localjury.runner import RunResult, evaluate
 
 __all__ = [
+    "NLI_STATEMENT",
     "PREDEFINED_ASPECTS",
+    "STATEMENT_GENERATOR",
     "AspectCritic",
+    "CompositeMetric",
     "ConfigError",
     "EngineError",
+    "FactualAccuracy",
+    "Faithfulness",
+    "JudgeMetric",
     "Judgment",
     "LocaljuryError",
     "Metric",
@@ -39,11 +58,14 @@ __all__ = [
     "ModelJudgment",
     "ModelNotAvailableError",
     "ModelSpec",
+    "PromptProgram",
     "Record",
     "RecordError",
     "RecordResult",
     "RunResult",
+    "StatementResult",
     "Summary",
+    "VerifyProgram",
     "__version__",
     "evaluate",
     "iter_records",

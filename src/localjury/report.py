@@ -206,12 +206,12 @@ def _fmt(value: float | None, pct: bool = False) -> str:
 
 
 def print_summary(summary: Summary, console: Console) -> None:
-    """Print the per-criterion and per-model tables."""
+    """Print the per-metric and per-model tables."""
     from rich import box
     from rich.table import Table
 
-    crit = Table(title="Criteria", title_justify="left", box=box.SIMPLE_HEAD)
-    crit.add_column("criterion", no_wrap=True)
+    crit = Table(title="Metrics", title_justify="left", box=box.SIMPLE_HEAD)
+    crit.add_column("metric", no_wrap=True)
     for col in ("k", "records", "scored", "mean score", "pass rate"):
         crit.add_column(col, justify="right")
     for m in summary.metrics:
@@ -236,8 +236,8 @@ def print_summary(summary: Summary, console: Console) -> None:
         )
     console.print(mod)
     console.print(
-        "judg: samples drawn (records x criteria x k); abst: samples that abstained; "
-        "no verd: pairs without a verdict; judg/s, tok/s: generation only; load: seconds",
+        "judg: samples drawn (records x metrics x k, statement extraction included); abst: samples that "
+        "abstained; no verd: pairs without a verdict or score; judg/s, tok/s: generation only; load: seconds",
         style="dim",
     )
     line = f"{summary.records} records ({summary.record_errors} bad), seed {summary.seed}, {summary.seconds:.1f} s"
