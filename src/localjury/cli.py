@@ -138,6 +138,13 @@ def run(
             help="Samples per model for each judgment; majority vote. Default 1 (or per criterion).",
         ),
     ] = None,
+    adaptive: Annotated[
+        bool,
+        typer.Option(
+            "--adaptive",
+            help="Draw k//2+1 samples first; draw the rest only where those disagree. Same verdicts, fewer samples.",
+        ),
+    ] = False,
     tie_break: Annotated[
         str | None,
         typer.Option("--tie-break", help="An even split of valid votes gives: fail (default), pass, or abstain."),
@@ -198,6 +205,7 @@ def run(
             temperature=temperature,
             max_tokens=max_tokens,
             extractor=extractor,
+            adaptive=adaptive,
             registry=registry,
             strict_input=strict_input,
             progress=progress,

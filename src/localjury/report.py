@@ -33,8 +33,10 @@ class ModelJudgment(BaseModel):
     model: str
     """The model's name in models.yaml."""
     votes: list[int | None]
-    """The k samples' votes: 1, 0, or null for a sample that abstained (empty for composite
+    """The samples' votes: 1, 0, or null for a sample that abstained (empty for composite
     metrics, whose votes are per statement, under ``RecordResult.statements``)."""
+    drawn: int = 0
+    """Samples drawn: k, or k // 2 + 1 under adaptive strictness when those were unanimous."""
     reasons: list[str | None]
     """The k samples' reasons (null where the sample abstained; empty for composite metrics)."""
     abstentions: int
@@ -141,6 +143,8 @@ class ModelSummary(BaseModel):
     judgments_per_second: float | None
     output_tokens: int
     output_tokens_per_second: float | None
+    samples_saved: int = 0
+    """Samples adaptive strictness did not need to draw."""
 
 
 class Summary(BaseModel):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,6 +106,8 @@ class _ModelStats:
     """Verdicts on single-step metrics (None: abstained)."""
     unscored: int = 0
     """(record, metric) pairs where the model gave no verdict or score."""
+    saved: int = 0
+    """Samples not drawn because the first ones were unanimous (adaptive strictness)."""
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,7 @@ def evaluate(
     temperature: float | None = None,
     max_tokens: int | None = None,
     extractor: str | None = None,
+    adaptive: bool = False,
     registry: str | Path | None = None,
     strict_input: bool = False,
     progress: Progress | None = None,
@@ -241,6 +244,9 @@ def evaluate(
         max_tokens: Override the models' output token budget.
         extractor: The jury model that extracts statements for composite metrics (default:
             the first model); every model then judges those same statements.
+        adaptive: Adaptive strictness: draw k // 2 + 1 samples first and the rest only where
+            those are not unanimous (on every statement, for composites); the verdicts follow
+            the same majority rule as full sampling. Saves samples for k >= 3.
         registry: The models.yaml to read (default: see :mod:`localjury.registry`).
         strict_input: Raise the first bad record's error instead of reporting it per record.
         progress: A rich ``Progress`` to show model loading and generation in.
@@ -293,7 +299,9 @@ def evaluate(
         engine = factory(spec)
         st.load_seconds = time.perf_counter() - t
         try:
-            runner = _ModelRun(engine, spec, st, plan, ks, ties, seed, temperature, max_tokens, progress, task)
+            runner = _ModelRun(
+                engine, spec, st, plan, ks, ties, seed, temperature, max_tokens, adaptive, progress, task
+            )
             if spec.name == extractor_name:
                 runner.extract_statements()
             runner.judge()
@@ -379,6 +387,7 @@ class _ModelRun:
         seed: int,
         temperature: float | None,
         max_tokens: int | None,
+        adaptive: bool,
         progress: Progress | None,
         task: Any,
     ) -> None:
@@ -391,6 +400,7 @@ class _ModelRun:
         self.seed = seed
         self.temperature = spec.temperature if temperature is None else temperature
         self.max_tokens = spec.max_tokens if max_tokens is None else max_tokens
+        self.adaptive = adaptive
         self.progress = progress
         self.task = task
 
@@ -451,7 +461,8 @@ class _ModelRun:
                     temperature=self.temperature,
                 )
             )
-        for key, out in self._generate(requests, "judging with").items():
+        outputs = self._generate_adaptive(requests) if self.adaptive else self._generate(requests, "judging with")
+        for key, out in outputs.items():
             k = self.ks[key[1]]
             if isinstance(out, str):
                 plan.judgments[key].append(
@@ -474,6 +485,39 @@ class _ModelRun:
             else:
                 self._record_verification(key, out)
 
+    def _generate_adaptive(self, requests: list[_Request]) -> dict[tuple[str, str], list[Completion] | str]:
+        """Draw m = k // 2 + 1 samples first; where their votes are unanimous (on every
+        statement, for a composite) the majority of k is already decided, whatever the rest
+        would be. Draw the other k - m samples only for the pairs still open."""
+        first = [replace(r, n=r.n // 2 + 1) if r.n > 2 else r for r in requests]
+        outputs = self._generate(first, "judging (first samples) with")
+        rest: list[_Request] = []
+        for r, f in zip(requests, first, strict=True):
+            drawn = outputs[r.key]
+            if f.n == r.n or isinstance(drawn, str):
+                continue  # nothing to save (k <= 2), or the prompt could not run
+            if self._unanimous(r.key, drawn):
+                self.st.saved += r.n - f.n
+            else:
+                rest.append(replace(r, n=r.n - f.n))
+        more = self._generate(rest, "judging (open pairs) with")
+        for key, samples in more.items():
+            done = outputs[key]
+            assert not isinstance(done, str)
+            outputs[key] = samples if isinstance(samples, str) else [*done, *samples]
+        return outputs
+
+    def _unanimous(self, key: tuple[str, str], samples: list[Completion]) -> bool:
+        if key in self.plan.judge:
+            metric = self._judge_metric(key)
+            votes = [metric.parse(c.text, finished=c.finished).vote for c in samples]
+            return None not in votes and len(set(votes)) == 1
+        composite, record, statements = self.plan.composite(key), self.plan.records[key[0]], self.plan.statements[key]
+        parsed = [composite.parse_verification(c.text, record, statements, finished=c.finished) for c in samples]
+        if any(p.problem for p in parsed):
+            return False
+        return all(len({p.votes[i] for p in parsed}) == 1 for i in range(len(statements)))
+
     def _judge_metric(self, key: tuple[str, str]) -> JudgeMetric:
         metric = self.plan.metrics[key[1]]
         assert isinstance(metric, JudgeMetric)
@@ -494,6 +538,7 @@ class _ModelRun:
                 model=self.spec.name,
                 votes=votes,
                 reasons=[p.reason for p in parsed],
+                drawn=len(samples),
                 abstentions=len(invalid),
                 verdict=verdict,
                 score=model_score(verdict),
@@ -529,6 +574,7 @@ class _ModelRun:
                 model=self.spec.name,
                 votes=[],
                 reasons=[],
+                drawn=len(samples),
                 abstentions=len(invalid),
                 verdict=None,
                 score=score,
@@ -640,6 +686,7 @@ def _summarize(
                 judgments_per_second=st.judgments / st.generate_seconds if st.generate_seconds else None,
                 output_tokens=st.output_tokens,
                 output_tokens_per_second=st.output_tokens / st.generate_seconds if st.generate_seconds else None,
+                samples_saved=st.saved,
             )
         )
     return Summary(
