@@ -97,6 +97,18 @@ def _build_metrics(
     return metrics
 
 
+def _rate_column() -> Any:
+    """A progress column with the task's throughput in records per second."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text(f"{task.speed:.2f} rec/s" if task.speed else "", style="progress.data.speed")
+
+    return RateColumn()
+
+
 @app.command()
 def run(
     data: Annotated[Path, typer.Argument(help="Records to judge: .jsonl, .json, .csv or .parquet.")],
@@ -175,12 +187,38 @@ def run(
     strict_input: Annotated[
         bool, typer.Option("--strict-input", help="Stop at the first bad record instead of reporting it and going on.")
     ] = False,
+    cache: Annotated[
+        Path | None,
+        typer.Option(
+            "--cache",
+            help="Judgment store (SQLite); what it holds is not generated again, so a killed run resumes. "
+            "Default: $LOCALJURY_HOME/cache/judgments.sqlite.",
+        ),
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Use a temporary store for this run only (no reuse, no resume).")
+    ] = False,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Start over: generate everything again, replacing what the store holds.")
+    ] = False,
+    chunk_size: Annotated[
+        int,
+        typer.Option("--chunk-size", min=1, help="Records per chunk: one engine call and one store commit per chunk."),
+    ] = 1024,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    from localjury.report import print_summary
+    from localjury.report import print_summary, summary_path_for, write_summary
     from localjury.runner import evaluate
 
     metrics = _build_metrics(aspect, criterion, criteria, metric)
@@ -190,7 +228,10 @@ def run(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        _rate_column(),
         TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
         console=err,
         disable=quiet,
     )
@@ -208,14 +249,61 @@ def run(
             adaptive=adaptive,
             registry=registry,
             strict_input=strict_input,
+            cache=cache,
+            use_cache=not no_cache,
+            fresh=fresh,
+            chunk_size=chunk_size,
+            out=out_path,
+            command=["localjury", *sys.argv[1:]],
             progress=progress,
         )
-    results_file, summary_file = result.write(out_path, summary)
+    results_file, summary_file = out_path, summary_path_for(out_path)
+    if summary is not None:
+        write_summary(result.summary, summary)
+        summary_file = summary
     print_summary(result.summary, out)
     errors = result.summary.record_errors
     if errors:
         err.print(f"[yellow]{errors} bad record(s): see the 'error' field in {results_file}[/yellow]")
     out.print(f"results: {results_file}\nsummary: {summary_file}")
+
+
+@app.command()
+def verify(
+    results: Annotated[Path, typer.Argument(help="A results file written by `localjury run`.")],
+    manifest: Annotated[
+        Path | None, typer.Option("--manifest", help="The manifest (default: <results stem>.manifest.json).")
+    ] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="List the checks that pass too.")] = False,
+) -> None:
+    """Re-check a run's manifest against this machine: same model files, package versions, dataset.
+
+    Hashes every weight, config and tokenizer file again. Exits 1 when anything differs.
+    """
+    from pydantic import ValidationError
+    from rich.table import Table
+
+    from localjury.manifest import Manifest, manifest_path_for
+    from localjury.manifest import verify as check
+
+    path = manifest or manifest_path_for(results)
+    if not path.is_file():
+        raise ConfigError(f"no manifest at {path}: `localjury run` writes one beside its results (or pass --manifest)")
+    try:
+        recorded = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
+    except (ValidationError, ValueError) as exc:
+        raise ConfigError(f"{path} is not a localjury manifest: {str(exc).splitlines()[0]}") from None
+    checks = check(recorded)
+    bad = [c for c in checks if not c.ok]
+    table = Table("check", "ok", "manifest", "this machine", title=f"{path}", title_justify="left")
+    for c in checks if show_all else bad:
+        short = lambda v: v[:16] + "…" if v and len(v) > 40 else str(v)  # noqa: E731
+        table.add_row(c.what, "yes" if c.ok else "[red]NO[/red]", short(c.expected), short(c.found))
+    if table.row_count:
+        out.print(table)
+    out.print(f"{len(checks) - len(bad)} of {len(checks)} checks match" + ("" if not bad else f"; {len(bad)} differ"))
+    if bad:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -131,7 +131,10 @@ class ModelSummary(BaseModel):
     path: str
     engine: str
     judgments: int
-    """Samples generated (records x criteria x k, prompts over the context excluded)."""
+    """Samples the results are built from (records x metrics x k; statement extraction and
+    prompts over the context excluded), generated in this run or found in the store."""
+    cached: int = 0
+    """Of those, samples found in the judgment store (not generated again)."""
     abstentions: int
     """Samples that did not parse, were cut off, or could not be run."""
     abstained_verdicts: int
@@ -141,7 +144,9 @@ class ModelSummary(BaseModel):
     load_seconds: float
     generate_seconds: float
     judgments_per_second: float | None
+    """Samples generated in this run per second of generation."""
     output_tokens: int
+    """Output tokens generated in this run."""
     output_tokens_per_second: float | None
     samples_saved: int = 0
     """Samples adaptive strictness did not need to draw."""
@@ -198,8 +203,8 @@ def summary_path_for(results_path: Path) -> Path:
     return results_path.with_name(results_path.stem + ".summary.json")
 
 
-def write_summary(summary: Summary, path: Path) -> None:
-    """Write the summary as indented JSON."""
+def write_summary(summary: BaseModel, path: Path) -> None:
+    """Write a summary (or a manifest) as indented JSON, atomically."""
     atomic_write_text(path, summary.model_dump_json(indent=2) + "\n")
 
 
@@ -225,23 +230,25 @@ def print_summary(summary: Summary, console: Console) -> None:
     console.print(crit)
     mod = Table(title="Models", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     mod.add_column("model", no_wrap=True)
-    for col in ("judg", "abst", "no verd", "pass", "judg/s", "tok/s", "load"):
+    for col in ("judg", "cached", "abst", "no verd", "pass", "judg/s", "tok/s", "load"):
         mod.add_column(col, justify="right", no_wrap=True)
     for s in summary.models:
         mod.add_row(
             s.model,
             str(s.judgments),
+            str(s.cached),
             str(s.abstentions),
             str(s.abstained_verdicts),
             _fmt(s.pass_rate, True),
-            f"{s.judgments_per_second or 0:.2f}",
-            f"{s.output_tokens_per_second or 0:.1f}",
+            "-" if s.judgments_per_second is None else f"{s.judgments_per_second:.2f}",
+            "-" if s.output_tokens_per_second is None else f"{s.output_tokens_per_second:.1f}",
             f"{s.load_seconds:.1f}",
         )
     console.print(mod)
     console.print(
-        "judg: samples drawn (records x metrics x k, statement extraction included); abst: samples that "
-        "abstained; no verd: pairs without a verdict or score; judg/s, tok/s: generation only; load: seconds",
+        "judg: samples judged (records x metrics x k); cached: of those, found in the judgment store; "
+        "abst: samples that abstained; no verd: pairs without a verdict or score; "
+        "judg/s, tok/s: generated samples and tokens per second of generation; load: seconds",
         style="dim",
     )
     line = f"{summary.records} records ({summary.record_errors} bad), seed {summary.seed}, {summary.seconds:.1f} s"

@@ -1,18 +1,27 @@
-"""Plan the batches, run each model over the whole dataset, vote, and collect results.
+"""Plan the batches, run each model over the dataset, vote, and collect results.
 
-For each model: load -> (the extractor only: ONE greedy call extracting every record's
-statements for the composite metrics) -> ONE engine call with every (record, metric) judge
-or verification prompt and n = strictness (one per distinct strictness, schema and token
-budget) -> free the model -> parse -> votes. Models run one after another in this process,
-so a jury needs the memory of one model; the extractor runs first.
+A run streams the dataset in chunks of ``chunk_size`` records and goes model by model (the
+extractor of the composite metrics first): for each chunk, every prompt the model has not
+already answered goes into ONE engine call per distinct (strictness, schema, token budget)
+with n = strictness, and what it generated is committed to the judgment store before the
+next chunk (see :mod:`localjury.store`). A model whose prompts are all in the store is not
+even loaded. Models run one after another in this process, so a jury needs the memory of
+one model. A last pass reads the store chunk by chunk, parses, votes and streams the
+results out: memory stays bounded by the chunk, not the dataset.
+
+Because a generation is keyed by its content and sampled from seeds derived from (run
+seed, prompt, sample index), a run killed at any point and run again — or run with one
+criterion changed — generates only what is missing and gives the same results.
 """
 
 from __future__ import annotations
 
-import json
+import itertools
+import os
+import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,10 +30,11 @@ from localjury import __version__
 from localjury.engines import load_engine
 from localjury.engines.base import Completion, Engine, Sampling
 from localjury.errors import ConfigError, RecordError
+from localjury.manifest import Manifest, build_manifest, manifest_path_for, model_record
 from localjury.metrics.base import JudgeMetric, Message, Metric
 from localjury.metrics.composite import EXTRACTION_TOKENS, TOKENS_PER_STATEMENT, CompositeMetric
 from localjury.records import Record, coerce_records, dedupe, iter_records
-from localjury.registry import DEFAULT_MODEL, ModelSpec, load_registry
+from localjury.registry import DEFAULT_MODEL, ModelSpec, load_registry, localjury_home
 from localjury.report import (
     InvalidSample,
     MetricSummary,
@@ -34,10 +44,12 @@ from localjury.report import (
     StatementJudgment,
     StatementResult,
     Summary,
+    read_results,
     summary_path_for,
     write_results,
     write_summary,
 )
+from localjury.store import JudgmentStore, Stored, generation_key
 from localjury.voting import (
     TieBreak,
     check_tie_break,
@@ -53,29 +65,54 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
 EngineFactory = Callable[[ModelSpec], Engine]
+Key = tuple[str, str]
+"""(record id, metric name)."""
+
+#: Records per chunk: one engine call per chunk per model, one commit to the store.
+DEFAULT_CHUNK_SIZE = 1024
+
+
+def default_cache_path() -> Path:
+    """``$LOCALJURY_HOME/cache/judgments.sqlite``: shared by every run on this machine."""
+    return localjury_home() / "cache" / "judgments.sqlite"
 
 
 @dataclass
 class RunResult:
-    """What :func:`evaluate` returns: one result per (record, criterion), and the summary."""
+    """What :func:`evaluate` returns: one result per (record, metric), and the summary.
+
+    When the run streamed its results to a file (``out=``), ``results`` is empty and
+    :meth:`iter_results` reads them back from ``results_path``.
+    """
 
     results: list[RecordResult]
     summary: Summary
+    manifest: Manifest | None = None
+    results_path: Path | None = None
+
+    def iter_results(self) -> Iterator[RecordResult]:
+        """Every result, from memory or from the results file."""
+        if self.results or self.results_path is None:
+            yield from self.results
+        else:
+            yield from read_results(self.results_path)
 
     def write(self, out: str | Path, summary: str | Path | None = None) -> tuple[Path, Path]:
         """Write results.jsonl and its summary JSON (default: ``<out stem>.summary.json``)."""
         out = Path(out)
         summary_file = Path(summary) if summary else summary_path_for(out)
-        write_results(self.results, out)
+        write_results(list(self.iter_results()), out)
         write_summary(self.summary, summary_file)
+        if self.manifest is not None:
+            write_summary(self.manifest, manifest_path_for(out))
         return out, summary_file
 
     def to_pandas(self) -> pd.DataFrame:
-        """One row per (record, criterion, model) with votes, verdict and scores."""
+        """One row per (record, metric, model) with votes, verdict and scores."""
         import pandas as pd
 
         rows: list[dict[str, Any]] = []
-        for r in self.results:
+        for r in self.iter_results():
             base = {"record_id": r.record_id, "metric": r.metric, "score": r.score, "error": r.error}
             if not r.models:
                 rows.append(base)
@@ -99,11 +136,16 @@ class _ModelStats:
     spec: ModelSpec
     load_seconds: float = 0.0
     generate_seconds: float = 0.0
-    judgments: int = 0
+    generated: int = 0
+    """Samples generated in this run."""
+    cached: int = 0
+    """Samples found in the judgment store."""
+    used: int = 0
+    """Samples the results are built from."""
     output_tokens: int = 0
     abstentions: int = 0
-    verdicts: list[int | None] = field(default_factory=list)
-    """Verdicts on single-step metrics (None: abstained)."""
+    passes: int = 0
+    decided: int = 0
     unscored: int = 0
     """(record, metric) pairs where the model gave no verdict or score."""
     saved: int = 0
@@ -114,12 +156,39 @@ class _ModelStats:
 class _Request:
     """One prompt to run with one model: n samples under a schema."""
 
-    key: tuple[str, str]
+    key: Key
     messages: list[Message]
     schema: dict[str, Any]
     n: int
     max_tokens: int
     temperature: float
+    first_sample: int = 0
+
+
+@dataclass(frozen=True)
+class _Model:
+    """A jury model as this run uses it: its spec, identity and sampling settings."""
+
+    spec: ModelSpec
+    identity: str
+    temperature: float
+    top_p: float
+    max_tokens: int
+
+    def store_key(self, req: _Request, seed: int) -> str:
+        return generation_key(
+            model=self.identity,
+            engine=self.spec.engine,
+            prompt_format=self.spec.prompt_format,
+            messages=req.messages,
+            schema=req.schema,
+            n=req.n,
+            first_sample=req.first_sample,
+            temperature=req.temperature,
+            top_p=self.top_p if req.temperature > 0 else None,
+            max_tokens=req.max_tokens,
+            seed=seed,
+        )
 
 
 def _resolve_models(models: Sequence[str | ModelSpec] | None, registry: str | Path | None) -> list[ModelSpec]:
@@ -138,24 +207,13 @@ def _resolve_models(models: Sequence[str | ModelSpec] | None, registry: str | Pa
     return specs
 
 
-def _load_entries(
-    records: str | Path | Iterable[Record | Mapping[str, Any]], strict_input: bool
-) -> list[Record | RecordError]:
-    raw = iter_records(records) if isinstance(records, str | Path) else coerce_records(records)
-    entries: list[Record | RecordError] = []
-    for entry in dedupe(raw):
-        if strict_input and isinstance(entry, RecordError):
-            raise entry
-        entries.append(entry)
-    return entries
-
-
 def _check_settings(
     metrics: Sequence[Metric],
     strictness: int | None,
     tie_break: TieBreak | None,
     temperature: float | None,
     max_tokens: int | None,
+    chunk_size: int,
 ) -> None:
     if not metrics:
         raise ConfigError("no metric to judge: give at least one (--aspect, --criterion, --criteria or --metric)")
@@ -176,41 +234,463 @@ def _check_settings(
         raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")
     if temperature is not None and temperature < 0:
         raise ConfigError(f"temperature must be >= 0, got {temperature}")
+    if chunk_size < 1:
+        raise ConfigError(f"chunk_size must be >= 1, got {chunk_size}")
 
 
-class _Plan:
-    """Every (record, metric) pair of a run, the prompts it needs, and what came back."""
+class _Dataset:
+    """The records, read again for each pass (a file is streamed, never held in memory)."""
 
-    def __init__(self, entries: list[Record | RecordError], metrics: Sequence[Metric]) -> None:
-        self.entries = entries
-        self.metrics = {m.name: m for m in metrics}
-        self.records = {e.id: e for e in entries if isinstance(e, Record)}
-        self.errors: dict[tuple[str, str], str] = {}
-        self.judge: dict[tuple[str, str], list[Message]] = {}
-        self.extract: dict[tuple[str, str], list[Message]] = {}
-        self.statements: dict[tuple[str, str], list[str]] = {}
-        self.judgments: dict[tuple[str, str], list[ModelJudgment]] = {}
-        self.statement_votes: dict[tuple[str, str], list[list[StatementJudgment]]] = {}
-        for record in self.records.values():
-            for m in metrics:
-                key = (record.id, m.name)
-                self.judgments[key] = []
-                try:
-                    if isinstance(m, JudgeMetric):
-                        self.judge[key] = m.messages(record)
-                    elif isinstance(m, CompositeMetric):
-                        m.verify_input(record, [])  # a missing context fails now, before any model loads
-                        self.extract[key] = m.extract_messages(record)
-                except RecordError as exc:
-                    self.errors[key] = str(exc)
+    def __init__(self, records: str | Path | Iterable[Record | Mapping[str, Any]]) -> None:
+        self.path: Path | None = None
+        self._items: list[Record | Mapping[str, Any]] = []
+        if isinstance(records, str | Path):
+            self.path = Path(records)
+        else:
+            self._items = list(records)
 
-    def has_work(self) -> bool:
-        return bool(self.judge or self.extract)
+    def entries(self) -> Iterator[Record | RecordError]:
+        raw = iter_records(self.path) if self.path is not None else coerce_records(self._items)
+        return dedupe(raw)
 
-    def composite(self, key: tuple[str, str]) -> CompositeMetric:
-        metric = self.metrics[key[1]]
-        assert isinstance(metric, CompositeMetric)
-        return metric
+    def chunks(self, size: int) -> Iterator[list[Record | RecordError]]:
+        it = self.entries()
+        while chunk := list(itertools.islice(it, size)):
+            yield chunk
+
+
+class _Run:
+    """One evaluate() call: the settings, the store, and the passes over the data."""
+
+    def __init__(
+        self,
+        metrics: Sequence[Metric],
+        models: list[_Model],
+        extractor: _Model | None,
+        store: JudgmentStore,
+        *,
+        ks: dict[str, int],
+        ties: dict[str, TieBreak],
+        seed: int,
+        adaptive: bool,
+        fresh: bool,
+        factory: EngineFactory,
+        progress: Progress | None,
+    ) -> None:
+        self.metrics = list(metrics)
+        self.fresh = fresh
+        self.models = models
+        self.extractor = extractor
+        self.store = store
+        self.ks = ks
+        self.ties = ties
+        self.seed = seed
+        self.adaptive = adaptive
+        self.factory = factory
+        self.progress = progress
+        self.stats = {m.spec.name: _ModelStats(m.spec) for m in models}
+
+    # -- requests: the same construction for the model passes and the assembly ---------------
+    def messages(self, record: Record, metric: Metric) -> list[Message] | RecordError:
+        """The judge prompt of a single-step metric, or the record's error for it."""
+        try:
+            if isinstance(metric, JudgeMetric):
+                return metric.messages(record)
+            assert isinstance(metric, CompositeMetric)
+            metric.verify_input(record, [])  # a missing context is the record's error, before any load
+            return metric.extract_messages(record)
+        except RecordError as exc:
+            return exc
+
+    def extraction_request(self, record: Record, metric: CompositeMetric, messages: list[Message]) -> _Request:
+        assert self.extractor is not None
+        return _Request(
+            (record.id, metric.name),
+            messages,
+            metric.extract_schema(),
+            n=1,
+            max_tokens=max(self.extractor.max_tokens, EXTRACTION_TOKENS),
+            temperature=0.0,
+        )
+
+    def judge_requests(
+        self, model: _Model, record: Record, metric: Metric, messages: list[Message], statements: list[str] | None
+    ) -> list[_Request]:
+        """The first request of a pair, and under adaptive strictness the one for the rest."""
+        k = self.ks[metric.name]
+        if isinstance(metric, JudgeMetric):
+            req = _Request(
+                (record.id, metric.name), messages, metric.json_schema(), k, model.max_tokens, model.temperature
+            )
+        else:
+            assert isinstance(metric, CompositeMetric) and statements
+            req = _Request(
+                (record.id, metric.name),
+                metric.verify_messages(record, statements),
+                metric.verify_schema(record, statements),
+                k,
+                max(model.max_tokens, 64 + TOKENS_PER_STATEMENT * len(statements)),
+                model.temperature,
+            )
+        m = k // 2 + 1
+        if not self.adaptive or m >= k:
+            return [req]
+        return [replace(req, n=m), replace(req, n=k - m, first_sample=m)]
+
+    def unanimous(self, record: Record, metric: Metric, statements: list[str] | None, samples: Stored) -> bool:
+        """Whether the first samples already decide the majority (adaptive strictness)."""
+        if isinstance(samples, str):
+            return True  # could not run: nothing more to draw
+        if isinstance(metric, JudgeMetric):
+            votes = [metric.parse(c.text, finished=c.finished).vote for c in samples]
+            return None not in votes and len(set(votes)) == 1
+        assert isinstance(metric, CompositeMetric) and statements
+        parsed = [metric.parse_verification(c.text, record, statements, finished=c.finished) for c in samples]
+        if any(p.problem for p in parsed):
+            return False
+        return all(len({p.votes[i] for p in parsed}) == 1 for i in range(len(statements)))
+
+    def statements(
+        self, record: Record, metric: CompositeMetric, messages: list[Message], found: Mapping[str, Stored]
+    ) -> list[str] | str:
+        """The record's statements from the extractor's stored generation, or the error."""
+        assert self.extractor is not None
+        key = self.extractor.store_key(self.extraction_request(record, metric, messages), self.seed)
+        stored = found.get(key)
+        name = self.extractor.spec.name
+        if stored is None:
+            return f"no statement extraction by {name!r} in the judgment store"
+        if isinstance(stored, str):
+            return f"statement extraction by {name!r} failed: {stored}"
+        (sample,) = stored
+        statements, problem = metric.parse_statements(sample.text, finished=sample.finished)
+        if statements is None:
+            return f"statement extraction by {name!r} abstained: {problem}; raw: {sample.text!r}"
+        return statements
+
+    # -- model passes ------------------------------------------------------------------------
+    def model_pass(self, model: _Model, dataset: _Dataset, chunk_size: int, total: int | None) -> None:
+        """Run one model over every chunk, generating only what the store lacks."""
+        worker = _Worker(self, model)
+        task = None
+        if self.progress is not None:
+            task = self.progress.add_task(f"{model.spec.name}", total=total)
+        try:
+            for chunk in dataset.chunks(chunk_size):
+                worker.run(chunk)
+                if self.progress is not None and task is not None:
+                    self.progress.advance(task, len(chunk))
+        finally:
+            worker.close()
+            if self.progress is not None and task is not None:
+                self.progress.update(task, description=f"{model.spec.name}: done")
+
+    # -- assembly ----------------------------------------------------------------------------
+    def assemble(self, chunk: list[Record | RecordError]) -> list[RecordResult]:
+        """Parse and vote a chunk's stored generations into results."""
+        plans: list[tuple[Record, Metric, list[Message] | RecordError]] = [
+            (e, m, self.messages(e, m)) for e in chunk if isinstance(e, Record) for m in self.metrics
+        ]
+        # Look up the extractions, then every model's requests, in a few queries.
+        extraction_keys = [
+            self.extractor.store_key(self.extraction_request(r, m, msgs), self.seed)
+            for r, m, msgs in plans
+            if isinstance(m, CompositeMetric) and not isinstance(msgs, RecordError) and self.extractor
+        ]
+        found = self.store.get_many(extraction_keys)
+        statements: dict[Key, list[str] | str] = {}
+        for r, m, msgs in plans:
+            if isinstance(m, CompositeMetric) and not isinstance(msgs, RecordError):
+                statements[(r.id, m.name)] = self.statements(r, m, msgs, found)
+        wanted: dict[tuple[str, Key], list[str]] = {}
+        for r, m, msgs in plans:
+            st = statements.get((r.id, m.name))
+            if isinstance(msgs, RecordError) or isinstance(st, str) or st == []:
+                continue
+            for model in self.models:
+                reqs = self.judge_requests(model, r, m, msgs, st if isinstance(st, list) else None)
+                wanted[(model.spec.name, (r.id, m.name))] = [model.store_key(q, self.seed) for q in reqs]
+        found = self.store.get_many(k for keys in wanted.values() for k in keys)
+
+        results: list[RecordResult] = []
+        by_id = iter(plans)
+        for entry in chunk:
+            if isinstance(entry, RecordError):
+                results.extend(
+                    RecordResult(record_id=entry.record_id, metric=m.name, score=None, error=str(entry), models=[])
+                    for m in self.metrics
+                )
+                continue
+            for _ in self.metrics:
+                record, metric, msgs = next(by_id)
+                results.append(
+                    self._result(record, metric, msgs, statements.get((record.id, metric.name)), wanted, found)
+                )
+        return results
+
+    def _result(
+        self,
+        record: Record,
+        metric: Metric,
+        msgs: list[Message] | RecordError,
+        statements: list[str] | str | None,
+        wanted: dict[tuple[str, Key], list[str]],
+        found: dict[str, Stored],
+    ) -> RecordResult:
+        key = (record.id, metric.name)
+        composite = isinstance(metric, CompositeMetric)
+        extracted_by = self.extractor.spec.name if composite and self.extractor else None
+        if isinstance(msgs, RecordError) or isinstance(statements, str):
+            error = str(msgs) if isinstance(msgs, RecordError) else str(statements)
+            return RecordResult(
+                record_id=record.id, metric=metric.name, score=None, error=error, models=[], extracted_by=extracted_by
+            )
+        if composite and not statements:
+            return RecordResult(
+                record_id=record.id,
+                metric=metric.name,
+                score=None,
+                error=None,
+                models=[],
+                statements=[],
+                extracted_by=extracted_by,
+            )
+        per_model: list[ModelJudgment] = []
+        per_statement: list[list[StatementJudgment]] = [[] for _ in statements or []]
+        for model in self.models:
+            stored = [found.get(k) for k in wanted[(model.spec.name, key)]]
+            judgment = self._judge(model, record, metric, statements, stored, per_statement)
+            per_model.append(judgment)
+        result_statements = None
+        if composite:
+            assert statements is not None
+            result_statements = [
+                StatementResult(
+                    statement=text,
+                    score=final_score([model_score(j.verdict) for j in judged]),
+                    models=judged,
+                )
+                for text, judged in zip(statements, per_statement, strict=True)
+            ]
+        return RecordResult(
+            record_id=record.id,
+            metric=metric.name,
+            score=final_score([j.score for j in per_model]),
+            error=None,
+            models=per_model,
+            statements=result_statements,
+            extracted_by=extracted_by,
+        )
+
+    def _judge(
+        self,
+        model: _Model,
+        record: Record,
+        metric: Metric,
+        statements: list[str] | None,
+        stored: list[Stored | None],
+        per_statement: list[list[StatementJudgment]],
+    ) -> ModelJudgment:
+        st = self.stats[model.spec.name]
+        k = self.ks[metric.name]
+        name = model.spec.name
+        first = stored[0]
+        error = (
+            first
+            if isinstance(first, str)
+            else (f"no generation by {name!r} in the judgment store" if first is None else None)
+        )
+        if error is not None:
+            st.abstentions += k
+            st.unscored += 1
+            single = isinstance(metric, JudgeMetric)
+            return ModelJudgment(
+                model=name,
+                votes=[None] * k if single else [],
+                reasons=[None] * k if single else [],
+                abstentions=k,
+                verdict=None,
+                score=None,
+                error=error,
+            )
+        samples: list[Completion] = list(first)  # type: ignore[arg-type]
+        if len(stored) > 1:
+            rest = stored[1]
+            if isinstance(rest, list):
+                samples += rest
+            else:
+                st.saved += k - len(samples)
+        st.used += len(samples)
+        if isinstance(metric, JudgeMetric):
+            parsed = [metric.parse(c.text, finished=c.finished) for c in samples]
+            votes = [p.vote for p in parsed]
+            verdict = model_verdict(votes, self.ties[metric.name])
+            invalid = [
+                InvalidSample(sample=j, problem=p.problem or "invalid", raw=p.raw)
+                for j, p in enumerate(parsed)
+                if p.vote is None
+            ]
+            st.abstentions += len(invalid)
+            st.unscored += verdict is None
+            st.decided += verdict is not None
+            st.passes += verdict == 1
+            return ModelJudgment(
+                model=name,
+                votes=votes,
+                reasons=[p.reason for p in parsed],
+                drawn=len(samples),
+                abstentions=len(invalid),
+                verdict=verdict,
+                score=model_score(verdict),
+                invalid=invalid,
+            )
+        assert isinstance(metric, CompositeMetric) and statements
+        checks = [metric.parse_verification(c.text, record, statements, finished=c.finished) for c in samples]
+        verdicts: list[int | None] = []
+        for i, judged in enumerate(per_statement):
+            votes = [p.votes[i] for p in checks]
+            verdict = model_verdict(votes, self.ties[metric.name])
+            verdicts.append(verdict)
+            judged.append(
+                StatementJudgment(model=name, votes=votes, reasons=[p.reasons[i] for p in checks], verdict=verdict)
+            )
+        invalid = [
+            InvalidSample(sample=j, problem=p.problem or "invalid", raw=p.raw)
+            for j, p in enumerate(checks)
+            if p.problem is not None
+        ]
+        score = share_supported(verdicts)
+        st.abstentions += len(invalid)
+        st.unscored += score is None
+        return ModelJudgment(
+            model=name,
+            votes=[],
+            reasons=[],
+            drawn=len(samples),
+            abstentions=len(invalid),
+            verdict=None,
+            score=score,
+            invalid=invalid,
+        )
+
+
+class _Worker:
+    """One model's pass: loads the engine only when a chunk has something to generate."""
+
+    def __init__(self, run: _Run, model: _Model) -> None:
+        self.run_ = run
+        self.model = model
+        self.engine: Engine | None = None
+        self.st = run.stats[model.spec.name]
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+    def run(self, chunk: list[Record | RecordError]) -> None:
+        run, model = self.run_, self.model
+        plans = [(e, m, run.messages(e, m)) for e in chunk if isinstance(e, Record) for m in run.metrics]
+        plans = [(r, m, msgs) for r, m, msgs in plans if not isinstance(msgs, RecordError)]
+        extractions = {
+            (r.id, m.name): run.extraction_request(r, m, msgs)  # type: ignore[arg-type]
+            for r, m, msgs in plans
+            if isinstance(m, CompositeMetric)
+        }
+        if extractions and run.extractor is not None:
+            if run.extractor is model:
+                found = self.fetch(list(extractions.values()))
+                by_key = {model.store_key(q, run.seed): found[q.key] for q in extractions.values()}
+            else:
+                by_key = run.store.get_many(run.extractor.store_key(q, run.seed) for q in extractions.values())
+        else:
+            by_key = {}
+        first: list[_Request] = []
+        rest: dict[Key, _Request] = {}
+        context: dict[Key, tuple[Record, Metric, list[str] | None]] = {}
+        for r, m, msgs in plans:
+            statements: list[str] | str | None = None
+            if isinstance(m, CompositeMetric):
+                statements = run.statements(r, m, msgs, by_key)  # type: ignore[arg-type]
+                if isinstance(statements, str) or not statements:
+                    continue
+            reqs = run.judge_requests(model, r, m, msgs, statements)  # type: ignore[arg-type]
+            first.append(reqs[0])
+            if len(reqs) > 1:
+                rest[reqs[0].key] = reqs[1]
+            context[reqs[0].key] = (r, m, statements if isinstance(statements, list) else None)
+        outputs = self.fetch(first)
+        if rest:
+            more = []
+            for key, req in rest.items():
+                record, metric, statements = context[key]
+                if not run.unanimous(record, metric, statements, outputs[key]):
+                    more.append(req)
+            self.fetch(more)
+
+    def fetch(self, requests: list[_Request]) -> dict[Key, Stored]:
+        """Each request's samples: from the store, or generated now and stored."""
+        run, model = self.run_, self.model
+        keys = [model.store_key(q, run.seed) for q in requests]
+        found = {} if run.fresh else run.store.get_many(keys)
+        out: dict[Key, Stored] = {}
+        missing: list[tuple[_Request, str]] = []
+        for q, key in zip(requests, keys, strict=True):
+            if key in found:
+                out[q.key] = found[key]
+                stored = found[key]
+                if not isinstance(stored, str):
+                    self.st.cached += len(stored)
+            else:
+                missing.append((q, key))
+        if missing:
+            new = self.generate([q for q, _ in missing])
+            run.store.put_many({key: new[q.key] for q, key in missing})
+            out.update(new)
+        return out
+
+    def generate(self, requests: list[_Request]) -> dict[Key, Stored]:
+        """Run requests in as few engine calls as possible: one per distinct (n, first
+        sample, schema, token budget, temperature). Prompts over the model's context come
+        back as an error string. Identical prompts of a call are generated once."""
+        spec = self.model.spec
+        if self.engine is None:
+            t = time.perf_counter()
+            self.engine = self.run_.factory(spec)
+            self.st.load_seconds += time.perf_counter() - t
+        engine = self.engine
+        prompts = [engine.format_prompt(r.messages) for r in requests]
+        lengths = engine.count_tokens(prompts)
+        results: dict[Key, Stored] = {}
+        groups: dict[tuple[int, int, str, int, float], list[tuple[_Request, str]]] = {}
+        for req, prompt, length in zip(requests, prompts, lengths, strict=True):
+            if length + req.max_tokens > spec.context_length:
+                results[req.key] = (
+                    f"prompt is {length} tokens; with max_tokens {req.max_tokens} it exceeds "
+                    f"context_length {spec.context_length} of model {spec.name!r}"
+                )
+                continue
+            group = (req.n, req.first_sample, repr(sorted(req.schema.items())), req.max_tokens, req.temperature)
+            groups.setdefault(group, []).append((req, prompt))
+        for (n, first_sample, _, budget, temp), members in groups.items():
+            unique = list(dict.fromkeys(p for _, p in members))
+            sampling = Sampling(
+                temperature=temp,
+                top_p=self.model.top_p,
+                max_tokens=budget,
+                seed=self.run_.seed,
+                first_sample=first_sample,
+            )
+            t = time.perf_counter()
+            outputs = engine.generate(unique, n=n, sampling=sampling, schema=members[0][0].schema)
+            self.st.generate_seconds += time.perf_counter() - t
+            by_prompt = dict(zip(unique, outputs, strict=True))
+            for req, prompt in members:
+                results[req.key] = by_prompt[prompt]
+            for samples in outputs:
+                self.st.generated += len(samples)
+                self.st.output_tokens += sum(c.n_tokens for c in samples)
+        return results
 
 
 def evaluate(
@@ -227,6 +707,12 @@ def evaluate(
     adaptive: bool = False,
     registry: str | Path | None = None,
     strict_input: bool = False,
+    cache: str | Path | None = None,
+    use_cache: bool = True,
+    fresh: bool = False,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    out: str | Path | None = None,
+    command: list[str] | None = None,
     progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
 ) -> RunResult:
@@ -249,7 +735,16 @@ def evaluate(
             the same majority rule as full sampling. Saves samples for k >= 3.
         registry: The models.yaml to read (default: see :mod:`localjury.registry`).
         strict_input: Raise the first bad record's error instead of reporting it per record.
-        progress: A rich ``Progress`` to show model loading and generation in.
+        cache: The judgment store (default ``$LOCALJURY_HOME/cache/judgments.sqlite``):
+            what is in it is not generated again, which is also how a killed run resumes.
+        use_cache: False: use a fresh, temporary store for this run only.
+        fresh: Generate everything again (replacing what the store holds for these prompts).
+        chunk_size: Records per chunk (one engine call and one store commit per chunk).
+        out: Stream the results to this JSONL file (written to a temporary file and renamed
+            at the end, so it is always whole) with its summary and manifest beside it, and
+            keep none in memory.
+        command: The command line, for the manifest.
+        progress: A rich ``Progress`` to show each model's pass in.
         engine_factory: Build an engine from a spec (default: the registry's engine).
 
     Returns:
@@ -262,7 +757,7 @@ def evaluate(
     """
     started = time.perf_counter()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
-    _check_settings(metrics, strictness, tie_break, temperature, max_tokens)
+    _check_settings(metrics, strictness, tie_break, temperature, max_tokens, chunk_size)
     ks = {m.name: strictness or m.strictness for m in metrics}
     ties = {m.name: tie_break or m.tie_break for m in metrics}
 
@@ -274,8 +769,6 @@ def evaluate(
                 f"model {spec.name!r} samples at temperature {temp}: strictness above 1 needs a temperature "
                 "above 0 (set --temperature or temperature in models.yaml)"
             )
-    has_composite = any(isinstance(m, CompositeMetric) for m in metrics)
-    extractor_name = (extractor or specs[0].name) if has_composite else None
     if extractor is not None and extractor not in [s.name for s in specs]:
         raise ConfigError(
             f"extractor {extractor!r} is not in the jury; expected one of: {', '.join(s.name for s in specs)}"
@@ -285,360 +778,166 @@ def evaluate(
         for spec in specs:
             spec.require_local_dir()  # fail before loading anything, naming the fix
 
-    entries = _load_entries(records, strict_input)
-    plan = _Plan(entries, metrics)
-    stats = [_ModelStats(spec) for spec in specs]
-    # The extractor runs first: every model judges the statements it extracted.
-    order = sorted(stats, key=lambda st: st.spec.name != extractor_name)
-    for st in order:
-        if not plan.has_work():
-            break  # nothing to judge (empty dataset, or every record bad): load no model
-        spec = st.spec
-        task = progress.add_task(f"loading {spec.name}", total=None) if progress else None
-        t = time.perf_counter()
-        engine = factory(spec)
-        st.load_seconds = time.perf_counter() - t
-        try:
-            runner = _ModelRun(
-                engine, spec, st, plan, ks, ties, seed, temperature, max_tokens, adaptive, progress, task
-            )
-            if spec.name == extractor_name:
-                runner.extract_statements()
-            runner.judge()
-        finally:
-            engine.close()
-            del engine
-            if progress is not None and task is not None:
-                progress.update(task, description=f"{spec.name}: done")
+    dataset = _Dataset(records)
+    total = good = 0
+    for entry in dataset.entries():  # a cheap first pass: count, and check strict input
+        if isinstance(entry, RecordError) and strict_input:
+            raise entry
+        total += 1
+        good += isinstance(entry, Record)
 
-    jury = {spec.name: i for i, spec in enumerate(specs)}
-    results = [_result(plan, entry, m, extractor_name, jury) for entry in entries for m in metrics]
+    manifests = [model_record(spec) for spec in specs]
+    jury = [
+        _Model(
+            spec=spec,
+            identity=rec.sha256 or f"unhashed:{spec.name}:{rec.path}",
+            temperature=spec.temperature if temperature is None else temperature,
+            top_p=spec.top_p,
+            max_tokens=spec.max_tokens if max_tokens is None else max_tokens,
+        )
+        for spec, rec in zip(specs, manifests, strict=True)
+    ]
+    has_composite = any(isinstance(m, CompositeMetric) for m in metrics)
+    extractor_model = next((m for m in jury if m.spec.name == (extractor or specs[0].name)), None)
+    extractor_model = extractor_model if has_composite else None
+
+    tmpdir = None
+    if use_cache:
+        store_path = Path(cache) if cache is not None else default_cache_path()
+    else:
+        tmpdir = tempfile.TemporaryDirectory(prefix="localjury-")
+        store_path = Path(tmpdir.name) / "judgments.sqlite"
+    store = JudgmentStore(store_path)
+    try:
+        run = _Run(
+            metrics,
+            jury,
+            extractor_model,
+            store,
+            ks=ks,
+            ties=ties,
+            seed=seed,
+            adaptive=adaptive,
+            fresh=fresh,
+            factory=factory,
+            progress=progress,
+        )
+        if good:  # nothing to judge (empty dataset, or every record bad): load no model
+            # The extractor runs first: every model judges the statements it extracted.
+            for model in sorted(jury, key=lambda m: m is not extractor_model):
+                run.model_pass(model, dataset, chunk_size, total)
+        results, summary_acc = _assemble_all(run, dataset, chunk_size, out)
+    finally:
+        store.close()
+        if tmpdir is not None:
+            tmpdir.cleanup()
+
     summary = _summarize(
-        results,
-        entries,
+        summary_acc,
+        total,
+        total - good,
         metrics,
         ks,
         ties,
-        stats,
+        list(run.stats.values()),
         seed=seed,
         temperature=temperature,
         max_tokens=max_tokens,
-        extractor=extractor_name,
+        extractor=extractor_model.spec.name if extractor_model else None,
         dataset=str(records) if isinstance(records, str | Path) else None,
         started_at=started_at,
         seconds=time.perf_counter() - started,
     )
-    return RunResult(results=results, summary=summary)
-
-
-def _result(
-    plan: _Plan, entry: Record | RecordError, m: Metric, extractor: str | None, jury: dict[str, int]
-) -> RecordResult:
-    """One line of results; per-model entries in jury order (the extractor may have run first)."""
-    if isinstance(entry, RecordError):
-        return RecordResult(record_id=entry.record_id, metric=m.name, score=None, error=str(entry), models=[])
-    key = (entry.id, m.name)
-    composite = isinstance(m, CompositeMetric)
-    if key in plan.errors:
-        return RecordResult(
-            record_id=entry.id,
-            metric=m.name,
-            score=None,
-            error=plan.errors[key],
-            models=sorted(plan.judgments[key], key=lambda j: jury[j.model]),
-            extracted_by=extractor if composite else None,
-        )
-    per_model = sorted(plan.judgments[key], key=lambda j: jury[j.model])
-    statements = None
-    if composite:
-        texts = plan.statements.get(key, [])
-        votes = plan.statement_votes.get(key, [[] for _ in texts])
-        statements = [
-            StatementResult(
-                statement=text,
-                score=final_score([model_score(j.verdict) for j in judged]),
-                models=sorted(judged, key=lambda j: jury[j.model]),
-            )
-            for text, judged in zip(texts, votes, strict=True)
-        ]
-    return RecordResult(
-        record_id=entry.id,
-        metric=m.name,
-        score=final_score([j.score for j in per_model]),
-        error=None,
-        models=per_model,
-        statements=statements,
-        extracted_by=extractor if composite else None,
+    manifest = build_manifest(
+        command=command,
+        dataset=dataset.path,
+        seed=seed,
+        settings={
+            "strictness": strictness,
+            "tie_break": tie_break,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "adaptive": adaptive,
+            "extractor": summary.extractor,
+            "chunk_size": chunk_size,
+        },
+        metrics=[
+            {
+                "name": m.name,
+                "kind": "composite" if isinstance(m, CompositeMetric) else "judge",
+                "description": m.description,
+                "strictness": ks[m.name],
+                "tie_break": ties[m.name],
+            }
+            for m in metrics
+        ],
+        models=manifests,
+        cache=str(store_path) if use_cache else None,
     )
+    result = RunResult(results=results, summary=summary, manifest=manifest)
+    if out is not None:
+        out = Path(out)
+        write_summary(summary, summary_path_for(out))
+        write_summary(manifest, manifest_path_for(out))
+        result.results_path = out
+    return result
 
 
-class _ModelRun:
-    """One loaded model's work: the extraction stage (if it is the extractor), then every
-    judge and verification prompt, each stage in as few batched engine calls as possible."""
+@dataclass
+class _MetricAcc:
+    records: int = 0
+    scored: int = 0
+    total: float = 0.0
+    passed: int = 0
 
-    def __init__(
-        self,
-        engine: Engine,
-        spec: ModelSpec,
-        st: _ModelStats,
-        plan: _Plan,
-        ks: dict[str, int],
-        ties: dict[str, TieBreak],
-        seed: int,
-        temperature: float | None,
-        max_tokens: int | None,
-        adaptive: bool,
-        progress: Progress | None,
-        task: Any,
-    ) -> None:
-        self.engine = engine
-        self.spec = spec
-        self.st = st
-        self.plan = plan
-        self.ks = ks
-        self.ties = ties
-        self.seed = seed
-        self.temperature = spec.temperature if temperature is None else temperature
-        self.max_tokens = spec.max_tokens if max_tokens is None else max_tokens
-        self.adaptive = adaptive
-        self.progress = progress
-        self.task = task
 
-    def extract_statements(self) -> None:
-        """Stage 1 of the composite metrics: one greedy sample per record."""
-        plan = self.plan
-        requests = [
-            _Request(
-                key,
-                messages,
-                plan.composite(key).extract_schema(),
-                n=1,
-                max_tokens=max(self.max_tokens, EXTRACTION_TOKENS),
-                temperature=0.0,
-            )
-            for key, messages in plan.extract.items()
-        ]
-        for key, out in self._generate(requests, "extracting statements with").items():
-            if isinstance(out, str):
-                plan.errors[key] = f"statement extraction by {self.spec.name!r} failed: {out}"
-                continue
-            (sample,) = out
-            statements, problem = plan.composite(key).parse_statements(sample.text, finished=sample.finished)
-            if statements is None:
-                plan.errors[key] = (
-                    f"statement extraction by {self.spec.name!r} abstained: {problem}; raw: {sample.text!r}"
-                )
-            else:
-                plan.statements[key] = statements
-                plan.statement_votes[key] = [[] for _ in statements]
-
-    def judge(self) -> None:
-        """Every single-step prompt and every verification prompt, batched."""
-        plan = self.plan
-        requests = [
-            _Request(
-                key,
-                messages,
-                self._judge_metric(key).json_schema(),
-                n=self.ks[key[1]],
-                max_tokens=self.max_tokens,
-                temperature=self.temperature,
-            )
-            for key, messages in plan.judge.items()
-            if key not in plan.errors
-        ]
-        for key, statements in plan.statements.items():
-            if not statements or key in plan.errors:
-                continue
-            metric, record = plan.composite(key), plan.records[key[0]]
-            requests.append(
-                _Request(
-                    key,
-                    metric.verify_messages(record, statements),
-                    metric.verify_schema(record, statements),
-                    n=self.ks[key[1]],
-                    max_tokens=max(self.max_tokens, 64 + TOKENS_PER_STATEMENT * len(statements)),
-                    temperature=self.temperature,
-                )
-            )
-        outputs = self._generate_adaptive(requests) if self.adaptive else self._generate(requests, "judging with")
-        for key, out in outputs.items():
-            k = self.ks[key[1]]
-            if isinstance(out, str):
-                plan.judgments[key].append(
-                    ModelJudgment(
-                        model=self.spec.name,
-                        votes=[None] * k if key in plan.judge else [],
-                        reasons=[None] * k if key in plan.judge else [],
-                        abstentions=k,
-                        verdict=None,
-                        score=None,
-                        error=out,
-                    )
-                )
-                self.st.abstentions += k
-                self.st.unscored += 1
-                if key in plan.judge:
-                    self.st.verdicts.append(None)
-            elif key in plan.judge:
-                self._record_judgment(key, out)
-            else:
-                self._record_verification(key, out)
-
-    def _generate_adaptive(self, requests: list[_Request]) -> dict[tuple[str, str], list[Completion] | str]:
-        """Draw m = k // 2 + 1 samples first; where their votes are unanimous (on every
-        statement, for a composite) the majority of k is already decided, whatever the rest
-        would be. Draw the other k - m samples only for the pairs still open."""
-        first = [replace(r, n=r.n // 2 + 1) if r.n > 2 else r for r in requests]
-        outputs = self._generate(first, "judging (first samples) with")
-        rest: list[_Request] = []
-        for r, f in zip(requests, first, strict=True):
-            drawn = outputs[r.key]
-            if f.n == r.n or isinstance(drawn, str):
-                continue  # nothing to save (k <= 2), or the prompt could not run
-            if self._unanimous(r.key, drawn):
-                self.st.saved += r.n - f.n
-            else:
-                rest.append(replace(r, n=r.n - f.n))
-        more = self._generate(rest, "judging (open pairs) with")
-        for key, samples in more.items():
-            done = outputs[key]
-            assert not isinstance(done, str)
-            outputs[key] = samples if isinstance(samples, str) else [*done, *samples]
-        return outputs
-
-    def _unanimous(self, key: tuple[str, str], samples: list[Completion]) -> bool:
-        if key in self.plan.judge:
-            metric = self._judge_metric(key)
-            votes = [metric.parse(c.text, finished=c.finished).vote for c in samples]
-            return None not in votes and len(set(votes)) == 1
-        composite, record, statements = self.plan.composite(key), self.plan.records[key[0]], self.plan.statements[key]
-        parsed = [composite.parse_verification(c.text, record, statements, finished=c.finished) for c in samples]
-        if any(p.problem for p in parsed):
-            return False
-        return all(len({p.votes[i] for p in parsed}) == 1 for i in range(len(statements)))
-
-    def _judge_metric(self, key: tuple[str, str]) -> JudgeMetric:
-        metric = self.plan.metrics[key[1]]
-        assert isinstance(metric, JudgeMetric)
-        return metric
-
-    def _record_judgment(self, key: tuple[str, str], samples: list[Completion]) -> None:
-        metric = self._judge_metric(key)
-        parsed = [metric.parse(c.text, finished=c.finished) for c in samples]
-        votes = [p.vote for p in parsed]
-        verdict = model_verdict(votes, self.ties[key[1]])
-        invalid = [
-            InvalidSample(sample=j, problem=p.problem or "invalid", raw=p.raw)
-            for j, p in enumerate(parsed)
-            if p.vote is None
-        ]
-        self.plan.judgments[key].append(
-            ModelJudgment(
-                model=self.spec.name,
-                votes=votes,
-                reasons=[p.reason for p in parsed],
-                drawn=len(samples),
-                abstentions=len(invalid),
-                verdict=verdict,
-                score=model_score(verdict),
-                invalid=invalid,
-            )
-        )
-        self.st.abstentions += len(invalid)
-        self.st.verdicts.append(verdict)
-        self.st.unscored += verdict is None
-
-    def _record_verification(self, key: tuple[str, str], samples: list[Completion]) -> None:
-        plan = self.plan
-        metric, record, statements = plan.composite(key), plan.records[key[0]], plan.statements[key]
-        parsed = [metric.parse_verification(c.text, record, statements, finished=c.finished) for c in samples]
-        verdicts: list[int | None] = []
-        for i, judged in enumerate(plan.statement_votes[key]):
-            votes = [p.votes[i] for p in parsed]
-            verdict = model_verdict(votes, self.ties[key[1]])
-            verdicts.append(verdict)
-            judged.append(
-                StatementJudgment(
-                    model=self.spec.name, votes=votes, reasons=[p.reasons[i] for p in parsed], verdict=verdict
-                )
-            )
-        invalid = [
-            InvalidSample(sample=j, problem=p.problem or "invalid", raw=p.raw)
-            for j, p in enumerate(parsed)
-            if p.problem is not None
-        ]
-        score = share_supported(verdicts)
-        plan.judgments[key].append(
-            ModelJudgment(
-                model=self.spec.name,
-                votes=[],
-                reasons=[],
-                drawn=len(samples),
-                abstentions=len(invalid),
-                verdict=None,
-                score=score,
-                invalid=invalid,
-            )
-        )
-        self.st.abstentions += len(invalid)
-        self.st.unscored += score is None
-
-    def _generate(self, requests: list[_Request], doing: str) -> dict[tuple[str, str], list[Completion] | str]:
-        """Run requests in as few engine calls as possible: one per distinct (n, schema,
-        token budget, temperature). Prompts over the model's context come back as an error
-        string. Identical prompts at temperature 0 are generated once."""
-        spec, engine = self.spec, self.engine
-        if not requests:
-            return {}
-        prompts = [engine.format_prompt(r.messages) for r in requests]
-        lengths = engine.count_tokens(prompts)
-        results: dict[tuple[str, str], list[Completion] | str] = {}
-        groups: dict[tuple[int, str, int, float], list[tuple[_Request, str]]] = {}
-        for req, prompt, length in zip(requests, prompts, lengths, strict=True):
-            if length + req.max_tokens > spec.context_length:
-                results[req.key] = (
-                    f"prompt is {length} tokens; with max_tokens {req.max_tokens} it exceeds "
-                    f"context_length {spec.context_length} of model {spec.name!r}"
-                )
-                continue
-            group = (req.n, json.dumps(req.schema, sort_keys=True), req.max_tokens, req.temperature)
-            groups.setdefault(group, []).append((req, prompt))
-        batches = [
-            (group, members, list(dict.fromkeys(p for _, p in members)) if group[3] == 0 else [p for _, p in members])
-            for group, members in groups.items()
-        ]
-        if self.progress is not None and self.task is not None:
-            total = sum(len(unique) for _, _, unique in batches)
-            self.progress.update(self.task, description=f"{doing} {spec.name}", total=total, completed=0)
-        for (n, _, budget, temp), members, unique in batches:
-            sampling = Sampling(temperature=temp, top_p=self.spec.top_p, max_tokens=budget, seed=self.seed)
-            t = time.perf_counter()
-            outputs = engine.generate(
-                unique,
-                n=n,
-                sampling=sampling,
-                schema=members[0][0].schema,
-                progress=self._advance,
-            )
-            self.st.generate_seconds += time.perf_counter() - t
-            by_prompt = dict(zip(unique, outputs, strict=True)) if temp == 0 else None
-            for j, (req, prompt) in enumerate(members):
-                samples = by_prompt[prompt] if by_prompt is not None else outputs[j]
-                results[req.key] = samples
-            for samples in outputs:
-                self.st.judgments += len(samples)
-                self.st.output_tokens += sum(c.n_tokens for c in samples)
-        return results
-
-    def _advance(self, done: int) -> None:
-        if self.progress is not None and self.task is not None:
-            self.progress.advance(self.task, done)
+def _assemble_all(
+    run: _Run, dataset: _Dataset, chunk_size: int, out: str | Path | None
+) -> tuple[list[RecordResult], dict[str, _MetricAcc]]:
+    """Assemble every chunk's results; stream them to ``out`` (a temporary file renamed at
+    the end) or keep them in memory."""
+    acc = {m.name: _MetricAcc() for m in run.metrics}
+    kept: list[RecordResult] = []
+    fh = None
+    tmp = None
+    if out is not None:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fh = os.fdopen(fd, "w", encoding="utf-8")
+    try:
+        for chunk in dataset.chunks(chunk_size):
+            for r in run.assemble(chunk):
+                a = acc[r.metric]
+                if r.error is None:
+                    a.records += 1
+                    if r.score is not None:
+                        a.scored += 1
+                        a.total += r.score
+                        a.passed += bool(passes(r.score))
+                if fh is not None:
+                    fh.write(r.model_dump_json() + "\n")
+                else:
+                    kept.append(r)
+        if fh is not None and tmp is not None:
+            fh.flush()
+            os.fsync(fh.fileno())
+            fh.close()
+            fh = None
+            os.replace(tmp, Path(out))  # type: ignore[arg-type]
+            tmp = None
+    finally:
+        if fh is not None:
+            fh.close()
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+    return kept, acc
 
 
 def _summarize(
-    results: list[RecordResult],
-    entries: list[Record | RecordError],
+    acc: dict[str, _MetricAcc],
+    total: int,
+    errors: int,
     metrics: Sequence[Metric],
     ks: dict[str, int],
     ties: dict[str, TieBreak],
@@ -654,8 +953,7 @@ def _summarize(
 ) -> Summary:
     metric_summaries = []
     for m in metrics:
-        rows = [r for r in results if r.metric == m.name and r.error is None]
-        scores = [r.score for r in rows if r.score is not None]
+        a = acc[m.name]
         metric_summaries.append(
             MetricSummary(
                 metric=m.name,
@@ -663,37 +961,36 @@ def _summarize(
                 definition=m.description,
                 strictness=ks[m.name],
                 tie_break=ties[m.name],
-                records=len(rows),
-                scored=len(scores),
-                mean_score=sum(scores) / len(scores) if scores else None,
-                pass_rate=sum(1 for s in scores if passes(s)) / len(scores) if scores else None,
+                records=a.records,
+                scored=a.scored,
+                mean_score=a.total / a.scored if a.scored else None,
+                pass_rate=a.passed / a.scored if a.scored else None,
             )
         )
-    model_summaries = []
-    for st in stats:
-        decided = [v for v in st.verdicts if v is not None]
-        model_summaries.append(
-            ModelSummary(
-                model=st.spec.name,
-                path=str(st.spec.local_dir()),
-                engine=st.spec.engine,
-                judgments=st.judgments,
-                abstentions=st.abstentions,
-                abstained_verdicts=st.unscored,
-                pass_rate=sum(decided) / len(decided) if decided else None,
-                load_seconds=round(st.load_seconds, 3),
-                generate_seconds=round(st.generate_seconds, 3),
-                judgments_per_second=st.judgments / st.generate_seconds if st.generate_seconds else None,
-                output_tokens=st.output_tokens,
-                output_tokens_per_second=st.output_tokens / st.generate_seconds if st.generate_seconds else None,
-                samples_saved=st.saved,
-            )
+    model_summaries = [
+        ModelSummary(
+            model=st.spec.name,
+            path=str(st.spec.local_dir()),
+            engine=st.spec.engine,
+            judgments=st.used,
+            cached=st.cached,
+            abstentions=st.abstentions,
+            abstained_verdicts=st.unscored,
+            pass_rate=st.passes / st.decided if st.decided else None,
+            load_seconds=round(st.load_seconds, 3),
+            generate_seconds=round(st.generate_seconds, 3),
+            judgments_per_second=st.generated / st.generate_seconds if st.generate_seconds else None,
+            output_tokens=st.output_tokens,
+            output_tokens_per_second=st.output_tokens / st.generate_seconds if st.generate_seconds else None,
+            samples_saved=st.saved,
         )
+        for st in stats
+    ]
     return Summary(
         localjury_version=__version__,
         dataset=dataset,
-        records=len(entries),
-        record_errors=sum(1 for e in entries if isinstance(e, RecordError)),
+        records=total,
+        record_errors=errors,
         seed=seed,
         temperature=temperature,
         max_tokens=max_tokens,

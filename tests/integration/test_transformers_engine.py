@@ -77,6 +77,17 @@ def test_same_seed_same_samples(smollm_engine):
     assert run() == first
 
 
+def test_a_prompts_samples_do_not_depend_on_its_batch(smollm_engine):
+    # Seeds are per (run seed, prompt, sample): chunking, resuming or caching a run cannot
+    # change a sample by changing which prompts share its call.
+    prompts = [smollm_engine.format_prompt(DATED.messages(r)) for r in RECORDS]
+    sampling = Sampling(1.0, 1.0, 96, seed=11)
+    together = smollm_engine.generate(prompts, n=2, sampling=sampling, schema=DATED.json_schema())
+    alone = smollm_engine.generate(prompts[-1:], n=2, sampling=sampling, schema=DATED.json_schema())
+    assert alone[0] == together[-1]
+    assert together[-1][0] != together[-1][1] or together[0][0] != together[0][1]  # samples do differ
+
+
 def test_close_frees_the_model(smollm):
     engine = load_engine(smollm)
     ref = weakref.ref(engine.model)

@@ -34,6 +34,7 @@ def run(table, k, adaptive, log=None):
         [spec("A")],
         strictness=k,
         adaptive=adaptive,
+        use_cache=False,
         engine_factory=factory(deterministic(table), [] if log is None else log),
     )
 

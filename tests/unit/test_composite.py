@@ -81,7 +81,10 @@ def test_stages_are_whole_dataset_batches_and_the_extractor_runs_first():
             return judgment(1)
         return verdicts(1, 0)
 
-    records = [{"id": str(i), "response": f"r{i}", "retrieved_contexts": CTX, "reference": "ref"} for i in range(3)]
+    records = [
+        {"id": str(i), "response": f"r{i}", "retrieved_contexts": [f"ctx {i}"], "reference": f"ref {i}"}
+        for i in range(3)
+    ]
     result = evaluate(
         records,
         [Faithfulness(), FactualAccuracy(), AspectCritic.predefined("conciseness")],
@@ -91,20 +94,14 @@ def test_stages_are_whole_dataset_batches_and_the_extractor_runs_first():
         engine_factory=factory(respond, log, calls),
     )
     # Both composites extract from (user_input, response): the same prompt, generated once.
-    assert log == [
-        ("load", "B"),
-        ("generate", "B", 3, 1),
-        ("generate", "B", 3, 3),
-        ("generate", "B", 6, 3),
-        ("close", "B"),
-        ("load", "A"),
-        ("generate", "A", 3, 3),
-        ("generate", "A", 6, 3),
-        ("close", "A"),
-    ]
+    assert log[:2] == [("load", "B"), ("generate", "B", 3, 1)]
+    assert sorted(log[2:4]) == [("generate", "B", 3, 3), ("generate", "B", 6, 3)]
+    assert log[4:6] == [("close", "B"), ("load", "A")]
+    assert sorted(log[6:8]) == [("generate", "A", 3, 3), ("generate", "A", 6, 3)] and log[8:] == [("close", "A")]
     extraction = calls[0]
     assert extraction["sampling"].temperature == 0.0 and extraction["schema"]["required"] == ["statements"]
-    verify = calls[2]["schema"]["properties"]["verdicts"]
+    (verify_call,) = [c for c in calls[1:3] if "verdicts" in c["schema"]["properties"]]
+    verify = verify_call["schema"]["properties"]["verdicts"]
     assert (verify["minItems"], verify["maxItems"]) == (2, 2)
     assert all(r.score == 0.5 for r in result.results if r.metric != "conciseness")
     assert {r.extracted_by for r in result.results if r.metric != "conciseness"} == {"B"}

@@ -9,13 +9,13 @@ from localjury.engines.transformers import _sample, batch_seed  # noqa: E402
 
 
 def draw(logits, temperature, top_p, seed, times=200):
-    rng = torch.Generator().manual_seed(seed)
-    return [_sample(logits, Sampling(temperature, top_p, 10, seed), rng).tolist() for _ in range(times)]
+    rngs = [torch.Generator().manual_seed(seed * 1000 + r) for r in range(logits.shape[0])]
+    return [_sample(logits, Sampling(temperature, top_p, 10, seed), rngs).tolist() for _ in range(times)]
 
 
 def test_temperature_zero_is_greedy():
     logits = torch.tensor([[0.0, 3.0, 1.0], [5.0, 0.0, float("-inf")]])
-    assert _sample(logits, Sampling(0.0, 1.0, 10, 0), torch.Generator()).tolist() == [1, 0]
+    assert _sample(logits, Sampling(0.0, 1.0, 10, 0), [torch.Generator()] * 2).tolist() == [1, 0]
 
 
 def test_masked_tokens_are_never_drawn():
@@ -46,3 +46,15 @@ def test_batch_seed_is_stable_and_input_sensitive():
     assert batch_seed(0, 3, "a") == batch_seed(0, 3, "a")
     assert len({batch_seed(0, 3, "a"), batch_seed(1, 3, "a"), batch_seed(0, 3, "b"), batch_seed(0, 1, "a")}) == 4
     assert 0 <= batch_seed(2**40, "x") < 2**63
+
+
+def test_a_rows_draws_do_not_depend_on_the_other_rows_of_its_batch():
+    logits = torch.zeros((3, 50))
+    sampling = Sampling(1.0, 1.0, 10, 0)
+
+    def rows(seeds):
+        rngs = [torch.Generator().manual_seed(s) for s in seeds]
+        return [_sample(logits[: len(seeds)], sampling, rngs).tolist() for _ in range(5)]
+
+    alone = [r[0] for r in rows([7])]
+    assert [r[1] for r in rows([1, 7, 2])] == alone and [r[0] for r in rows([7, 3])] == alone

@@ -18,6 +18,10 @@ class Sampling:
     top_p: float
     max_tokens: int
     seed: int
+    first_sample: int = 0
+    """Index of the first sample drawn: a call for samples m..k-1 of a prompt (adaptive
+    strictness draws them after the first m) sets it to m, so that an engine that seeds per
+    (run seed, prompt, sample index) draws the same samples as one call for all k."""
 
 
 @dataclass(frozen=True)

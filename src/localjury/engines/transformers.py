@@ -43,13 +43,14 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 
 def batch_seed(seed: int, *parts: object) -> int:
-    """Derive a 63-bit seed from the run seed and the batch's identity (stable across runs)."""
+    """Derive a 63-bit seed from the run seed and what is sampled (stable across runs)."""
     blob = json.dumps([seed, *[str(p) for p in parts]]).encode()
     return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") >> 1
 
 
-def _sample(logits: torch.Tensor, sampling: Sampling, rng: torch.Generator) -> torch.Tensor:
-    """One token per row: greedy at temperature 0, else temperature + top-p sampling."""
+def _sample(logits: torch.Tensor, sampling: Sampling, rngs: Sequence[torch.Generator]) -> torch.Tensor:
+    """One token per row: greedy at temperature 0, else temperature + top-p sampling, each
+    row's noise drawn from that row's own generator."""
     if sampling.temperature <= 0:
         return logits.argmax(-1)
     logits = logits / sampling.temperature
@@ -59,7 +60,7 @@ def _sample(logits: torch.Tensor, sampling: Sampling, rng: torch.Generator) -> t
         drop = probs.cumsum(-1) - probs > sampling.top_p  # keep the smallest set reaching top_p
         logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
     # Gumbel-max: argmax(logits + Gumbel noise) is a sample from softmax(logits).
-    noise = torch.rand(logits.shape, generator=rng, device="cpu").to(logits.device)
+    noise = torch.stack([torch.rand(logits.shape[-1], generator=g, device="cpu") for g in rngs]).to(logits.device)
     return (logits - torch.log(-torch.log(noise.clamp_min(1e-20)))).argmax(-1)
 
 
@@ -169,14 +170,21 @@ class TransformersEngine:
         step = self.spec.batch_size
         for start in range(0, len(order), step):
             idx = order[start : start + step]
-            # Seed per batch from the run seed and the batch's prompts: the same command gives
-            # the same samples, whatever ran before it in this process.
-            rng = torch.Generator(device="cpu").manual_seed(batch_seed(sampling.seed, n, *[prompts[i] for i in idx]))
+            # One generator per sample, seeded from (run seed, prompt, sample index): a sample
+            # does not depend on which other prompts share its batch or call, so chunking,
+            # resuming and caching cannot change it (up to float rounding across batch shapes).
+            rngs = [
+                torch.Generator(device="cpu").manual_seed(
+                    batch_seed(sampling.seed, prompts[i], sampling.first_sample + j)
+                )
+                for i in idx
+                for j in range(n)
+            ]
             try:
                 with torch.inference_mode():
                     ids, mask, cache = self._prefill_batch([encoded[i] for i in idx], prefix_len, prefix_cache, n)
                     guides = index.guides(ids.shape[0]) if index is not None else None
-                    rows = self._decode(ids, mask, cache, sampling, guides, rng)
+                    rows = self._decode(ids, mask, cache, sampling, guides, rngs)
             except Exception as exc:
                 raise EngineError(f"generation failed: {exc}", engine=self.name, model=self.spec.name) from exc
             for row, (tokens, finished) in enumerate(rows):
@@ -193,7 +201,7 @@ class TransformersEngine:
         cache: Any,
         sampling: Sampling,
         guides: GuidedRows | None,
-        rng: torch.Generator,
+        rngs: list[torch.Generator],
     ) -> list[tuple[list[int], bool]]:
         """Sample until every row has ended or used max_tokens; rows that end leave the batch.
 
@@ -222,7 +230,7 @@ class TransformersEngine:
             )
             if guides is not None:
                 logits = guides.mask(logits)
-            tokens = _sample(logits, sampling, rng)
+            tokens = _sample(logits, sampling, [rngs[orig] for orig in active])
             ended = torch.isin(tokens, eos).tolist()
             token_list = tokens.tolist()
             for r, orig in enumerate(active):

