@@ -201,6 +201,14 @@ def run(
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Start over: generate everything again, replacing what the store holds.")
     ] = False,
+    on_overflow: Annotated[
+        str,
+        typer.Option(
+            "--on-overflow",
+            help="A prompt longer than a model's context: error (that model's judgment of the record is an error) "
+            "or truncate (cut the retrieved contexts, marking each cut, until it fits).",
+        ),
+    ] = "error",
     chunk_size: Annotated[
         int,
         typer.Option("--chunk-size", min=1, help="Records per chunk: one engine call and one store commit per chunk."),
@@ -252,6 +260,7 @@ def run(
             cache=cache,
             use_cache=not no_cache,
             fresh=fresh,
+            on_overflow=on_overflow,  # type: ignore[arg-type]
             chunk_size=chunk_size,
             out=out_path,
             command=["localjury", *sys.argv[1:]],

@@ -113,10 +113,19 @@ class ModelSpec(BaseModel):
         """Return the weights folder, or raise an error that names the command that fixes it.
 
         Raises:
-            ModelNotAvailableError: The folder is missing or has no config.json.
+            ModelNotAvailableError: The folder is missing, has no config.json, or has no
+                safetensors weights (pickled .bin/.pt weights are refused: loading them can
+                run arbitrary code).
         """
         folder = self.local_dir()
         if (folder / "config.json").is_file():
+            if not any(folder.glob("*.safetensors")):
+                pickles = sorted(p.name for p in folder.glob("*") if p.suffix in (".bin", ".pt", ".pth", ".ckpt"))
+                found = f" (found {', '.join(pickles)}: pickle files are never loaded)" if pickles else ""
+                raise ModelNotAvailableError(
+                    f"model {self.name!r}: no *.safetensors weights in {folder}{found}; convert the weights to "
+                    "safetensors (e.g. save_pretrained(..., safe_serialization=True))"
+                )
             return folder
         if self.embedded is not None:
             raise ModelNotAvailableError(

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from localjury import __version__
 from localjury.engines import load_engine
@@ -70,6 +70,12 @@ Key = tuple[str, str]
 
 #: Records per chunk: one engine call per chunk per model, one commit to the store.
 DEFAULT_CHUNK_SIZE = 1024
+#: Characters per token assumed when fitting a prompt to a model's context by truncating its
+#: retrieved contexts; below the 3.5-4.5 of English text, so the estimate errs long.
+CHARS_PER_TOKEN = 3.0
+#: Put in place of what truncation removed from a context, so the judge (and you) can see it.
+TRUNCATION_MARK = " [... {n} characters cut by localjury to fit the model's context ...]"
+OverflowPolicy = Literal["error", "truncate"]
 
 
 def default_cache_path() -> Path:
@@ -214,6 +220,7 @@ def _check_settings(
     temperature: float | None,
     max_tokens: int | None,
     chunk_size: int,
+    on_overflow: str,
 ) -> None:
     if not metrics:
         raise ConfigError("no metric to judge: give at least one (--aspect, --criterion, --criteria or --metric)")
@@ -236,6 +243,8 @@ def _check_settings(
         raise ConfigError(f"temperature must be >= 0, got {temperature}")
     if chunk_size < 1:
         raise ConfigError(f"chunk_size must be >= 1, got {chunk_size}")
+    if on_overflow not in ("error", "truncate"):
+        raise ConfigError(f"unknown overflow policy {on_overflow!r}; expected one of: error, truncate")
 
 
 class _Dataset:
@@ -274,11 +283,13 @@ class _Run:
         seed: int,
         adaptive: bool,
         fresh: bool,
+        on_overflow: OverflowPolicy,
         factory: EngineFactory,
         progress: Progress | None,
     ) -> None:
         self.metrics = list(metrics)
         self.fresh = fresh
+        self.on_overflow = on_overflow
         self.models = models
         self.extractor = extractor
         self.store = store
@@ -319,23 +330,58 @@ class _Run:
         """The first request of a pair, and under adaptive strictness the one for the rest."""
         k = self.ks[metric.name]
         if isinstance(metric, JudgeMetric):
-            req = _Request(
-                (record.id, metric.name), messages, metric.json_schema(), k, model.max_tokens, model.temperature
-            )
+            budget = model.max_tokens
+            messages = self.fit(model, record, budget, messages, metric.messages)
+            req = _Request((record.id, metric.name), messages, metric.json_schema(), k, budget, model.temperature)
         else:
             assert isinstance(metric, CompositeMetric) and statements
+            budget = max(model.max_tokens, 64 + TOKENS_PER_STATEMENT * len(statements))
+            verify = metric.verify_messages(record, statements)
+            verify = self.fit(model, record, budget, verify, lambda r: metric.verify_messages(r, statements))
             req = _Request(
                 (record.id, metric.name),
-                metric.verify_messages(record, statements),
+                verify,
                 metric.verify_schema(record, statements),
                 k,
-                max(model.max_tokens, 64 + TOKENS_PER_STATEMENT * len(statements)),
+                budget,
                 model.temperature,
             )
         m = k // 2 + 1
         if not self.adaptive or m >= k:
             return [req]
         return [replace(req, n=m), replace(req, n=k - m, first_sample=m)]
+
+    def fit(
+        self,
+        model: _Model,
+        record: Record,
+        budget: int,
+        messages: list[Message],
+        render: Callable[[Record], list[Message]],
+    ) -> list[Message]:
+        """Under ``on_overflow="truncate"``, cut the record's retrieved contexts (longest
+        first, each cut marked in the text) until the prompt's estimated length leaves
+        ``budget`` output tokens in the model's context. The estimate is by characters
+        (CHARS_PER_TOKEN), so it needs no tokenizer and every pass builds the same prompt;
+        a prompt still too long after it is the model's error for that record."""
+        if self.on_overflow != "truncate" or not record.retrieved_contexts:
+            return messages
+        allowed = int((model.spec.context_length - budget) * CHARS_PER_TOKEN)
+        excess = sum(len(m["content"]) for m in messages) - allowed
+        if excess <= 0:
+            return messages
+        contexts = list(record.retrieved_contexts)
+        while excess > 0:
+            i = max(range(len(contexts)), key=lambda j: len(contexts[j]))
+            room = len(contexts[i]) - len(TRUNCATION_MARK.format(n=10**9))
+            if room <= 0:
+                break  # nothing left to cut: the model reports the overflow
+            cut = min(excess + len(TRUNCATION_MARK.format(n=10**9)), len(contexts[i]))
+            keep = contexts[i][: len(contexts[i]) - cut]
+            contexts[i] = keep + TRUNCATION_MARK.format(n=len(record.retrieved_contexts[i]) - len(keep))
+            excess = sum(len(m["content"]) for m in render(record.model_copy(update={"retrieved_contexts": contexts})))
+            excess -= allowed
+        return render(record.model_copy(update={"retrieved_contexts": contexts}))
 
     def unanimous(self, record: Record, metric: Metric, statements: list[str] | None, samples: Stored) -> bool:
         """Whether the first samples already decide the majority (adaptive strictness)."""
@@ -710,6 +756,7 @@ def evaluate(
     cache: str | Path | None = None,
     use_cache: bool = True,
     fresh: bool = False,
+    on_overflow: OverflowPolicy = "error",
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     out: str | Path | None = None,
     command: list[str] | None = None,
@@ -739,6 +786,9 @@ def evaluate(
             what is in it is not generated again, which is also how a killed run resumes.
         use_cache: False: use a fresh, temporary store for this run only.
         fresh: Generate everything again (replacing what the store holds for these prompts).
+        on_overflow: A prompt longer than a model's context: ``"error"`` (that model's
+            judgment of the record is an error) or ``"truncate"`` (cut the retrieved contexts,
+            marking each cut, until it fits; still too long -> error).
         chunk_size: Records per chunk (one engine call and one store commit per chunk).
         out: Stream the results to this JSONL file (written to a temporary file and renamed
             at the end, so it is always whole) with its summary and manifest beside it, and
@@ -757,7 +807,7 @@ def evaluate(
     """
     started = time.perf_counter()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
-    _check_settings(metrics, strictness, tie_break, temperature, max_tokens, chunk_size)
+    _check_settings(metrics, strictness, tie_break, temperature, max_tokens, chunk_size, on_overflow)
     ks = {m.name: strictness or m.strictness for m in metrics}
     ties = {m.name: tie_break or m.tie_break for m in metrics}
 
@@ -819,6 +869,7 @@ def evaluate(
             seed=seed,
             adaptive=adaptive,
             fresh=fresh,
+            on_overflow=on_overflow,
             factory=factory,
             progress=progress,
         )
@@ -860,6 +911,7 @@ def evaluate(
             "adaptive": adaptive,
             "extractor": summary.extractor,
             "chunk_size": chunk_size,
+            "on_overflow": on_overflow,
         },
         metrics=[
             {

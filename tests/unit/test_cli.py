@@ -123,6 +123,7 @@ def test_strict_input_stops_before_any_model_loads(tmp_path):
     weights = tmp_path / "weights"
     weights.mkdir()
     (weights / "config.json").write_text("{}")  # never loaded: the bad record stops the run first
+    (weights / "model.safetensors").write_bytes(b"")
     registry = tmp_path / "m.yaml"
     registry.write_text(f"models:\n  mine:\n    path: {weights}\n")
     data = tmp_path / "d.jsonl"

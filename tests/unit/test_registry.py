@@ -77,3 +77,13 @@ def test_bad_yaml(tmp_path):
     (tmp_path / "n.yaml").write_text("judges: {}\n")
     with pytest.raises(ConfigError, match="top-level 'models:' mapping"):
         load_registry(tmp_path / "n.yaml")
+
+
+def test_pickled_weights_are_refused_and_named(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"pickle")
+    spec = load_registry(PACKAGED_REGISTRY).get(str(tmp_path))
+    with pytest.raises(ModelNotAvailableError, match=r"no \*\.safetensors weights .*found pytorch_model\.bin"):
+        spec.require_local_dir()
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    assert spec.require_local_dir() == tmp_path

@@ -1,0 +1,136 @@
+"""Reliability on the real embedded model: SIGKILL and resume, no network, corrupt weights."""
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from localjury.engines import load_engine
+from localjury.errors import EngineError
+from localjury.registry import ModelSpec
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "benchmarks" / "data" / "dated_answers.jsonl"
+
+# Run the CLI with every way out to the network refused: a connection attempt raises.
+GUARDED = """
+import socket, sys
+def refuse(*args, **kwargs):
+    raise OSError("localjury tried to open a network connection: " + repr(args[1:2]))
+socket.socket.connect = refuse
+socket.socket.connect_ex = refuse
+socket.create_connection = refuse
+socket.getaddrinfo = refuse
+if sys.argv[1] == "--probe":
+    import urllib.request
+    urllib.request.urlopen("http://127.0.0.1:9/", timeout=1)
+from localjury.cli import main
+main()
+"""
+
+
+def cli(*args, guarded=False, **kwargs):
+    code = GUARDED if guarded else "from localjury.cli import main; main()"
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        **kwargs,
+    )
+
+
+def finish(proc, timeout=900):
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def rows(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def test_a_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_results(smollm, tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(DATA.read_text().splitlines(keepends=True)[:12]))
+    cache, out = tmp_path / "store.sqlite", tmp_path / "results.jsonl"
+    args = [
+        "run", str(data), "--criterion", "dated=The response must include a specific date or year.",
+        "--chunk-size", "3", "--seed", "2", "--quiet",
+    ]  # fmt: skip
+    proc = cli(*args, "--cache", str(cache), "--out", str(out))
+    deadline = time.monotonic() + 600
+    committed = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if cache.exists():
+            with sqlite3.connect(f"file:{cache}?mode=ro", uri=True) as db:
+                try:
+                    committed = db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+                except sqlite3.OperationalError:
+                    committed = 0
+        if committed >= 3:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert committed >= 3 and not out.exists()  # no half-written results file
+
+    code, _, err = finish(cli(*args, "--cache", str(cache), "--out", str(out)))
+    assert code == 0, err
+    resumed = rows(out)
+    summary = json.loads((tmp_path / "results.summary.json").read_text())
+    assert summary["models"][0]["cached"] >= 3 and summary["models"][0]["judgments"] == 12
+    assert [r["record_id"] for r in resumed] == [json.loads(line)["id"] for line in data.read_text().splitlines()]
+
+    clean = tmp_path / "clean.jsonl"
+    code, _, err = finish(cli(*args, "--no-cache", "--out", str(clean)))
+    assert code == 0, err
+    # Samples are seeded per (seed, prompt, sample): resuming cannot change a verdict.
+    assert [(r["record_id"], r["models"][0]["votes"]) for r in resumed] == [
+        (r["record_id"], r["models"][0]["votes"]) for r in rows(clean)
+    ]
+
+
+def test_the_network_guard_catches_a_connection():
+    code, _, err = finish(cli("--probe", guarded=True))
+    assert code != 0 and "tried to open a network connection" in err
+
+
+def test_a_run_needs_no_network(smollm, tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "a", "user_input": "When?", "response": "In 1989."}\n')
+    out = tmp_path / "r.jsonl"
+    code, _, err = finish(
+        cli("run", str(data), "--aspect", "coherence", "--no-cache", "--quiet", "--out", str(out), guarded=True)
+    )
+    assert code == 0, err
+    (row,) = rows(out)
+    assert row["error"] is None and row["models"][0]["votes"][0] in (0, 1, None)
+    if shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
+        # And in a network namespace with no interface at all.
+        proc = subprocess.run(
+            ["unshare", "-n", sys.executable, "-m", "localjury.cli", "run", str(data), "--aspect", "coherence",
+             "--no-cache", "--quiet", "--out", str(tmp_path / "ns.jsonl")],
+            capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert rows(tmp_path / "ns.jsonl")[0]["error"] is None
+
+
+def test_corrupt_weights_give_a_clear_error(smollm, tmp_path):
+    folder = tmp_path / "broken"
+    shutil.copytree(smollm.local_dir(), folder, ignore=shutil.ignore_patterns("*.safetensors"))
+    (folder / "model.safetensors").write_bytes(b"\x00" * 64)
+    with pytest.raises(EngineError, match=r"transformers engine, model 'broken': cannot load the model from"):
+        load_engine(ModelSpec(name="broken", path=str(folder)))

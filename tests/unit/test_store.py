@@ -1,0 +1,200 @@
+"""The judgment store: cache, resume, chunks, fresh runs, streamed results, manifests."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from localjury import AspectCritic, evaluate
+from localjury.engines.base import Completion
+from localjury.errors import ConfigError
+from localjury.manifest import Manifest, manifest_path_for
+from localjury.report import read_results
+from localjury.store import JudgmentStore, generation_key
+
+from .fakes import factory, judgment, spec
+
+DATED = AspectCritic("dated", "The response must include a specific date or year.")
+POLITE = AspectCritic("polite", "The response is polite.")
+RECORDS = [{"id": f"r{i}", "response": f"answer {i}"} for i in range(5)]
+
+
+def votes_from_text(model, prompt, j):
+    """Deterministic: pass when the record's number is even, whatever the criterion."""
+    number = int(prompt.rsplit("answer ", 1)[1].split("\n", 1)[0])
+    return judgment(1 if number % 2 == 0 else 0)
+
+
+def generated(log):
+    return [e for e in log if e[0] == "generate"]
+
+
+def test_store_round_trip_and_errors(tmp_path):
+    store = JudgmentStore(tmp_path / "s.sqlite")
+    samples = [Completion("a", 1, True), Completion("b\u00e9", 2, False)]
+    store.put_many({"k1": samples, "k2": "prompt too long"})
+    assert store.get_many(["k1", "k2", "k3"]) == {"k1": samples, "k2": "prompt too long"}
+    assert len(store) == 2
+    store.close()
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(ConfigError, match="is not usable"):
+        JudgmentStore(bad)
+
+
+def test_generation_key_depends_on_every_part():
+    base = {"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 3, "seed": 0}
+    keys = {
+        generation_key(**base),
+        generation_key(**{**base, "model": "m2"}),
+        generation_key(**{**base, "messages": [{"role": "user", "content": "y"}]}),
+        generation_key(**{**base, "n": 2}),
+        generation_key(**{**base, "seed": 1}),
+    }
+    assert len(keys) == 5 and generation_key(**base) == generation_key(**dict(reversed(base.items())))
+
+
+def test_the_same_run_again_generates_nothing_and_loads_no_model(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    log = []
+    first = evaluate(
+        RECORDS, [DATED], [spec("A")], strictness=3, cache=cache, engine_factory=factory(votes_from_text, log)
+    )
+    assert generated(log) == [("generate", "A", 5, 3)]
+    log.clear()
+    again = evaluate(
+        RECORDS, [DATED], [spec("A")], strictness=3, cache=cache, engine_factory=factory(votes_from_text, log)
+    )
+    assert log == []
+    assert [r.model_dump() for r in again.results] == [r.model_dump() for r in first.results]
+    (model,) = again.summary.models
+    assert (model.judgments, model.cached, model.load_seconds, model.judgments_per_second) == (15, 15, 0.0, None)
+
+
+def test_changing_one_criterion_rejudges_only_that_criterion(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    evaluate(RECORDS, [DATED, POLITE], [spec("A")], cache=cache, engine_factory=factory(votes_from_text, []))
+    log, calls = [], []
+    changed = AspectCritic("polite", "The response is polite and warm.")
+    result = evaluate(
+        RECORDS, [DATED, changed], [spec("A")], cache=cache, engine_factory=factory(votes_from_text, log, calls)
+    )
+    assert generated(log) == [("generate", "A", 5, 1)]
+    assert all("polite and warm" in p for p in calls[0]["prompts"])
+    assert len(result.results) == 10 and result.summary.models[0].cached == 5
+
+
+def test_fresh_generates_everything_again(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    evaluate(RECORDS, [DATED], [spec("A")], cache=cache, engine_factory=factory(votes_from_text, []))
+    log = []
+    evaluate(RECORDS, [DATED], [spec("A")], cache=cache, fresh=True, engine_factory=factory(votes_from_text, log))
+    assert generated(log) == [("generate", "A", 5, 1)]
+
+
+def test_chunks_are_separate_calls_with_the_same_results(tmp_path):
+    log = []
+    whole = evaluate(RECORDS, [DATED], [spec("A")], use_cache=False, engine_factory=factory(votes_from_text, []))
+    chunked = evaluate(
+        RECORDS, [DATED], [spec("A")], chunk_size=2, use_cache=False, engine_factory=factory(votes_from_text, log)
+    )
+    assert generated(log) == [("generate", "A", 2, 1), ("generate", "A", 2, 1), ("generate", "A", 1, 1)]
+    assert log[0] == ("load", "A") and log.count(("load", "A")) == 1  # loaded once for all chunks
+    assert [r.model_dump() for r in chunked.results] == [r.model_dump() for r in whole.results]
+
+
+def test_a_run_that_dies_mid_way_resumes_from_its_last_chunk(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    calls = {"n": 0}
+
+    def dies_on_third_call(model, prompt, j):
+        if j == 0:
+            calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("killed")
+        return votes_from_text(model, prompt, j)
+
+    with pytest.raises(RuntimeError, match="killed"):
+        evaluate(
+            RECORDS, [DATED], [spec("A")], chunk_size=2, cache=cache, engine_factory=factory(dies_on_third_call, [])
+        )
+    log = []
+    result = evaluate(
+        RECORDS, [DATED], [spec("A")], chunk_size=2, cache=cache, engine_factory=factory(votes_from_text, log)
+    )
+    assert generated(log) == [("generate", "A", 2, 1), ("generate", "A", 1, 1)]  # the chunk that died, then the last
+    assert [r.record_id for r in result.results] == [r["id"] for r in RECORDS]
+    assert [r.score for r in result.results] == [1.0, 0.0, 1.0, 0.0, 1.0]
+
+
+def test_out_streams_results_with_summary_and_manifest(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    out = tmp_path / "res" / "results.jsonl"
+    result = evaluate(data, [DATED], [spec("A")], out=out, seed=4, engine_factory=factory(votes_from_text, []))
+    assert result.results == [] and result.results_path == out
+    rows = read_results(out)
+    assert [r.record_id for r in rows] == [r["id"] for r in RECORDS] and len(list(result.iter_results())) == 5
+    assert json.loads((tmp_path / "res" / "results.summary.json").read_text())["seed"] == 4
+    manifest = Manifest.model_validate_json(manifest_path_for(out).read_text())
+    assert manifest.seed == 4 and manifest.dataset["sha256"] and manifest.metrics[0]["name"] == "dated"
+    assert (manifest.models[0].name == "A" and "torch" in manifest.packages) or "pydantic" in manifest.packages
+    assert not list((tmp_path / "res").glob(".*.tmp"))  # no temporary file left behind
+
+
+def localjury(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-c", "from localjury.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+    )
+
+
+def test_verify_reports_a_changed_dataset_and_model_file(tmp_path, monkeypatch):
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    (model_dir / "model.safetensors").write_bytes(b"weights")
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    out = tmp_path / "results.jsonl"
+    from localjury.registry import ModelSpec
+
+    judge = ModelSpec(name="local", path=str(model_dir))
+    evaluate(data, [DATED], [judge], out=out, engine_factory=factory(votes_from_text, []))
+    ok = localjury("verify", str(out))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "checks match" in ok.stdout and "differ" not in ok.stdout
+    (model_dir / "model.safetensors").write_bytes(b"other weights")
+    data.write_text(data.read_text() + json.dumps({"response": "new"}) + "\n")
+    bad = localjury("verify", str(out))
+    assert bad.returncode == 1
+    assert "model local: model.safetensors" in bad.stdout and "dataset" in bad.stdout and "2 differ" in bad.stdout
+    missing = localjury("verify", str(tmp_path / "nothing.jsonl"))
+    assert missing.returncode == 2 and "no manifest at" in missing.stderr
+
+
+def test_truncate_policy_cuts_contexts_with_a_visible_mark(tmp_path):
+    calls = []
+    long_ctx = {"id": "long", "response": "answer 2", "retrieved_contexts": ["fact " * 3000, "short context"]}
+    small = spec("A", context_length=1200, max_tokens=100)
+    result = evaluate(
+        [long_ctx],
+        [DATED],
+        [small],
+        on_overflow="truncate",
+        use_cache=False,
+        engine_factory=factory(votes_from_text, [], calls),
+    )
+    (prompt,) = calls[0]["prompts"]
+    assert "characters cut by localjury to fit the model's context" in prompt and "short context" in prompt
+    assert result.results[0].score == 1.0
+    errored = evaluate([long_ctx], [DATED], [small], use_cache=False, engine_factory=factory(votes_from_text, []))
+    assert "exceeds context_length 1200" in errored.results[0].models[0].error
+
+
+def test_unknown_overflow_policy():
+    with pytest.raises(ConfigError, match="unknown overflow policy 'drop'"):
+        evaluate(RECORDS, [DATED], [spec("A")], on_overflow="drop", engine_factory=factory(votes_from_text, []))
