@@ -32,3 +32,47 @@ def test_throughput_benchmark_writes_json_and_markdown(smollm, tmp_path):
     assert [m["mode"] for m in result["modes"]] == ["a_naive_loop", "b_batched_constrained", "c_batched_unconstrained"]
     assert all(m["judgments"] == 4 and m["judgments_per_s"] > 0 for m in result["modes"])
     assert result["ratio_b_over_a"] > 0 and "b/a" in out.with_suffix(".md").read_text()
+
+
+def test_scale_benchmark_streams_every_record(tmp_path):
+    out = tmp_path / "scale"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "scale.py"),
+            "--records",
+            "300",
+            "--chunk-size",
+            "64",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(out.with_suffix(".json").read_text())["rows"]
+    assert row["records"] == 300 and row["rss_peak_mib"] >= row["rss_after_imports_mib"] > 0
+
+
+def test_adaptive_benchmark_writes_json_and_markdown(smollm, tmp_path):
+    out = tmp_path / "ad"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "adaptive.py"),
+            "--records",
+            "2",
+            "--strictness",
+            "3",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(out.with_suffix(".json").read_text())["rows"]
+    assert row["full_samples"] == 6 and 4 <= row["adaptive_samples"] <= 6
+    # Adaptive draws the same first samples as full sampling: the verdicts cannot differ.
+    assert row["verdict_agreement"] == 1.0

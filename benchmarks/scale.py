@@ -1,0 +1,129 @@
+"""Memory and speed of a run over a large dataset, with an instant fake engine.
+
+What it measures is localjury itself — reading, prompting, the judgment store, voting and
+writing — not a model: the engine answers every prompt at once. Each size runs in a fresh
+process, which reports its peak RSS (ru_maxrss) before and after the run; memory is bounded
+when the peak does not grow with the number of records.
+
+    .venv/bin/python benchmarks/scale.py --records 10000 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+CHILD = r"""
+import json, resource, sys, time
+from pathlib import Path
+from localjury import AspectCritic, evaluate
+from localjury.engines.base import Completion, render_plain
+from localjury.registry import ModelSpec
+
+class InstantEngine:
+    name = "instant"
+    def __init__(self, spec):
+        self.spec = spec
+    def format_prompt(self, messages):
+        return render_plain(messages)
+    def count_tokens(self, prompts):
+        return [len(p) // 4 for p in prompts]
+    def generate(self, prompts, *, n, sampling, schema, progress=None):
+        text = '{"reason": "It names a year.", "verdict": 1}'
+        return [[Completion(text, 12, True) for _ in range(n)] for _ in prompts]
+    def close(self):
+        pass
+
+data, work, chunk = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.perf_counter()
+result = evaluate(
+    data, [AspectCritic("dated", "The response must include a specific date or year.")],
+    [ModelSpec(name="instant", path=str(work / "no-weights"))], strictness=3, chunk_size=chunk,
+    cache=work / "store.sqlite", out=work / "results.jsonl", engine_factory=InstantEngine,
+)
+seconds = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+lines = sum(1 for _ in (work / "results.jsonl").open())
+print(json.dumps({"seconds": seconds, "rss_before_kib": before, "rss_peak_kib": peak, "result_lines": lines,
+                  "mean_score": result.summary.metrics[0].mean_score}))
+"""
+
+
+def make_data(path: Path, n: int) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(n):
+            rec = {"id": f"r{i}", "user_input": f"When did event {i} happen?", "response": f"In {1900 + i % 120}."}
+            fh.write(json.dumps(rec) + "\n")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--chunk-size", type=int, default=1024)
+    parser.add_argument("--out", default=str(HERE / "results" / "scale"), help="path stem for .json and .md")
+    args = parser.parse_args(argv)
+    rows = []
+    for n in args.records:
+        with tempfile.TemporaryDirectory(prefix="localjury-scale-") as tmp:
+            work = Path(tmp)
+            data = work / "data.jsonl"
+            make_data(data, n)
+            t = time.perf_counter()
+            proc = subprocess.run(
+                [sys.executable, "-c", CHILD, str(data), str(work), str(args.chunk_size)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            wall = time.perf_counter() - t
+            child = json.loads(proc.stdout.strip().splitlines()[-1])
+            assert child["result_lines"] == n, child
+            row = {
+                "records": n,
+                "data_mib": round(data.stat().st_size / 2**20, 1),
+                "seconds": round(child["seconds"], 1),
+                "records_per_s": round(n / child["seconds"], 1),
+                "rss_after_imports_mib": round(child["rss_before_kib"] / 1024, 1),
+                "rss_peak_mib": round(child["rss_peak_kib"] / 1024, 1),
+                "process_wall_s": round(wall, 1),
+            }
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    report = {
+        "benchmark": "scale (instant fake engine, strictness 3, one criterion)",
+        "chunk_size": args.chunk_size,
+        "machine": f"{platform.machine()}, {platform.system()}, {resource.getpagesize()} B pages",
+        "rows": rows,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    lines = [
+        f"# Scale — instant fake engine, strictness 3, chunk size {args.chunk_size}",
+        "",
+        "| records | data MiB | seconds | records/s | RSS after imports MiB | peak RSS MiB |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {r['records']} | {r['data_mib']} | {r['seconds']} | {r['records_per_s']} | "
+            f"{r['rss_after_imports_mib']} | {r['rss_peak_mib']} |"
+            for r in rows
+        ),
+        "",
+        "Command: `.venv/bin/python benchmarks/scale.py " + " ".join(sys.argv[1:] if argv is None else argv) + "`",
+    ]
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    return report
+
+
+if __name__ == "__main__":
+    main()
