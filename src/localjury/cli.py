@@ -278,6 +278,76 @@ def run(
 
 
 @app.command()
+def bench(
+    data: Annotated[Path, typer.Argument(help="A labeled data set (read from this path, never bundled).")],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", "-f", help="llmbar, halueval-general, halueval-qa, truthfulqa, or jsonl (a gold field)."
+        ),
+    ],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder for metrics.json, predictions.jsonl, reports.")],
+    models: Annotated[
+        str | None,
+        typer.Option("--models", "-m", help="Comma-separated judge models (default: smollm2-135m-instruct)."),
+    ] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option(
+            "--metric",
+            help='What to judge: an aspect, NAME="criterion", faithfulness or factual_accuracy (default: per format).',
+        ),
+    ] = None,
+    strictness: Annotated[int, typer.Option("--strictness", "-k", min=1, help="Samples per model.")] = 1,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Judge at most N records (pairs kept whole).")
+    ] = None,
+    sample_seed: Annotated[
+        int, typer.Option("--sample-seed", help="Seed of the --limit sample and the bootstrap.")
+    ] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Judging seed.")] = 0,
+    registry: RegistryOpt = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse stored judgments.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Benchmark judge models (and their jury) against gold labels: accuracy, κ, agreement, speed."""
+    from rich.progress import Progress
+
+    from localjury.bench import require
+
+    require()
+    from localjury.bench.report import BASELINE, _header, _rows
+    from localjury.bench.run import run_bench
+
+    names = [m.strip() for m in models.split(",") if m.strip()] if models else ["smollm2-135m-instruct"]
+    with Progress(console=err, disable=quiet) as progress:
+        figures = run_bench(
+            data,
+            fmt,
+            names,
+            out_dir,
+            metric=metric,
+            strictness=strictness,
+            limit=limit,
+            sample_seed=sample_seed,
+            seed=seed,
+            registry=registry,
+            use_cache=not no_cache,
+            progress=progress,
+        )
+    from rich.table import Table
+
+    header = _header(figures)
+    keep = [i for i, c in enumerate(header) if c in ("judge", "accuracy [95% CI]", "Cohen's κ [95% CI]", "pair acc.")]
+    keep += [header.index("abstained"), header.index("judgments/s")]
+    table = Table(*[header[i] for i in keep], title=f"{fmt}: {figures['records']} records", title_justify="left")
+    for row in _rows(figures):
+        table.add_row(*[row[i] for i in keep], style="red" if row[0].startswith(BASELINE) else None)
+    out.print(table)
+    out.print(f"reports: {out_dir / 'report.html'}, {out_dir / 'report.md'}; figures: {out_dir / 'metrics.json'}")
+
+
+@app.command()
 def verify(
     results: Annotated[Path, typer.Argument(help="A results file written by `localjury run`.")],
     manifest: Annotated[

@@ -1,0 +1,289 @@
+"""Labeled data sets for judge benchmarks, read from a path and turned into gold-labeled records.
+
+Each loader returns :class:`BenchItem` s: a record (the fields localjury judges), its gold
+label (1: the response meets the criterion), and, where the data comes in pairs or groups,
+the pair or group it belongs to. How the public sets map to records follows
+``shared/data/README.md``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from localjury.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class BenchItem:
+    """One record to judge, with its gold label."""
+
+    record: dict[str, Any]
+    """The record's fields (id, user_input, response, retrieved_contexts, reference)."""
+    gold: int
+    """1 when the response meets the criterion (follows the instruction, is faithful...), else 0."""
+    pair: str | None = None
+    """LLMBar, HaluEval QA: the pair the record belongs to (its two records share it)."""
+    group: str | None = None
+    """TruthfulQA: the question the answer belongs to (for per-question subsampling)."""
+
+
+@dataclass(frozen=True)
+class Format:
+    """A data set format: how to read it, and what to judge by default."""
+
+    name: str
+    load: Callable[[Path], list[BenchItem]]
+    criterion: tuple[str, str] | None
+    """The default criterion (name, text); None for formats that need --metric."""
+    default_metric: str | None = None
+    """A composite metric judged by default instead of a criterion (e.g. faithfulness)."""
+    description: str = ""
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path} as JSON: {exc}") from None
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise ConfigError(f"{path}, line {n}: not valid JSON ({exc})") from None
+        if not isinstance(row, dict):
+            raise ConfigError(f"{path}, line {n}: expected a JSON object")
+        yield n, row
+
+
+def _need(row: dict[str, Any], field: str, where: str) -> Any:
+    if field not in row or row[field] in (None, ""):
+        raise ConfigError(f"{where}: missing field {field!r}")
+    return row[field]
+
+
+def load_llmbar(path: Path) -> list[BenchItem]:
+    """LLMBar: ``[{input, output_1, output_2, label}]``; each pair gives two records."""
+    data = _read_json(path)
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: an LLMBar file is a JSON list of {{input, output_1, output_2, label}}")
+    items: list[BenchItem] = []
+    for i, row in enumerate(data):
+        where = f"{path}, item {i}"
+        if not isinstance(row, dict):
+            raise ConfigError(f"{where}: expected an object")
+        label = str(_need(row, "label", where)).strip()
+        if label not in ("1", "2"):
+            raise ConfigError(f"{where}: label must be 1 or 2, got {label!r}")
+        for k in (1, 2):
+            items.append(
+                BenchItem(
+                    record={
+                        "id": f"llmbar-{i}-{k}",
+                        "user_input": str(_need(row, "input", where)),
+                        "response": str(_need(row, f"output_{k}", where)),
+                    },
+                    gold=int(label == str(k)),
+                    pair=f"llmbar-{i}",
+                )
+            )
+    return items
+
+
+def load_halueval_general(path: Path) -> list[BenchItem]:
+    """HaluEval general: ``{ID, user_query, chatgpt_response, hallucination: yes|no}``."""
+    items = []
+    for n, row in _jsonl(path):
+        where = f"{path}, line {n}"
+        label = str(_need(row, "hallucination", where)).strip().lower()
+        if label not in ("yes", "no"):
+            raise ConfigError(f"{where}: hallucination must be yes or no, got {label!r}")
+        items.append(
+            BenchItem(
+                record={
+                    "id": f"halueval-{row.get('ID', n)}",
+                    "user_input": str(_need(row, "user_query", where)),
+                    "response": str(_need(row, "chatgpt_response", where)),
+                },
+                gold=int(label == "no"),
+            )
+        )
+    return items
+
+
+def load_halueval_qa(path: Path) -> list[BenchItem]:
+    """HaluEval QA: ``{knowledge, question, right_answer, hallucinated_answer}``; two records
+    per row, the knowledge as retrieved context."""
+    items = []
+    for n, row in _jsonl(path):
+        where = f"{path}, line {n}"
+        for kind, gold in (("right_answer", 1), ("hallucinated_answer", 0)):
+            items.append(
+                BenchItem(
+                    record={
+                        "id": f"haluqa-{n}-{'right' if gold else 'hallucinated'}",
+                        "user_input": str(_need(row, "question", where)),
+                        "response": str(_need(row, kind, where)),
+                        "retrieved_contexts": [str(_need(row, "knowledge", where))],
+                    },
+                    gold=gold,
+                    pair=f"haluqa-{n}",
+                )
+            )
+    return items
+
+
+_TRUTHFUL = re.compile(r"^Q:\s*(?P<q>.*?)\nA:\s*(?P<a>.*?)\nTrue:\s*$", re.S)
+
+
+def load_truthfulqa(path: Path) -> list[BenchItem]:
+    """TruthfulQA: ``finetune_truth.jsonl`` rows ``{"prompt": "Q: ...\\nA: ...\\nTrue:",
+    "completion": " yes"|" no"}``, or ``TruthfulQA.csv`` (each correct and incorrect answer
+    of a question becomes a record)."""
+    if path.suffix.lower() == ".csv":
+        return _truthfulqa_csv(path)
+    items = []
+    for n, row in _jsonl(path):
+        where = f"{path}, line {n}"
+        m = _TRUTHFUL.match(str(_need(row, "prompt", where)))
+        if not m:
+            raise ConfigError(f"{where}: prompt is not 'Q: ...\\nA: ...\\nTrue:'")
+        label = str(_need(row, "completion", where)).strip().lower()
+        if label not in ("yes", "no"):
+            raise ConfigError(f"{where}: completion must be yes or no, got {label!r}")
+        question = m["q"].strip()
+        items.append(
+            BenchItem(
+                record={"id": f"truthfulqa-{n}", "user_input": question, "response": m["a"].strip()},
+                gold=int(label == "yes"),
+                group=question,
+            )
+        )
+    return items
+
+
+def _truthfulqa_csv(path: Path) -> list[BenchItem]:
+    items = []
+    with path.open(encoding="utf-8", newline="") as fh:
+        for n, row in enumerate(csv.DictReader(fh), start=2):
+            where = f"{path}, line {n}"
+            question = str(_need(row, "Question", where))
+            for column, gold in (("Correct Answers", 1), ("Incorrect Answers", 0)):
+                for j, answer in enumerate(a.strip() for a in str(row.get(column) or "").split(";")):
+                    if answer:
+                        items.append(
+                            BenchItem(
+                                record={"id": f"truthfulqa-{n}-{gold}-{j}", "user_input": question, "response": answer},
+                                gold=gold,
+                                group=question,
+                            )
+                        )
+    return items
+
+
+def load_jsonl(path: Path) -> list[BenchItem]:
+    """Generic: one record a line with a ``gold`` field (0/1) beside the record fields; an
+    optional ``pair`` field groups records whose gold labels form a pair."""
+    items = []
+    for n, row in _jsonl(path):
+        where = f"{path}, line {n}"
+        gold = row.pop("gold", None)
+        if gold not in (0, 1, True, False, "0", "1"):
+            raise ConfigError(f"{where}: field 'gold' must be 0 or 1, got {gold!r}")
+        pair = row.pop("pair", None)
+        row.setdefault("id", f"line-{n}")
+        items.append(BenchItem(record=row, gold=int(gold), pair=None if pair is None else str(pair)))
+    return items
+
+
+FORMATS: dict[str, Format] = {
+    "llmbar": Format(
+        "llmbar",
+        load_llmbar,
+        ("follows_instruction", "The response precisely follows the instruction."),
+        description="LLMBar: which of two outputs follows the instruction (pairs)",
+    ),
+    "halueval-general": Format(
+        "halueval-general",
+        load_halueval_general,
+        ("no_hallucination", "The response contains no hallucinated or unverifiable claims."),
+        description="HaluEval general: hallucination in chat answers (human label)",
+    ),
+    "halueval-qa": Format(
+        "halueval-qa",
+        load_halueval_qa,
+        None,
+        default_metric="faithfulness",
+        description="HaluEval QA: is the answer grounded in the given knowledge (pairs)",
+    ),
+    "truthfulqa": Format(
+        "truthfulqa",
+        load_truthfulqa,
+        ("truthful", 'The response is truthful. (Under TruthfulQA\'s rules, "I have no comment" is truthful.)'),
+        description="TruthfulQA: truthfulness of answers (human label)",
+    ),
+    "jsonl": Format("jsonl", load_jsonl, None, description="records with a gold field (0/1)"),
+}
+
+
+def load(path: str | Path, fmt: str) -> list[BenchItem]:
+    """Read a data set in one of :data:`FORMATS`.
+
+    Raises:
+        ConfigError: Unknown format, unreadable file, or a row that does not fit the format
+            (naming the file, the line and the field).
+    """
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown bench format {fmt!r}; expected one of: {', '.join(FORMATS)}")
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"no data set at {path}")
+    items = FORMATS[fmt].load(path)
+    if not items:
+        raise ConfigError(f"{path}: no records in it")
+    return items
+
+
+def sample(items: list[BenchItem], limit: int | None, seed: int) -> list[BenchItem]:
+    """At most ``limit`` records, drawn with ``seed``: whole pairs for paired data; for
+    grouped data (TruthfulQA) one question at a time, at most two answers each (one of each
+    label when it has both), so that many questions are covered. Input order is kept."""
+    if limit is None or limit >= len(items):
+        return items
+    rng = random.Random(seed)
+    units: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        units.setdefault(item.pair or (f"g:{item.group}" if item.group else f"i:{i}"), []).append(i)
+    chosen: list[int] = []
+    keys = list(units)
+    rng.shuffle(keys)
+    for key in keys:
+        members = units[key]
+        if key.startswith("g:") and len(members) > 2:
+            by_label: dict[int, list[int]] = {}
+            for i in members:
+                by_label.setdefault(items[i].gold, []).append(i)
+            members = sorted(rng.choice(group) for group in by_label.values())[:2]
+        if len(chosen) + len(members) > limit:
+            if chosen:
+                continue
+            members = members[:limit]
+        chosen.extend(members)
+        if len(chosen) >= limit:
+            break
+    return [items[i] for i in sorted(chosen)]

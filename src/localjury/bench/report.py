@@ -1,0 +1,254 @@
+"""The benchmark report: Markdown, and a self-contained HTML page with plots (inline SVG)."""
+
+from __future__ import annotations
+
+import html
+import io
+from pathlib import Path
+from typing import Any
+
+BASELINE = "majority baseline"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def _num(v: float | None, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def _ci(ci: list[float] | tuple[float, float] | None, pct: bool = True) -> str:
+    if not ci:
+        return ""
+    lo, hi = ci
+    return f" [{lo:.1%}, {hi:.1%}]" if pct else f" [{lo:.2f}, {hi:.2f}]"
+
+
+def _rows(fig: dict[str, Any]) -> list[list[str]]:
+    """The main table: one row per judge and the jury, then the baseline."""
+    rows = []
+    paired = any("pairs" in j for j in fig["judges"].values())
+    for name, j in fig["judges"].items():
+        per = j.get("per_class") or {}
+        sc = (j.get("self_consistency") or {}).get("unanimous")
+        row = [
+            name,
+            _pct(j["accuracy"]) + _ci(j["accuracy_ci"]),
+            _pct(j["balanced_accuracy"]),
+            _num(j["kappa"], 2) + _ci(j["kappa_ci"], pct=False),
+            _num(per.get("1", {}).get("f1"), 2),
+            _num(per.get("0", {}).get("f1"), 2),
+        ]
+        if paired:
+            row.append(_pct(j["pairs"]["pair_accuracy"]))
+        jps = j.get("judgments_per_second")
+        row += [_pct(j["abstention_rate"]), _pct(sc), "-" if jps is None else f"{jps:.2f}"]
+        rows.append(row)
+    b = fig["baseline"]
+    base = [f"{BASELINE} (always {b['predicts']})", _pct(b["accuracy"]), _pct(b["balanced_accuracy"]), "0.00"]
+    base += ["-", "-"] + (["-"] if paired else []) + ["0.0%", "-", "-"]
+    rows.append(base)
+    return rows
+
+
+def _header(fig: dict[str, Any]) -> list[str]:
+    paired = any("pairs" in j for j in fig["judges"].values())
+    cols = ["judge", "accuracy [95% CI]", "balanced acc.", "Cohen's κ [95% CI]", "F1 (pass)", "F1 (fail)"]
+    return cols + (["pair acc."] if paired else []) + ["abstained", "self-consistent", "judgments/s"]
+
+
+def _intro(fig: dict[str, Any]) -> list[tuple[str, str]]:
+    b = fig["benchmark"]
+    counts = fig["baseline"]["class_counts"]
+    return [
+        ("dataset", f"{b['dataset']} ({b['format']}: {b['format_description']})"),
+        ("records", f"{b['records']} of {b['records_in_file']} (gold 1: {counts['1']}, gold 0: {counts['0']})"),
+        ("sampling", f"--limit {b['limit']}, --sample-seed {b['sample_seed']}; judging seed {b['seed']}"),
+        ("metric", f"{b['metric']['name']}: {b['metric']['description']} (strictness {b['strictness']})"),
+        ("localjury", b["localjury_version"] + "; " + ", ".join(f"{k} {v}" for k, v in b["packages"].items())),
+    ]
+
+
+def _models(fig: dict[str, Any]) -> list[tuple[str, str]]:
+    out = []
+    for m in fig["benchmark"]["models"]:
+        source = m.get("source") or {}
+        packages = source.get("packages") or {}
+        pkgs = ", ".join(f"{k}=={v}" for k, v in packages.items()) if isinstance(packages, dict) else ""
+        origin = f"; embedded, from {pkgs}, {source.get('gguf_file', '')}" if pkgs else ""
+        out.append((m["name"], f"{m['path']} (sha256 {str(m['sha256'])[:16]}…{origin})"))
+    return out
+
+
+NOTE = (
+    "Figures on the decided records; 'abstained' is the share with no verdict (those count as wrong in "
+    "accuracy_abstain_as_wrong in metrics.json). A record passes when its score is above 0.5. "
+    "Compare every judge with the majority baseline: a judge no better than it has learnt nothing about the labels."
+)
+
+
+def markdown(fig: dict[str, Any]) -> str:
+    """The report as Markdown."""
+    lines = [f"# Judge benchmark — {fig['benchmark']['format']}", ""]
+    lines += [f"- **{k}**: {v}" for k, v in _intro(fig)]
+    lines += [f"- **model {k}**: {v}" for k, v in _models(fig)]
+    lines += ["", "| " + " | ".join(_header(fig)) + " |", "|" + "---|" * len(_header(fig))]
+    lines += ["| " + " | ".join(r) + " |" for r in _rows(fig)]
+    agreement = fig["agreement"]["fleiss"]
+    lines += ["", NOTE, ""]
+    if agreement["models"] > 1:
+        lines.append(
+            f"Agreement between models: Fleiss' κ {_num(agreement['kappa'], 2)} on {agreement['records']} records."
+        )
+        lines.append("")
+    lines += ["## Confusion matrices (rows: gold 0, 1; columns: predicted 0, 1)", ""]
+    for name, j in fig["judges"].items():
+        if j["confusion"]:
+            (tn, fp), (fn, tp) = j["confusion"]
+            lines.append(f"- {name}: gold 0 → [{tn}, {fp}], gold 1 → [{fn}, {tp}]")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _svg(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})  # same input, same file
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg") :]
+
+
+def plots(fig: dict[str, Any]) -> dict[str, str]:
+    """The report's plots as inline SVG: accuracy with CIs, confusion matrices, the model
+    agreement heatmap, accuracy vs throughput."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    judges = fig["judges"]
+    names = list(judges)
+    out: dict[str, str] = {}
+
+    f, ax = plt.subplots(figsize=(6.4, 0.6 + 0.5 * len(names)))
+    accs = [judges[n]["accuracy"] or 0 for n in names]
+    errs = [
+        [a - (judges[n]["accuracy_ci"] or [a, a])[0] for n, a in zip(names, accs, strict=True)],
+        [(judges[n]["accuracy_ci"] or [a, a])[1] - a for n, a in zip(names, accs, strict=True)],
+    ]
+    ax.barh(names, accs, xerr=errs, color="#4C72B0", capsize=4)
+    base = fig["baseline"]["accuracy"] or 0
+    ax.axvline(base, color="#C44E52", linestyle="--", label=f"majority baseline {base:.0%}")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("accuracy on decided records (95% bootstrap CI)")
+    ax.invert_yaxis()
+    ax.legend(loc="lower right", fontsize=8)
+    out["accuracy"] = _svg(f)
+
+    with_cm = [n for n in names if judges[n]["confusion"]]
+    if with_cm:
+        f, axes = plt.subplots(1, len(with_cm), figsize=(2.6 * len(with_cm), 2.6), squeeze=False)
+        for ax, n in zip(axes[0], with_cm, strict=True):
+            cm = judges[n]["confusion"]
+            ax.imshow(cm, cmap="Blues", vmin=0)
+            top = max(max(r) for r in cm) or 1
+            for i in range(2):
+                for j in range(2):
+                    color = "white" if cm[i][j] > top / 2 else "black"
+                    ax.text(j, i, str(cm[i][j]), ha="center", va="center", fontsize=11, color=color)
+            ax.set_xticks([0, 1], ["pred 0", "pred 1"])
+            ax.set_yticks([0, 1], ["gold 0", "gold 1"])
+            ax.set_title(n, fontsize=9)
+        out["confusion"] = _svg(f)
+
+    matrix = fig["agreement"]["pairwise_kappa"]
+    models = list(matrix)
+    if len(models) > 1:
+        values = [[matrix[a][b] if matrix[a][b] is not None else float("nan") for b in models] for a in models]
+        f, ax = plt.subplots(figsize=(1.2 + 1.1 * len(models), 1.0 + 0.9 * len(models)))
+        im = ax.imshow(values, cmap="RdYlGn", vmin=-1, vmax=1)
+        for i in range(len(models)):
+            for j in range(len(models)):
+                v = values[i][j]
+                ax.text(j, i, "-" if v != v else f"{v:.2f}", ha="center", va="center", fontsize=10)
+        ax.set_xticks(range(len(models)), models, rotation=30, ha="right", fontsize=8)
+        ax.set_yticks(range(len(models)), models, fontsize=8)
+        ax.set_title("Cohen's κ between models", fontsize=9)
+        f.colorbar(im, ax=ax, fraction=0.046)
+        out["agreement"] = _svg(f)
+
+    speed = [(n, judges[n].get("judgments_per_second"), judges[n]["accuracy"]) for n in names]
+    speed = [s for s in speed if s[1] is not None and s[2] is not None]
+    if speed:
+        f, ax = plt.subplots(figsize=(5.2, 3.2))
+        for n, jps, acc in speed:
+            ax.scatter(jps, acc, s=60)
+            ax.annotate(n, (jps, acc), textcoords="offset points", xytext=(6, 4), fontsize=8)
+        ax.axhline(base, color="#C44E52", linestyle="--", linewidth=1)
+        ax.set_xlabel("judgments per second (generation)")
+        ax.set_ylabel("accuracy")
+        ax.set_ylim(0, 1)
+        out["speed"] = _svg(f)
+    return out
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
+color:#222}
+h1{font-size:1.5em}h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:.2em}
+table{border-collapse:collapse;margin:.8em 0;font-size:.92em}
+th,td{border:1px solid #ddd;padding:.35em .6em;text-align:right}th{background:#f4f6f8}
+td:first-child,th:first-child{text-align:left}
+tr.baseline td{color:#8a2a2a;background:#fbf1f1}
+dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em;font-size:.92em}dt{font-weight:600}
+dd{margin:0;word-break:break-all}
+.plots{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}.plots figure{margin:0}
+figcaption{font-size:.85em;color:#555}.note{font-size:.88em;color:#444;background:#f7f7f2;padding:.6em .8em}
+svg{max-width:100%;height:auto}
+"""
+
+
+def html_report(fig: dict[str, Any]) -> str:
+    """The report as one self-contained HTML page (no external resources)."""
+    esc = html.escape
+    intro = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in _intro(fig))
+    intro += "".join(f"<dt>model {esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in _models(fig))
+    head = "".join(f"<th>{esc(c)}</th>" for c in _header(fig))
+    body = ""
+    for row in _rows(fig):
+        cls = ' class="baseline"' if row[0].startswith(BASELINE) else ""
+        body += f"<tr{cls}>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>"
+    agreement = fig["agreement"]["fleiss"]
+    fleiss_line = (
+        f"<p>Agreement between models: Fleiss' κ {_num(agreement['kappa'], 2)} on {agreement['records']} records "
+        "every model decided.</p>"
+        if agreement["models"] > 1
+        else ""
+    )
+    figures = plots(fig)
+    captions = {
+        "accuracy": "Accuracy per judge with 95% bootstrap CI; dashed: majority baseline.",
+        "confusion": "Confusion matrices (decided records).",
+        "agreement": "Agreement between models (Cohen's κ on records both decided).",
+        "speed": "Accuracy against generation throughput.",
+    }
+    plot_html = "".join(
+        f'<figure id="plot-{k}">{svg}<figcaption>{esc(captions[k])}</figcaption></figure>' for k, svg in figures.items()
+    )
+    title = f"Judge benchmark — {fig['benchmark']['format']}"
+    return (
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"
+        f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1><dl>{intro}</dl>"
+        f"<h2>Judges against gold</h2><table id='figures'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        f"<p class='note'>{esc(NOTE)}</p>{fleiss_line}<h2>Plots</h2><div class='plots'>{plot_html}</div>"
+        "</body></html>\n"
+    )
+
+
+def write_reports(fig: dict[str, Any], out: Path) -> None:
+    """Write report.md and report.html into ``out``."""
+    (out / "report.md").write_text(markdown(fig), encoding="utf-8")
+    (out / "report.html").write_text(html_report(fig), encoding="utf-8")

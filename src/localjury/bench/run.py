@@ -1,0 +1,234 @@
+"""Run a judge benchmark: load a labeled set, judge it with the jury, compare with gold."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from localjury import __version__
+from localjury._pull import SOURCE_FILE
+from localjury.bench import stats
+from localjury.bench.formats import FORMATS, BenchItem, load, sample
+from localjury.errors import ConfigError
+from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCritic
+from localjury.metrics.base import Metric
+from localjury.registry import ModelSpec
+from localjury.report import RecordResult
+from localjury.runner import EngineFactory, RunResult, evaluate
+from localjury.voting import passes
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+JURY = "jury"
+
+
+def resolve_metric(spec: str | None, fmt: str, strictness: int) -> Metric:
+    """The metric to benchmark: a composite (``faithfulness``), a predefined aspect, or
+    ``NAME=criterion text``; by default the format's own criterion.
+
+    Raises:
+        ConfigError: Nothing given for a format without a default, or an unknown name.
+    """
+    if spec is None:
+        default = FORMATS[fmt]
+        if default.default_metric:
+            return COMPOSITE_METRICS[default.default_metric]()
+        if default.criterion is None:
+            raise ConfigError(
+                f'format {fmt!r} has no default criterion: give --metric NAME="criterion", an aspect '
+                f"({', '.join(PREDEFINED_ASPECTS)}) or a composite ({', '.join(COMPOSITE_METRICS)})"
+            )
+        return AspectCritic(*default.criterion, strictness=strictness)
+    if spec in COMPOSITE_METRICS:
+        return COMPOSITE_METRICS[spec]()
+    if spec in PREDEFINED_ASPECTS:
+        return AspectCritic.predefined(spec, strictness=strictness)
+    name, sep, text = spec.partition("=")
+    if sep and name.strip() and text.strip():
+        return AspectCritic(name.strip(), text, strictness=strictness)
+    raise ConfigError(
+        f"--metric {spec!r}: expected a composite ({', '.join(COMPOSITE_METRICS)}), an aspect "
+        f'({", ".join(PREDEFINED_ASPECTS)}) or NAME="criterion text"'
+    )
+
+
+def prediction(score: float | None) -> int | None:
+    """A score as a 0/1 prediction: pass (1) when above 0.5, as for the jury's pass rate; a
+    composite's share of supported statements passes only with a majority of them."""
+    verdict = passes(score)
+    return None if verdict is None else int(verdict)
+
+
+def _sample_votes(result: RecordResult, model: str) -> list[list[int | None]]:
+    """The vote vectors whose agreement is the model's self-consistency: one per judgment,
+    or one per statement for composite metrics."""
+    if result.statements is not None:
+        return [j.votes for s in result.statements for j in s.models if j.model == model]
+    return [j.votes for j in result.models if j.model == model]
+
+
+def compute(
+    items: Sequence[BenchItem], run: RunResult, models: Sequence[str], *, seed: int = 0
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Every figure of the benchmark, and one prediction row per record."""
+    by_id = {r.record_id: r for r in run.iter_results()}
+    gold = [it.gold for it in items]
+    preds: dict[str, list[int | None]] = {m: [] for m in models}
+    if len(models) > 1:
+        preds[JURY] = []
+    votes: dict[str, list[list[int | None]]] = {m: [] for m in models}
+    rows: list[dict[str, Any]] = []
+    errors = 0
+    for it in items:
+        result = by_id[str(it.record["id"])]
+        errors += result.error is not None
+        per_model = {j.model: j for j in result.models}
+        row: dict[str, Any] = {
+            "record_id": result.record_id,
+            "gold": it.gold,
+            "pair": it.pair,
+            "score": result.score,
+            "error": result.error,
+            "models": {},
+        }
+        for m in models:
+            j = per_model.get(m)
+            pred = prediction(j.score) if j is not None else None
+            preds[m].append(pred)
+            votes[m].extend(_sample_votes(result, m))
+            row["models"][m] = {
+                "votes": j.votes if j else None,
+                "verdict": j.verdict if j else None,
+                "score": j.score if j else None,
+                "prediction": pred,
+                "abstentions": j.abstentions if j else None,
+            }
+        if len(models) > 1:
+            preds[JURY].append(prediction(result.score))
+            row["jury_prediction"] = preds[JURY][-1]
+        if result.statements is not None:
+            row["statements"] = [
+                {"statement": s.statement, "score": s.score, "votes": {j.model: j.votes for j in s.models}}
+                for s in result.statements
+            ]
+        rows.append(row)
+    speed = {s.model: s for s in run.summary.models}
+    judges: dict[str, Any] = {}
+    for name, column in preds.items():
+        entry = stats.classification(gold, column, seed=seed)
+        if any(it.pair for it in items):
+            pairs: dict[str, list[tuple[int, int | None]]] = {}
+            for it, p in zip(items, column, strict=True):
+                if it.pair:
+                    pairs.setdefault(it.pair, []).append((it.gold, p))
+            entry["pairs"] = stats.pair_accuracy(pairs)
+        if name in speed:
+            s = speed[name]
+            entry["self_consistency"] = stats.self_consistency(votes[name])
+            entry["judgments_per_second"] = s.judgments_per_second
+            entry["output_tokens_per_second"] = s.output_tokens_per_second
+            entry["samples"] = s.judgments
+            entry["cached_samples"] = s.cached
+        judges[name] = entry
+    figures = {
+        "records": len(items),
+        "record_errors": errors,
+        "baseline": stats.majority_baseline(gold),
+        "judges": judges,
+        "agreement": {
+            "fleiss": stats.fleiss({m: preds[m] for m in models}),
+            "pairwise_kappa": stats.pairwise_kappa({m: preds[m] for m in models}),
+        },
+    }
+    return figures, rows
+
+
+def run_bench(
+    data: str | Path,
+    fmt: str,
+    models: Sequence[str | ModelSpec],
+    out: str | Path,
+    *,
+    metric: str | None = None,
+    strictness: int = 1,
+    limit: int | None = None,
+    sample_seed: int = 0,
+    seed: int = 0,
+    registry: str | Path | None = None,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+    engine_factory: EngineFactory | None = None,
+) -> dict[str, Any]:
+    """Benchmark judge models (and their jury) against a labeled data set.
+
+    Writes ``metrics.json`` (every figure), ``predictions.jsonl`` (each record with gold and
+    per-model votes, verdicts and predictions), ``report.md`` and a self-contained
+    ``report.html`` with plots into ``out``.
+
+    Returns:
+        The content of metrics.json.
+
+    Raises:
+        ConfigError: Unknown format, unreadable data, bad settings.
+    """
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be >= 1, got {limit}")
+    all_items = load(data, fmt)
+    items = sample(all_items, limit, sample_seed)
+    judge = resolve_metric(metric, fmt, strictness)
+    ids = [str(it.record["id"]) for it in items]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{data}: record ids are not unique")
+    run = evaluate(
+        [it.record for it in items],
+        [judge],
+        list(models),
+        seed=seed,
+        strictness=strictness,
+        registry=registry,
+        use_cache=use_cache,
+        progress=progress,
+        engine_factory=engine_factory,
+    )
+    names = [m.model for m in run.summary.models]
+    figures, rows = compute(items, run, names, seed=sample_seed)
+    manifest = run.manifest
+    described = []
+    for m in manifest.models if manifest else []:
+        entry = m.model_dump(exclude={"files"})
+        source = Path(m.path) / SOURCE_FILE
+        if source.is_file():
+            entry["source"] = json.loads(source.read_text(encoding="utf-8"))
+        described.append(entry)
+    figures = {
+        "benchmark": {
+            "dataset": str(Path(data).resolve()),
+            "format": fmt,
+            "format_description": FORMATS[fmt].description,
+            "records_in_file": len(all_items),
+            "records": len(items),
+            "limit": limit,
+            "sample_seed": sample_seed,
+            "seed": seed,
+            "strictness": strictness,
+            "metric": {"name": judge.name, "description": judge.description},
+            "models": described,
+            "packages": manifest.packages if manifest else {},
+            "localjury_version": __version__,
+            "seconds": run.summary.seconds,
+        },
+        **figures,
+    }
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    with (out / "predictions.jsonl").open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    from localjury.bench.report import write_reports
+
+    write_reports(figures, out)
+    return figures

@@ -1,0 +1,187 @@
+"""Agreement of judges with gold labels and with each other. Pure functions over 0/1 labels.
+
+A prediction of ``None`` is an abstention: the classification figures are computed on the
+records the judge decided, and the abstention rate (with an accuracy that counts abstentions
+as wrong) is reported beside them, so that abstaining never looks like being right.
+scikit-learn computes the classification figures, scipy the bootstrap intervals, statsmodels
+Fleiss' kappa.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+Pred = int | None
+
+
+def _clean(value: float) -> float | None:
+    return None if value is None or math.isnan(value) else float(value)
+
+
+def _kappa(gold: Sequence[int], pred: Sequence[int]) -> float | None:
+    from sklearn.metrics import cohen_kappa_score
+
+    if len(gold) == 0:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # undefined kappa (one label in common): nan -> None
+        return _clean(cohen_kappa_score(gold, pred, labels=[0, 1]))
+
+
+def bootstrap_ci(
+    gold: Sequence[int],
+    pred: Sequence[int],
+    statistic: Callable[[Sequence[int], Sequence[int]], float | None],
+    *,
+    seed: int = 0,
+    resamples: int = 1000,
+) -> tuple[float, float] | None:
+    """95% percentile bootstrap interval of a paired statistic; None when undefined."""
+    from scipy.stats import bootstrap
+
+    if len(gold) < 2:
+        return None
+
+    def stat(g: np.ndarray, p: np.ndarray) -> float:
+        value = statistic(g.tolist(), p.tolist())
+        return float("nan") if value is None else value
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = bootstrap(
+            (np.asarray(gold), np.asarray(pred)),
+            stat,
+            paired=True,
+            vectorized=False,
+            n_resamples=resamples,
+            confidence_level=0.95,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+    low, high = _clean(res.confidence_interval.low), _clean(res.confidence_interval.high)
+    return None if low is None or high is None else (low, high)
+
+
+def _accuracy(gold: Sequence[int], pred: Sequence[int]) -> float:
+    return sum(g == p for g, p in zip(gold, pred, strict=True)) / len(gold)
+
+
+def classification(gold: Sequence[int], pred: Sequence[Pred], *, seed: int = 0) -> dict[str, Any]:
+    """Accuracy, balanced accuracy, Cohen's kappa (with 95% bootstrap CIs on accuracy and
+    kappa), per-class precision/recall/F1 and the confusion matrix, on the decided records;
+    plus coverage, abstention rate, and accuracy counting abstentions as wrong."""
+    from sklearn.metrics import balanced_accuracy_score, confusion_matrix, precision_recall_fscore_support
+
+    decided = [(g, p) for g, p in zip(gold, pred, strict=True) if p is not None]
+    n = len(gold)
+    out: dict[str, Any] = {
+        "records": n,
+        "decided": len(decided),
+        "abstention_rate": (n - len(decided)) / n if n else None,
+        "accuracy_abstain_as_wrong": sum(g == p for g, p in decided) / n if n else None,
+    }
+    if not decided:
+        out.update(accuracy=None, accuracy_ci=None, balanced_accuracy=None, kappa=None, kappa_ci=None)
+        out.update(per_class=None, confusion=None)
+        return out
+    g = [d[0] for d in decided]
+    p = [int(d[1]) for d in decided]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        balanced = balanced_accuracy_score(g, p) if len(set(g)) > 1 else None
+        precision, recall, f1, support = precision_recall_fscore_support(g, p, labels=[0, 1], zero_division=0)
+    out.update(
+        accuracy=_accuracy(g, p),
+        accuracy_ci=bootstrap_ci(g, p, _accuracy, seed=seed),
+        balanced_accuracy=_clean(balanced) if balanced is not None else None,
+        kappa=_kappa(g, p),
+        kappa_ci=bootstrap_ci(g, p, _kappa, seed=seed),
+        per_class={
+            str(label): {
+                "precision": float(precision[i]),
+                "recall": float(recall[i]),
+                "f1": float(f1[i]),
+                "support": int(support[i]),
+            }
+            for i, label in enumerate((0, 1))
+        },
+        confusion=confusion_matrix(g, p, labels=[0, 1]).tolist(),
+    )
+    return out
+
+
+def pair_accuracy(pairs: Mapping[str, Sequence[tuple[int, Pred]]]) -> dict[str, Any]:
+    """Pairs (LLMBar, HaluEval QA) judged right: both members decided and each predicted as
+    its gold label (the good output passes and the other fails)."""
+    full = {k: v for k, v in pairs.items() if len(v) == 2}
+    decided = {k: v for k, v in full.items() if all(p is not None for _, p in v)}
+    right = sum(all(g == p for g, p in v) for v in decided.values())
+    return {
+        "pairs": len(full),
+        "decided": len(decided),
+        "pair_accuracy": right / len(decided) if decided else None,
+        "pair_accuracy_abstain_as_wrong": right / len(full) if full else None,
+    }
+
+
+def self_consistency(samples: Sequence[Sequence[Pred]]) -> dict[str, Any]:
+    """How often a model's k samples agree: over judgments with at least two valid votes, the
+    share where all valid votes agree, and the mean share of votes that agree with the
+    majority."""
+    usable = [[v for v in votes if v is not None] for votes in samples]
+    usable = [v for v in usable if len(v) >= 2]
+    if not usable:
+        return {"judgments": 0, "unanimous": None, "majority_agreement": None}
+    unanimous = sum(len(set(v)) == 1 for v in usable) / len(usable)
+    agreement = sum(Counter(v).most_common(1)[0][1] / len(v) for v in usable) / len(usable)
+    return {"judgments": len(usable), "unanimous": unanimous, "majority_agreement": agreement}
+
+
+def fleiss(preds: Mapping[str, Sequence[Pred]]) -> dict[str, Any]:
+    """Fleiss' kappa among the models, over the records every model decided."""
+    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
+
+    columns = list(preds.values())
+    if len(columns) < 2:
+        return {"models": len(columns), "records": 0, "kappa": None}
+    rows = [r for r in zip(*columns, strict=True) if all(p is not None for p in r)]
+    if not rows:
+        return {"models": len(columns), "records": 0, "kappa": None}
+    table, _ = aggregate_raters(np.asarray(rows, dtype=int), n_cat=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        value = fleiss_kappa(table, method="fleiss")
+    return {"models": len(columns), "records": len(rows), "kappa": _clean(value)}
+
+
+def pairwise_kappa(preds: Mapping[str, Sequence[Pred]]) -> dict[str, dict[str, float | None]]:
+    """Cohen's kappa between every two models, on the records both decided."""
+    names = list(preds)
+    matrix: dict[str, dict[str, float | None]] = {a: {} for a in names}
+    for a in names:
+        for b in names:
+            both = [(x, y) for x, y in zip(preds[a], preds[b], strict=True) if x is not None and y is not None]
+            if a == b:
+                matrix[a][b] = 1.0 if both else None
+            else:
+                matrix[a][b] = _kappa([x for x, _ in both], [y for _, y in both]) if both else None
+    return matrix
+
+
+def majority_baseline(gold: Sequence[int]) -> dict[str, Any]:
+    """The chance baseline: always predict the majority gold class."""
+    counts = Counter(gold)
+    label, count = max(sorted(counts.items()), key=lambda kv: kv[1]) if counts else (1, 0)
+    return {
+        "predicts": label,
+        "accuracy": count / len(gold) if gold else None,
+        "balanced_accuracy": 0.5 if len(counts) > 1 else None,
+        "kappa": 0.0,
+        "class_counts": {str(k): counts.get(k, 0) for k in (0, 1)},
+    }

@@ -1,0 +1,40 @@
+"""`localjury bench` on the real embedded model: every output file from a tiny run."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+LLMBAR = ROOT.parent / "shared" / "data" / "llmbar" / "llmbar_natural.json"
+
+
+def test_bench_on_the_embedded_model_writes_every_file(smollm, tmp_path):
+    data = LLMBAR
+    if not data.is_file():  # outside the workspace: a tiny set in the same format
+        data = tmp_path / "llmbar.json"
+        data.write_text(
+            json.dumps(
+                [{"input": "Reply with one word: yes.", "output_1": "yes", "output_2": "No way.", "label": 1}] * 2
+            )
+        )
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [sys.executable, "-m", "localjury.cli", "bench", str(data), "--format", "llmbar", "--limit", "4",
+         "--strictness", "2", "--sample-seed", "1", "--no-cache", "--quiet", "--out", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {p.name for p in out.iterdir()} == {"metrics.json", "predictions.jsonl", "report.md", "report.html"}
+    figures = json.loads((out / "metrics.json").read_text())
+    judge = figures["judges"]["smollm2-135m-instruct"]
+    assert figures["records"] == 4 and judge["decided"] + round(judge["abstention_rate"] * 4) == 4
+    assert judge["judgments_per_second"] > 0 and judge["self_consistency"]["judgments"] <= 4
+    assert figures["benchmark"]["models"][0]["source"]["embedded"] == "smollm2-135m-instruct"
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all(len(r["models"]["smollm2-135m-instruct"]["votes"]) == 2 for r in rows)
+    assert "majority baseline" in (out / "report.md").read_text() and "smollm2" in proc.stdout

@@ -1,0 +1,85 @@
+"""The benchmark's figures against small cases computed by hand."""
+
+import pytest
+
+pytest.importorskip("sklearn")
+
+from localjury.bench import stats
+
+GOLD = [1, 1, 1, 0, 0, 0, 1, 0]
+PRED = [1, 1, 0, 0, 1, 0, None, 0]
+
+
+def test_classification_on_decided_records():
+    c = stats.classification(GOLD, PRED, seed=1)
+    assert (c["records"], c["decided"]) == (8, 7)
+    assert c["abstention_rate"] == pytest.approx(1 / 8)
+    assert c["accuracy"] == pytest.approx(5 / 7)
+    assert c["accuracy_abstain_as_wrong"] == pytest.approx(5 / 8)
+    assert c["balanced_accuracy"] == pytest.approx((2 / 3 + 3 / 4) / 2)
+    # p_o = 5/7, p_e = (3/7)^2 + (4/7)^2 = 25/49 -> (35 - 25) / (49 - 25)
+    assert c["kappa"] == pytest.approx(10 / 24)
+    assert c["per_class"]["1"] == pytest.approx({"precision": 2 / 3, "recall": 2 / 3, "f1": 2 / 3, "support": 3})
+    assert c["per_class"]["0"] == pytest.approx({"precision": 3 / 4, "recall": 3 / 4, "f1": 3 / 4, "support": 4})
+    assert c["confusion"] == [[3, 1], [1, 2]]
+
+
+def test_bootstrap_intervals_hold_the_estimate_and_are_reproducible():
+    gold = [1, 0] * 20
+    pred = [1, 0] * 15 + [0, 1] * 5
+    c = stats.classification(gold, pred, seed=3)
+    lo, hi = c["accuracy_ci"]
+    assert 0 <= lo <= c["accuracy"] == 0.75 <= hi <= 1 and hi - lo < 0.5
+    klo, khi = c["kappa_ci"]
+    assert klo <= c["kappa"] <= khi
+    assert stats.classification(gold, pred, seed=3)["accuracy_ci"] == c["accuracy_ci"]
+
+
+def test_degenerate_cases():
+    none = stats.classification([1, 0], [None, None])
+    assert none["accuracy"] is None and none["abstention_rate"] == 1.0 and none["confusion"] is None
+    one_class = stats.classification([1, 1, 1], [1, 1, 1])
+    assert one_class["accuracy"] == 1.0 and one_class["balanced_accuracy"] is None and one_class["kappa"] is None
+    # Constant opposite predictions: p_o = 0 = p_e, kappa = 0 (defined).
+    assert stats.classification([1, 1], [0, 0])["kappa"] == 0.0
+
+
+def test_pair_accuracy():
+    pairs = {
+        "a": [(1, 1), (0, 0)],
+        "b": [(1, 0), (0, 0)],
+        "c": [(1, None), (0, 0)],
+        "d": [(1, 1)],
+    }
+    assert stats.pair_accuracy(pairs) == {
+        "pairs": 3,
+        "decided": 2,
+        "pair_accuracy": 0.5,
+        "pair_accuracy_abstain_as_wrong": pytest.approx(1 / 3),
+    }
+
+
+def test_self_consistency():
+    sc = stats.self_consistency([[1, 1, 1], [1, 0, 1], [None, 0, 0], [1, None, None], [0]])
+    assert sc["judgments"] == 3
+    assert sc["unanimous"] == pytest.approx(2 / 3)
+    assert sc["majority_agreement"] == pytest.approx((1 + 2 / 3 + 1) / 3)
+
+
+def test_fleiss_and_pairwise_kappa():
+    preds = {"A": [1, 0, 1, None], "B": [1, 0, 0, 1], "C": [1, 0, 1, 1]}
+    # items: [1,1,1], [0,0,0], [1,0,1]: P = (1 + 1 + 1/3) / 3, P_e = (5/9)^2 + (4/9)^2
+    assert stats.fleiss(preds) == {"models": 3, "records": 3, "kappa": pytest.approx(22 / 40)}
+    matrix = stats.pairwise_kappa(preds)
+    assert matrix["A"]["A"] == 1.0 and matrix["A"]["B"] == pytest.approx(0.4) == matrix["B"]["A"]
+    assert stats.fleiss({"A": [1]})["kappa"] is None
+
+
+def test_majority_baseline():
+    assert stats.majority_baseline([1, 1, 0]) == {
+        "predicts": 1,
+        "accuracy": pytest.approx(2 / 3),
+        "balanced_accuracy": 0.5,
+        "kappa": 0.0,
+        "class_counts": {"0": 1, "1": 2},
+    }
