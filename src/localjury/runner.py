@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from localjury import __version__
-from localjury.engines import load_engine
+from localjury.engines import load_engine, resolve_engine
 from localjury.engines.base import Completion, Engine, Sampling
 from localjury.errors import ConfigError, RecordError
 from localjury.manifest import Manifest, build_manifest, manifest_path_for, model_record
@@ -79,7 +79,10 @@ OverflowPolicy = Literal["error", "truncate"]
 
 
 def default_cache_path() -> Path:
-    """``$LOCALJURY_HOME/cache/judgments.sqlite``: shared by every run on this machine."""
+    """``$LOCALJURY_CACHE``, else ``$LOCALJURY_HOME/cache/judgments.sqlite``: shared by every
+    run on this machine."""
+    if env := os.environ.get("LOCALJURY_CACHE"):
+        return Path(env).expanduser()
     return localjury_home() / "cache" / "judgments.sqlite"
 
 
@@ -751,6 +754,7 @@ def evaluate(
     max_tokens: int | None = None,
     extractor: str | None = None,
     adaptive: bool = False,
+    engine: str | None = None,
     registry: str | Path | None = None,
     strict_input: bool = False,
     cache: str | Path | None = None,
@@ -780,9 +784,13 @@ def evaluate(
         adaptive: Adaptive strictness: draw k // 2 + 1 samples first and the rest only where
             those are not unanimous (on every statement, for composites); the verdicts follow
             the same majority rule as full sampling. Saves samples for k >= 3.
+        engine: Run every model on this engine (``vllm`` or ``transformers``) instead of the
+            one its models.yaml entry names (``auto`` by default: vLLM where a CUDA device and
+            vLLM are present, else transformers).
         registry: The models.yaml to read (default: see :mod:`localjury.registry`).
         strict_input: Raise the first bad record's error instead of reporting it per record.
-        cache: The judgment store (default ``$LOCALJURY_HOME/cache/judgments.sqlite``):
+        cache: The judgment store (default ``$LOCALJURY_CACHE``, else
+            ``$LOCALJURY_HOME/cache/judgments.sqlite``):
             what is in it is not generated again, which is also how a killed run resumes.
         use_cache: False: use a fresh, temporary store for this run only.
         fresh: Generate everything again (replacing what the store holds for these prompts).
@@ -812,6 +820,7 @@ def evaluate(
     ties = {m.name: tie_break or m.tie_break for m in metrics}
 
     specs = _resolve_models(models, registry)
+    specs = [spec.model_copy(update={"engine": resolve_engine(spec, engine)}) for spec in specs]
     for spec in specs:
         temp = spec.temperature if temperature is None else temperature
         if temp <= 0 and max(ks.values()) > 1:
@@ -912,6 +921,7 @@ def evaluate(
             "extractor": summary.extractor,
             "chunk_size": chunk_size,
             "on_overflow": on_overflow,
+            "engine": engine,
         },
         metrics=[
             {

@@ -24,8 +24,8 @@ RECORDS = [
 
 def test_evaluate_is_complete_and_reproducible(smollm, tmp_path):
     metrics = [AspectCritic("dated", "The response must include a specific date or year.", strictness=3)]
-    first = evaluate(RECORDS, metrics, ["smollm2-135m-instruct"], seed=3)
-    second = evaluate(RECORDS, metrics, ["smollm2-135m-instruct"], seed=3)
+    first = evaluate(RECORDS, metrics, ["smollm2-135m-instruct"], seed=3, use_cache=False)
+    second = evaluate(RECORDS, metrics, ["smollm2-135m-instruct"], seed=3, use_cache=False)
     assert [r.model_dump() for r in first.results] == [r.model_dump() for r in second.results]
     assert [r.record_id for r in first.results] == ["wall", "hamlet"]
     for row in first.results:
@@ -65,7 +65,8 @@ def test_cli_jury_of_both_embedded_models(smollm, gemma, tmp_path):
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr
-    assert "Criteria" in proc.stdout and "Models" in proc.stdout and "1 bad" in proc.stdout
+    assert "Metrics" in proc.stdout and "Models" in proc.stdout and "1 bad" in proc.stdout
+    assert json.loads(out.with_name("res.manifest.json").read_text())["seed"] == 0
 
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["record_id"], r["metric"]) for r in rows] == [

