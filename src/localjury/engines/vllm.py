@@ -31,6 +31,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+# vLLM (0.32) gives a structured-output regex 5 s to compile, a guard against hostile user
+# patterns. Ours come from our own bounded schemas, and Outlines' index over a large
+# vocabulary (Gemma: 262k tokens) takes longer than that on a small CPU: the request would
+# fail. Allow two minutes.
+os.environ.setdefault("VLLM_REGEX_COMPILATION_TIMEOUT_S", "120")
 
 _GIB = 1 << 30
 
@@ -77,7 +82,7 @@ class VllmEngine:
                 "tensor_parallel_size": settings.tensor_parallel_size,
                 "quantization": settings.quantization,
                 "enforce_eager": settings.enforce_eager,
-                "enable_prefix_caching": True,
+                "enable_prefix_caching": settings.enable_prefix_caching,
                 "load_format": settings.load_format,
                 "structured_outputs_config": {"backend": settings.structured_outputs_backend},
             }
@@ -133,6 +138,15 @@ class VllmEngine:
             outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(t)) for t in ids], params, use_tqdm=False)
         except Exception as exc:
             raise EngineError(f"generation failed: {exc}", engine=self.name, model=self.spec.name) from exc
+        failed = [o.finish_reason for out in outputs for o in out.outputs if o.finish_reason not in ("stop", "length")]
+        if failed:
+            raise EngineError(
+                f"vLLM ended {len(failed)} samples with finish_reason {failed[0]!r} instead of stop/length; "
+                "a structured-output backend failure is in vLLM's log above (another backend may do: "
+                "vllm.structured_outputs_backend in models.yaml)",
+                engine=self.name,
+                model=self.spec.name,
+            )
         results = [
             [
                 Completion(text=o.text, n_tokens=len(o.token_ids), finished=o.finish_reason == "stop")
