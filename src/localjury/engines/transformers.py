@@ -40,6 +40,10 @@ from localjury.registry import ModelSpec
 # localjury shows its own progress; transformers' per-load tqdm bars would interleave with it.
 hf_logging.disable_progress_bar()
 
+#: The most KV cache one decode batch may need (rows x tokens x bytes per token); batches are
+#: cut smaller than batch_size to stay under it.
+KV_BUDGET_BYTES = 3 << 30
+
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 
@@ -108,6 +112,10 @@ class TransformersEngine:
             eos_ids.add(tok.eos_token_id)
         self.eos_ids = sorted(eos_ids)
         self.prompts = PromptFormatter(tok, spec)
+        cfg = self.model.config.get_text_config()
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        self._kv_bytes_per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * self.model.dtype.itemsize
         self.use_chat = self.prompts.use_chat
         self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)  # type: ignore[arg-type]
         self._indexes: dict[str, JsonSchemaIndex] = {}
@@ -151,9 +159,17 @@ class TransformersEngine:
         index = self._index(schema) if schema is not None else None
         prefix_len, prefix_cache = self._prefill_prefix(encoded)
         results: list[list[Completion]] = [[] for _ in prompts]
-        step = self.spec.batch_size
-        for start in range(0, len(order), step):
-            idx = order[start : start + step]
+        batches: list[list[int]] = []
+        for i in order:  # prompts sorted by length: a batch's longest prompt is its last
+            if (
+                batches
+                and len(batches[-1]) < self.spec.batch_size
+                and self._fits(len(batches[-1]) + 1, n, len(encoded[i]), sampling.max_tokens)
+            ):
+                batches[-1].append(i)
+            else:
+                batches.append([i])
+        for idx in batches:
             # One generator per sample, seeded from (run seed, prompt, sample index): a sample
             # does not depend on which other prompts share its batch or call, so chunking,
             # resuming and caching cannot change it (up to float rounding across batch shapes).
@@ -177,6 +193,12 @@ class TransformersEngine:
             if progress is not None:
                 progress(len(idx))
         return results
+
+    def _fits(self, prompts: int, n: int, longest: int, max_tokens: int) -> bool:
+        """Whether a batch's KV cache stays within KV_BUDGET_BYTES at its longest (every row
+        at the longest prompt plus max_tokens): long faithfulness verifications on a model
+        with a large KV per token get smaller batches instead of exhausting memory."""
+        return prompts * n * (longest + max_tokens) * self._kv_bytes_per_token <= KV_BUDGET_BYTES
 
     def _decode(
         self,
