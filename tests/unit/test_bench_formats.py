@@ -37,7 +37,7 @@ def test_halueval_general(tmp_path):
         {"ID": "8", "user_query": "q2", "chatgpt_response": "r2", "hallucination": "yes"},
     ]
     a, b = load(write(tmp_path, "h.jsonl", jsonl(rows)), "halueval-general")
-    assert (a.record["id"], a.gold, b.gold) == ("halueval-7", 1, 0)
+    assert (a.record["id"], a.gold, b.gold) == ("halueval-line1", 1, 0)
     with pytest.raises(ConfigError, match=r"line 1: missing field 'chatgpt_response'"):
         load(
             write(tmp_path, "x.jsonl", jsonl([{"ID": "1", "user_query": "q", "hallucination": "no"}])),

@@ -116,7 +116,7 @@ def load_halueval_general(path: Path) -> list[BenchItem]:
         items.append(
             BenchItem(
                 record={
-                    "id": f"halueval-{row.get('ID', n)}",
+                    "id": f"halueval-line{n}",  # the file's ID column has a blank and a repeat
                     "user_input": str(_need(row, "user_query", where)),
                     "response": str(_need(row, "chatgpt_response", where)),
                 },
