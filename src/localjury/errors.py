@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 
 class LocaljuryError(Exception):
     """Root of every error localjury raises on purpose."""
@@ -29,8 +32,14 @@ class EngineError(LocaljuryError):
 
     def __init__(self, message: str, *, engine: str, model: str) -> None:
         super().__init__(f"{engine} engine, model {model!r}: {message}")
+        self.message = message
         self.engine = engine
         self.model = model
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only arguments: pickled by hand, so that an error raised on a Ray replica
+        # reaches the driver as itself.
+        return (partial(type(self), engine=self.engine, model=self.model), (self.message,))
 
 
 class RecordError(LocaljuryError):
@@ -54,3 +63,9 @@ class RecordError(LocaljuryError):
         self.field = field
         self.location = location
         self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            partial(type(self), record_id=self.record_id, field=self.field, location=self.location),
+            (self.reason,),
+        )
