@@ -13,6 +13,7 @@ result.write("results.jsonl")
 
 __version__ = "0.1.0"
 
+from localjury._ray import RayCluster
 from localjury.errors import (
     ConfigError,
     EngineError,
@@ -59,6 +60,7 @@ __all__ = [
     "ModelNotAvailableError",
     "ModelSpec",
     "PromptProgram",
+    "RayCluster",
     "Record",
     "RecordError",
     "RecordResult",

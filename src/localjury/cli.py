@@ -221,6 +221,40 @@ def run(
         int,
         typer.Option("--chunk-size", min=1, help="Records per chunk: one engine call and one store commit per chunk."),
     ] = 1024,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="ray: shard each model's pass over a pool of engine replicas on Ray (needs localjury[ray]); "
+            "same results, store and files as a local run.",
+        ),
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            "--address",
+            help="With --cluster ray: the Ray cluster to join (as `ray start --head` prints it, or auto). "
+            "Default: $RAY_ADDRESS, else a local Ray for this run.",
+        ),
+    ] = None,
+    replicas: Annotated[
+        int | None,
+        typer.Option(
+            "--replicas",
+            min=1,
+            help="With --cluster ray: engine replicas per model. Default: one per GPU (or per GPU set of a split "
+            "model); on CPUs, one per --replica-cpus cores.",
+        ),
+    ] = None,
+    replica_cpus: Annotated[
+        int | None,
+        typer.Option(
+            "--replica-cpus",
+            min=1,
+            help="With --cluster ray: CPU cores (threads) per CPU replica. Default: the cluster's CPUs shared "
+            "among --replicas, else 1.",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary."""
@@ -239,6 +273,7 @@ def run(
 
     metrics = _build_metrics(aspect, criterion, criteria, metric)
     names = [m.strip() for m in models.split(",") if m.strip()] if models else None
+    ray_cluster = _cluster(cluster, address, replicas, replica_cpus)
     progress = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -274,6 +309,7 @@ def run(
             out=out_path,
             command=["localjury", *sys.argv[1:]],
             progress=progress,
+            cluster=ray_cluster,
         )
     results_file, summary_file = out_path, summary_path_for(out_path)
     if summary is not None:
@@ -284,6 +320,20 @@ def run(
     if errors:
         err.print(f"[yellow]{errors} bad record(s): see the 'error' field in {results_file}[/yellow]")
     out.print(f"results: {results_file}\nsummary: {summary_file}")
+
+
+def _cluster(name: str | None, address: str | None, replicas: int | None, cpus: int | None) -> Any:
+    """The RayCluster the --cluster options describe (None: a local run)."""
+    if name is None:
+        given = [flag for flag, v in (("--address", address), ("--replicas", replicas), ("--replica-cpus", cpus)) if v]
+        if given:
+            raise ConfigError(f"{', '.join(given)} only apply with --cluster ray")
+        return None
+    if name != "ray":
+        raise ConfigError(f"unknown cluster {name!r}; expected: ray")
+    from localjury._ray import RayCluster
+
+    return RayCluster(address=address, replicas=replicas, cpus_per_replica=cpus)
 
 
 @app.command()

@@ -72,7 +72,12 @@ class VllmSettings(BaseModel):
     max_model_len: int | None = Field(None, gt=0)
     """Longest sequence vLLM plans for; default: the entry's ``context_length``."""
     tensor_parallel_size: int = Field(1, gt=0)
-    """GPUs one model is split over."""
+    """GPUs one model's layers are split over (tensor parallel)."""
+    pipeline_parallel_size: int = Field(1, gt=0)
+    """Stages one model is split into, one GPU set each (pipeline parallel)."""
+    distributed_executor_backend: Literal["mp", "ray", "uni"] | None = None
+    """How vLLM runs a split model's workers; default: vLLM's choice (``mp`` on one node), and
+    ``ray`` for a split model in a sharded run (``--cluster ray``)."""
     quantization: str | None = None
     """vLLM quantization method (e.g. ``awq``, ``gptq``, ``fp8``); default: from the checkpoint."""
     structured_outputs_backend: Literal["outlines", "xgrammar", "guidance"] = "outlines"

@@ -142,14 +142,19 @@ class ModelSummary(BaseModel):
     pass_rate: float | None
     """Share of this model's verdicts on single-step metrics that are PASS."""
     load_seconds: float
+    """Seconds loading the model (a sharded run: the slowest replica's load)."""
     generate_seconds: float
+    """Seconds generating (a sharded run: the pool's wall-clock, less the slowest load)."""
     judgments_per_second: float | None
-    """Samples generated in this run per second of generation."""
+    """Samples generated in this run per second of generation (of all replicas together,
+    in a sharded run)."""
     output_tokens: int
     """Output tokens generated in this run."""
     output_tokens_per_second: float | None
     samples_saved: int = 0
     """Samples adaptive strictness did not need to draw."""
+    replicas: int = 1
+    """Engine replicas the model ran on (more than 1 in a sharded run, ``--cluster ray``)."""
 
 
 class Summary(BaseModel):
@@ -234,7 +239,7 @@ def print_summary(summary: Summary, console: Console) -> None:
         mod.add_column(col, justify="right", no_wrap=True)
     for s in summary.models:
         mod.add_row(
-            s.model,
+            s.model if s.replicas == 1 else f"{s.model} (x{s.replicas})",
             str(s.judgments),
             str(s.cached),
             str(s.abstentions),
@@ -248,7 +253,8 @@ def print_summary(summary: Summary, console: Console) -> None:
     console.print(
         "judg: samples judged (records x metrics x k); cached: of those, found in the judgment store; "
         "abst: samples that abstained; no verd: pairs without a verdict or score; "
-        "judg/s, tok/s: generated samples and tokens per second of generation; load: seconds",
+        "judg/s, tok/s: generated samples and tokens per second of generation; load: seconds; "
+        "(xN): N replicas on Ray",
         style="dim",
     )
     line = f"{summary.records} records ({summary.record_errors} bad), seed {summary.seed}, {summary.seconds:.1f} s"

@@ -21,15 +21,16 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from localjury import __version__
 from localjury.engines import load_engine, resolve_engine
 from localjury.engines.base import Completion, Engine, Sampling
-from localjury.errors import ConfigError, RecordError
+from localjury.errors import ConfigError, EngineError, RecordError
 from localjury.manifest import Manifest, build_manifest, manifest_path_for, model_record
 from localjury.metrics.base import JudgeMetric, Message, Metric
 from localjury.metrics.composite import EXTRACTION_TOKENS, TOKENS_PER_STATEMENT, CompositeMetric
@@ -49,7 +50,7 @@ from localjury.report import (
     write_results,
     write_summary,
 )
-from localjury.store import JudgmentStore, Stored, generation_key
+from localjury.store import GenerationStore, JudgmentStore, Stored, generation_key
 from localjury.voting import (
     TieBreak,
     check_tie_break,
@@ -63,6 +64,8 @@ from localjury.voting import (
 if TYPE_CHECKING:
     import pandas as pd
     from rich.progress import Progress
+
+    from localjury._ray import RayCluster, RaySession
 
 EngineFactory = Callable[[ModelSpec], Engine]
 Key = tuple[str, str]
@@ -159,6 +162,16 @@ class _ModelStats:
     """(record, metric) pairs where the model gave no verdict or score."""
     saved: int = 0
     """Samples not drawn because the first ones were unanimous (adaptive strictness)."""
+    replicas: int = 1
+
+    def absorb(self, other: _ModelStats, *, timings: bool = True) -> None:
+        """Add another pass's counters (a shard's, on a replica) to these."""
+        self.generated += other.generated
+        self.cached += other.cached
+        self.output_tokens += other.output_tokens
+        if timings:
+            self.load_seconds += other.load_seconds
+            self.generate_seconds += other.generate_seconds
 
 
 @dataclass(frozen=True)
@@ -279,7 +292,7 @@ class _Run:
         metrics: Sequence[Metric],
         models: list[_Model],
         extractor: _Model | None,
-        store: JudgmentStore,
+        store: GenerationStore,
         *,
         ks: dict[str, int],
         ties: dict[str, TieBreak],
@@ -289,6 +302,7 @@ class _Run:
         on_overflow: OverflowPolicy,
         factory: EngineFactory,
         progress: Progress | None,
+        cluster: RaySession | None = None,
     ) -> None:
         self.metrics = list(metrics)
         self.fresh = fresh
@@ -302,7 +316,37 @@ class _Run:
         self.adaptive = adaptive
         self.factory = factory
         self.progress = progress
+        self.cluster = cluster
         self.stats = {m.spec.name: _ModelStats(m.spec) for m in models}
+
+    def portable(self, split: bool = False) -> _Run:
+        """A copy of this run's settings to send to a replica of a sharded run: without the
+        store, the progress display and the cluster (the driver keeps those), and with each
+        model's folder as an absolute path (a replica's ``$LOCALJURY_HOME`` may differ).
+        ``split``: the replicas split their model over several GPUs, with vLLM's Ray executor
+        unless models.yaml names another."""
+
+        def pinned_spec(spec: ModelSpec) -> ModelSpec:
+            update: dict[str, Any] = {"path": str(spec.local_dir().absolute()), "embedded": None}
+            if split and spec.vllm.distributed_executor_backend is None:
+                update["vllm"] = spec.vllm.model_copy(update={"distributed_executor_backend": "ray"})
+            return spec.model_copy(update=update)
+
+        pinned = {m.spec.name: replace(m, spec=pinned_spec(m.spec)) for m in self.models}
+        return _Run(
+            self.metrics,
+            list(pinned.values()),
+            pinned[self.extractor.spec.name] if self.extractor is not None else None,
+            _MemoryStore(),
+            ks=self.ks,
+            ties=self.ties,
+            seed=self.seed,
+            adaptive=self.adaptive,
+            fresh=self.fresh,
+            on_overflow=self.on_overflow,
+            factory=self.factory,
+            progress=None,
+        )
 
     # -- requests: the same construction for the model passes and the assembly ---------------
     def messages(self, record: Record, metric: Metric) -> list[Message] | RecordError:
@@ -419,11 +463,19 @@ class _Run:
 
     # -- model passes ------------------------------------------------------------------------
     def model_pass(self, model: _Model, dataset: _Dataset, chunk_size: int, total: int | None) -> None:
-        """Run one model over every chunk, generating only what the store lacks."""
-        worker = _Worker(self, model)
+        """Run one model over every chunk, generating only what the store lacks (on this
+        process's engine, or sharded over the cluster's replicas)."""
         task = None
         if self.progress is not None:
             task = self.progress.add_task(f"{model.spec.name}", total=total)
+        if self.cluster is not None:
+            try:
+                self.sharded_pass(self.cluster, model, dataset, chunk_size, total or 0, task)
+            finally:
+                if self.progress is not None and task is not None:
+                    self.progress.update(task, description=f"{model.spec.name}: done")
+            return
+        worker = _Worker(self, model)
         try:
             for chunk in dataset.chunks(chunk_size):
                 worker.run(chunk)
@@ -433,6 +485,47 @@ class _Run:
             worker.close()
             if self.progress is not None and task is not None:
                 self.progress.update(task, description=f"{model.spec.name}: done")
+
+    def sharded_pass(
+        self, session: RaySession, model: _Model, dataset: _Dataset, chunk_size: int, total: int, task: Any
+    ) -> None:
+        """Run one model over the data on a pool of replicas (see :mod:`localjury._ray`).
+
+        Each shard is first looked up in the store here (a dry pass: :class:`_Probe`); only
+        shards with something to generate go out, with the stored generations they need. The
+        generations that come back are committed shard by shard, as a local run commits its
+        chunks, so resume and cache work the same way."""
+        placement = session.placement(model.spec)
+        size = session.shard_size(total, chunk_size, placement.replicas)
+        stats = self.stats[model.spec.name]
+
+        def advance(count: int) -> None:
+            if self.progress is not None and task is not None:
+                self.progress.advance(task, count)
+
+        def shards() -> Iterator[tuple[tuple[list[Record], dict[str, Stored]], int]]:
+            for chunk in dataset.chunks(size):
+                probe = _Probe(self, model)
+                probe.run(chunk)
+                if not probe.missing:
+                    stats.absorb(probe.st)
+                    advance(len(chunk))
+                    continue
+                yield ([e for e in chunk if isinstance(e, Record)], probe.found), len(chunk)
+
+        started = time.perf_counter()
+        slowest_load = 0.0
+        make = partial(_ShardWorker, self.portable(split=placement.split), model.spec.name)
+        for (new, replica_stats), count in session.map_shards(shards(), make, model.spec, placement):
+            self.store.put_many(new)
+            slowest_load = max(slowest_load, replica_stats.load_seconds)
+            stats.absorb(replica_stats, timings=False)
+            advance(count)
+        # The replicas load and generate side by side: the pass's wall-clock (less the slowest
+        # load) is what judgments/s of a sharded run is measured against.
+        stats.load_seconds += slowest_load
+        stats.generate_seconds += max(0.0, time.perf_counter() - started - slowest_load)
+        stats.replicas = max(stats.replicas, session.pool_size)
 
     # -- assembly ----------------------------------------------------------------------------
     def assemble(self, chunk: list[Record | RecordError]) -> list[RecordResult]:
@@ -626,11 +719,14 @@ class _Run:
 class _Worker:
     """One model's pass: loads the engine only when a chunk has something to generate."""
 
-    def __init__(self, run: _Run, model: _Model) -> None:
+    def __init__(
+        self, run: _Run, model: _Model, store: GenerationStore | None = None, stats: _ModelStats | None = None
+    ) -> None:
         self.run_ = run
         self.model = model
         self.engine: Engine | None = None
-        self.st = run.stats[model.spec.name]
+        self.store = store if store is not None else run.store
+        self.st = stats if stats is not None else run.stats[model.spec.name]
 
     def close(self) -> None:
         if self.engine is not None:
@@ -651,7 +747,7 @@ class _Worker:
                 found = self.fetch(list(extractions.values()))
                 by_key = {model.store_key(q, run.seed): found[q.key] for q in extractions.values()}
             else:
-                by_key = run.store.get_many(run.extractor.store_key(q, run.seed) for q in extractions.values())
+                by_key = self.store.get_many(run.extractor.store_key(q, run.seed) for q in extractions.values())
         else:
             by_key = {}
         first: list[_Request] = []
@@ -681,7 +777,7 @@ class _Worker:
         """Each request's samples: from the store, or generated now and stored."""
         run, model = self.run_, self.model
         keys = [model.store_key(q, run.seed) for q in requests]
-        found = {} if run.fresh else run.store.get_many(keys)
+        found = {} if run.fresh else self.store.get_many(keys)
         out: dict[Key, Stored] = {}
         missing: list[tuple[_Request, str]] = []
         for q, key in zip(requests, keys, strict=True):
@@ -694,7 +790,7 @@ class _Worker:
                 missing.append((q, key))
         if missing:
             new = self.generate([q for q, _ in missing])
-            run.store.put_many({key: new[q.key] for q, key in missing})
+            self.store.put_many({key: new[q.key] for q, key in missing})
             out.update(new)
         return out
 
@@ -742,6 +838,103 @@ class _Worker:
         return results
 
 
+class _MemoryStore:
+    """Generations in memory: a replica's judgment store for one shard, holding what the
+    driver found for it and collecting what the replica generates."""
+
+    def __init__(self, known: Mapping[str, Stored] | None = None) -> None:
+        self.known: dict[str, Stored] = dict(known or {})
+        self.new: dict[str, Stored] = {}
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Stored]:
+        return {k: self.known[k] for k in keys if k in self.known}
+
+    def put_many(self, items: Mapping[str, Stored]) -> None:
+        self.known.update(items)
+        self.new.update(items)
+
+
+class _Lookups:
+    """The judgment store seen by a dry pass: reads go through and are remembered; nothing
+    is written."""
+
+    def __init__(self, store: GenerationStore) -> None:
+        self.store = store
+        self.found: dict[str, Stored] = {}
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Stored]:
+        found = self.store.get_many(keys)
+        self.found.update(found)
+        return found
+
+    def put_many(self, items: Mapping[str, Stored]) -> None:
+        pass
+
+
+_NOT_GENERATED = "not generated in the dry pass"
+
+
+class _Probe(_Worker):
+    """A dry pass of one model over one shard, on the driver of a sharded run: the same
+    requests as a real pass, looked up in the store and never generated. ``missing`` counts
+    the requests the store lacks (a request that depends on one of them, such as the
+    verification of statements not extracted yet, is not reached: the replica finds it);
+    ``found`` is what the replica will need from the store."""
+
+    def __init__(self, run: _Run, model: _Model) -> None:
+        self.lookups = _Lookups(run.store)
+        super().__init__(run, model, store=self.lookups, stats=_ModelStats(model.spec))
+        self.missing = 0
+
+    @property
+    def found(self) -> dict[str, Stored]:
+        return self.lookups.found
+
+    def generate(self, requests: list[_Request]) -> dict[Key, Stored]:
+        self.missing += len(requests)
+        return {q.key: _NOT_GENERATED for q in requests}
+
+
+class _ShardWorker:
+    """What a replica of a sharded run holds: the run's settings and one model's loaded
+    engine; it runs the local pass on each shard it is given.
+
+    Raises:
+        EngineError: The replica's copy of the model is not the driver's (other files), or
+            the engine fails to load.
+    """
+
+    def __init__(self, run: _Run, name: str) -> None:
+        model = next(m for m in run.models if m.spec.name == name)
+        self.run_ = run
+        self.model = model
+        if not model.identity.startswith("unhashed:"):
+            from localjury.manifest import model_identity
+
+            here = model_identity(model.spec)
+            if here != model.identity:
+                raise EngineError(
+                    f"this replica's model files at {model.spec.local_dir()} hash to {here[:12]}, the driver's to "
+                    f"{model.identity[:12]}: every node must hold the same weights",
+                    engine=model.spec.engine,
+                    model=model.spec.name,
+                )
+        self.stats = _ModelStats(model.spec)
+        self.worker = _Worker(run, model, store=_MemoryStore(), stats=self.stats)
+        started = time.perf_counter()
+        self.worker.engine = run.factory(model.spec)
+        self.load_seconds = time.perf_counter() - started
+
+    def __call__(self, shard: tuple[list[Record], dict[str, Stored]]) -> tuple[dict[str, Stored], _ModelStats]:
+        records, known = shard
+        store = _MemoryStore(known)
+        self.worker.store = store
+        self.worker.st = self.stats = _ModelStats(self.model.spec, load_seconds=self.load_seconds)
+        self.load_seconds = 0.0  # counted once, with this replica's first shard
+        self.worker.run(list(records))
+        return store.new, self.stats
+
+
 def evaluate(
     records: str | Path | Iterable[Record | Mapping[str, Any]],
     metrics: Sequence[Metric],
@@ -766,6 +959,7 @@ def evaluate(
     command: list[str] | None = None,
     progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
+    cluster: RayCluster | None = None,
 ) -> RunResult:
     """Judge every record on every metric with every model, and vote.
 
@@ -804,6 +998,9 @@ def evaluate(
         command: The command line, for the manifest.
         progress: A rich ``Progress`` to show each model's pass in.
         engine_factory: Build an engine from a spec (default: the registry's engine).
+        cluster: Shard each model's pass over a pool of engine replicas on Ray (needs the
+            ``ray`` extra); the results, store and files are those of a local run. See
+            :class:`localjury.RayCluster`.
 
     Returns:
         The results, one per (record, metric) in input order, and the run summary.
@@ -812,7 +1009,49 @@ def evaluate(
         ConfigError: No metric, duplicate names, unknown model, invalid settings.
         ModelNotAvailableError: A model's weights are not on this machine (before any loads).
         RecordError: With ``strict_input``, the first bad record.
+        MissingDependencyError: ``cluster`` without Ray installed, or an engine's packages.
+        EngineError: A model failed to load or generate (on a replica, too).
     """
+    settings = dict(locals())  # every argument but the cluster goes on to _evaluate as it is
+    del settings["cluster"]
+    session: RaySession | None = None
+    if cluster is not None:
+        from localjury._ray import RaySession
+
+        session = RaySession(cluster)
+    try:
+        return _evaluate(**settings, session=session)
+    finally:
+        if session is not None:
+            session.close()
+
+
+def _evaluate(
+    records: str | Path | Iterable[Record | Mapping[str, Any]],
+    metrics: Sequence[Metric],
+    models: Sequence[str | ModelSpec] | None,
+    *,
+    seed: int,
+    strictness: int | None,
+    tie_break: TieBreak | None,
+    temperature: float | None,
+    max_tokens: int | None,
+    extractor: str | None,
+    adaptive: bool,
+    engine: str | None,
+    registry: str | Path | None,
+    strict_input: bool,
+    cache: str | Path | None,
+    use_cache: bool,
+    fresh: bool,
+    on_overflow: OverflowPolicy,
+    chunk_size: int,
+    out: str | Path | None,
+    command: list[str] | None,
+    progress: Progress | None,
+    engine_factory: EngineFactory | None,
+    session: RaySession | None,
+) -> RunResult:
     started = time.perf_counter()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     _check_settings(metrics, strictness, tie_break, temperature, max_tokens, chunk_size, on_overflow)
@@ -820,7 +1059,8 @@ def evaluate(
     ties = {m.name: tie_break or m.tie_break for m in metrics}
 
     specs = _resolve_models(models, registry)
-    specs = [spec.model_copy(update={"engine": resolve_engine(spec, engine)}) for spec in specs]
+    resolve = session.resolve_engine if session is not None else resolve_engine
+    specs = [spec.model_copy(update={"engine": resolve(spec, engine)}) for spec in specs]
     for spec in specs:
         temp = spec.temperature if temperature is None else temperature
         if temp <= 0 and max(ks.values()) > 1:
@@ -881,6 +1121,7 @@ def evaluate(
             on_overflow=on_overflow,
             factory=factory,
             progress=progress,
+            cluster=session,
         )
         if good:  # nothing to judge (empty dataset, or every record bad): load no model
             # The extractor runs first: every model judges the statements it extracted.
@@ -922,6 +1163,7 @@ def evaluate(
             "chunk_size": chunk_size,
             "on_overflow": on_overflow,
             "engine": engine,
+            "cluster": None if session is None else {"backend": "ray", **asdict(session.cluster)},
         },
         metrics=[
             {
@@ -1045,6 +1287,7 @@ def _summarize(
             output_tokens=st.output_tokens,
             output_tokens_per_second=st.output_tokens / st.generate_seconds if st.generate_seconds else None,
             samples_saved=st.saved,
+            replicas=st.replicas,
         )
         for st in stats
     ]

