@@ -32,6 +32,41 @@ RegistryOpt = Annotated[
     typer.Option("--registry", help="models.yaml to use (default: $LOCALJURY_MODELS, ./models.yaml, packaged)."),
 ]
 
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="ray: shard each model's pass over a pool of engine replicas on Ray (needs the ray extra); "
+        "same results, store and files as a local run.",
+    ),
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--address",
+        help="With --cluster ray: the Ray cluster to join (as `ray start --head` prints it, or auto). "
+        "Default: $RAY_ADDRESS, else a local Ray for this run.",
+    ),
+]
+ReplicasOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--replicas",
+        min=1,
+        help="With --cluster ray: engine replicas per model. Default: one per GPU (or per GPU set of a split "
+        "model); on CPUs, one per --replica-cpus cores.",
+    ),
+]
+ReplicaCpusOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--replica-cpus",
+        min=1,
+        help="With --cluster ray: CPU cores (threads) per CPU replica. Default: the cluster's CPUs shared "
+        "among --replicas, else 1.",
+    ),
+]
+
 
 @app.callback()
 def _main(
@@ -221,40 +256,10 @@ def run(
         int,
         typer.Option("--chunk-size", min=1, help="Records per chunk: one engine call and one store commit per chunk."),
     ] = 1024,
-    cluster: Annotated[
-        str | None,
-        typer.Option(
-            "--cluster",
-            help="ray: shard each model's pass over a pool of engine replicas on Ray (needs localjury[ray]); "
-            "same results, store and files as a local run.",
-        ),
-    ] = None,
-    address: Annotated[
-        str | None,
-        typer.Option(
-            "--address",
-            help="With --cluster ray: the Ray cluster to join (as `ray start --head` prints it, or auto). "
-            "Default: $RAY_ADDRESS, else a local Ray for this run.",
-        ),
-    ] = None,
-    replicas: Annotated[
-        int | None,
-        typer.Option(
-            "--replicas",
-            min=1,
-            help="With --cluster ray: engine replicas per model. Default: one per GPU (or per GPU set of a split "
-            "model); on CPUs, one per --replica-cpus cores.",
-        ),
-    ] = None,
-    replica_cpus: Annotated[
-        int | None,
-        typer.Option(
-            "--replica-cpus",
-            min=1,
-            help="With --cluster ray: CPU cores (threads) per CPU replica. Default: the cluster's CPUs shared "
-            "among --replicas, else 1.",
-        ),
-    ] = None,
+    cluster: ClusterOpt = None,
+    address: AddressOpt = None,
+    replicas: ReplicasOpt = None,
+    replica_cpus: ReplicaCpusOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary."""
@@ -367,6 +372,10 @@ def bench(
     seed: Annotated[int, typer.Option("--seed", help="Judging seed.")] = 0,
     registry: RegistryOpt = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse stored judgments.")] = False,
+    cluster: ClusterOpt = None,
+    address: AddressOpt = None,
+    replicas: ReplicasOpt = None,
+    replica_cpus: ReplicaCpusOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Benchmark judge models (and their jury) against gold labels: accuracy, κ, agreement, speed."""
@@ -393,6 +402,7 @@ def bench(
             registry=registry,
             use_cache=not no_cache,
             progress=progress,
+            cluster=_cluster(cluster, address, replicas, replica_cpus),
         )
     from rich.table import Table
 

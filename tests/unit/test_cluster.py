@@ -284,3 +284,25 @@ def test_errors_cross_process_boundaries_intact():
         "response",
         "line 9",
     )
+
+
+def test_bench_on_the_cluster_gives_the_figures_of_a_local_bench(tmp_path):
+    from localjury.bench.run import run_bench
+
+    data = tmp_path / "gold.jsonl"
+    rows = [{"id": f"q{i}", "response": f"answer {i}", "gold": i % 2, "pair": f"p{i // 2}"} for i in range(12)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    figures = {}
+    for name, cluster in [("local", None), ("ray", RayCluster(replicas=2, shard_size=3))]:
+        out = tmp_path / name
+        run_bench(
+            data, "jsonl", [spec("A"), spec("B")], out, metric='correct="The answer is right."', strictness=3,
+            use_cache=False, engine_factory=factory(respond, []), cluster=cluster,
+        )  # fmt: skip
+        figures[name] = (out / "predictions.jsonl").read_text(), json.loads((out / "metrics.json").read_text())
+    assert figures["ray"][0] == figures["local"][0]  # every prediction, vote and verdict
+    speed = {"judgments_per_second", "output_tokens_per_second"}
+    local, sharded = ({k: {f: v for f, v in j.items() if f not in speed} for k, j in m["judges"].items()}
+                      for m in (figures["local"][1], figures["ray"][1]))  # fmt: skip
+    assert sharded == local and set(local) == {"A", "B", "jury"}
+    assert figures["ray"][1]["agreement"] == figures["local"][1]["agreement"]

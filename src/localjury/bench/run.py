@@ -22,6 +22,8 @@ from localjury.voting import passes
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from localjury._ray import RayCluster
+
 JURY = "jury"
 
 
@@ -161,12 +163,14 @@ def run_bench(
     use_cache: bool = True,
     progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
+    cluster: RayCluster | None = None,
 ) -> dict[str, Any]:
     """Benchmark judge models (and their jury) against a labeled data set.
 
     Writes ``metrics.json`` (every figure), ``predictions.jsonl`` (each record with gold and
     per-model votes, verdicts and predictions), ``report.md`` and a self-contained
-    ``report.html`` with plots into ``out``.
+    ``report.html`` with plots into ``out``. ``cluster`` shards the judging over Ray
+    replicas (see :func:`localjury.evaluate`); the figures are those of a local run.
 
     Returns:
         The content of metrics.json.
@@ -192,6 +196,7 @@ def run_bench(
         use_cache=use_cache,
         progress=progress,
         engine_factory=engine_factory,
+        cluster=cluster,
     )
     names = [m.model for m in run.summary.models]
     figures, rows = compute(items, run, names, seed=sample_seed)
