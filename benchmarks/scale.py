@@ -6,6 +6,12 @@ process, which reports its peak RSS (ru_maxrss) before and after the run; memory
 when the peak does not grow with the number of records.
 
     .venv/bin/python benchmarks/scale.py --records 10000 100000
+    .venv/bin/python benchmarks/scale.py --records 10000 100000 --replicas 2   # sharded on a local Ray
+
+With ``--replicas N`` the run is sharded over N one-core replicas on a local Ray: what it
+measures is the sharded path's own cost (the driver's dry pass over the store, pickling, Ray's
+object store, committing shards). The peak RSS is the driver's; shards waiting in Ray's object
+store (shared memory, spilled to disk when full) and the replicas are not in it.
 """
 
 from __future__ import annotations
@@ -43,13 +49,19 @@ class InstantEngine:
     def close(self):
         pass
 
-data, work, chunk = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+data, work, chunk, replicas = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+cluster = None
+if replicas:  # a local Ray, started before the clock (the engine class travels by value from __main__)
+    import ray
+    from localjury import RayCluster
+    ray.init(num_cpus=replicas, include_dashboard=False, logging_level="ERROR")
+    cluster = RayCluster(replicas=replicas, cpus_per_replica=1)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = time.perf_counter()
 result = evaluate(
     data, [AspectCritic("dated", "The response must include a specific date or year.")],
     [ModelSpec(name="instant", path=str(work / "no-weights"))], strictness=3, chunk_size=chunk,
-    cache=work / "store.sqlite", out=work / "results.jsonl", engine_factory=InstantEngine,
+    cache=work / "store.sqlite", out=work / "results.jsonl", engine_factory=InstantEngine, cluster=cluster,
 )
 seconds = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -70,38 +82,45 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--chunk-size", type=int, default=1024)
-    parser.add_argument("--out", default=str(HERE / "results" / "scale"), help="path stem for .json and .md")
+    parser.add_argument("--replicas", type=int, default=0, help="shard over this many replicas on a local Ray")
+    parser.add_argument("--out", default=None, help="path stem for .json and .md (default results/scale[-ray])")
     args = parser.parse_args(argv)
+    if args.out is None:
+        args.out = str(HERE / "results" / ("scale-ray" if args.replicas else "scale"))
     rows = []
+    # With --replicas, each size runs in one process first (the baseline) and then sharded.
     for n in args.records:
-        with tempfile.TemporaryDirectory(prefix="localjury-scale-") as tmp:
-            work = Path(tmp)
-            data = work / "data.jsonl"
-            make_data(data, n)
-            t = time.perf_counter()
-            proc = subprocess.run(
-                [sys.executable, "-c", CHILD, str(data), str(work), str(args.chunk_size)],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            wall = time.perf_counter() - t
-            child = json.loads(proc.stdout.strip().splitlines()[-1])
-            assert child["result_lines"] == n, child
-            row = {
-                "records": n,
-                "data_mib": round(data.stat().st_size / 2**20, 1),
-                "seconds": round(child["seconds"], 1),
-                "records_per_s": round(n / child["seconds"], 1),
-                "rss_after_imports_mib": round(child["rss_before_kib"] / 1024, 1),
-                "rss_peak_mib": round(child["rss_peak_kib"] / 1024, 1),
-                "process_wall_s": round(wall, 1),
-            }
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+        for replicas in [0, args.replicas] if args.replicas else [0]:
+            with tempfile.TemporaryDirectory(prefix="localjury-scale-") as tmp:
+                work = Path(tmp)
+                data = work / "data.jsonl"
+                make_data(data, n)
+                t = time.perf_counter()
+                proc = subprocess.run(
+                    [sys.executable, "-c", CHILD, str(data), str(work), str(args.chunk_size), str(replicas)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                wall = time.perf_counter() - t
+                child = json.loads(proc.stdout.strip().splitlines()[-1])
+                assert child["result_lines"] == n, child
+                row = {
+                    "records": n,
+                    "run": f"ray, {replicas} replicas" if replicas else "one process",
+                    "data_mib": round(data.stat().st_size / 2**20, 1),
+                    "seconds": round(child["seconds"], 1),
+                    "records_per_s": round(n / child["seconds"], 1),
+                    "rss_after_imports_mib": round(child["rss_before_kib"] / 1024, 1),
+                    "rss_peak_mib": round(child["rss_peak_kib"] / 1024, 1),
+                    "process_wall_s": round(wall, 1),
+                }
+                rows.append(row)
+                print(json.dumps(row), flush=True)
     report = {
         "benchmark": "scale (instant fake engine, strictness 3, one criterion)",
         "chunk_size": args.chunk_size,
+        "replicas": args.replicas or None,
         "machine": f"{platform.machine()}, {platform.system()}, {resource.getpagesize()} B pages",
         "rows": rows,
     }
@@ -109,12 +128,13 @@ def main(argv: list[str] | None = None) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [
-        f"# Scale — instant fake engine, strictness 3, chunk size {args.chunk_size}",
+        f"# Scale — instant fake engine, strictness 3, chunk size {args.chunk_size}"
+        + (f", sharded over {args.replicas} replicas on a local Ray (driver RSS)" if args.replicas else ""),
         "",
-        "| records | data MiB | seconds | records/s | RSS after imports MiB | peak RSS MiB |",
-        "|---|---|---|---|---|---|",
+        "| records | run | data MiB | seconds | records/s | RSS after imports MiB | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|",
         *(
-            f"| {r['records']} | {r['data_mib']} | {r['seconds']} | {r['records_per_s']} | "
+            f"| {r['records']} | {r['run']} | {r['data_mib']} | {r['seconds']} | {r['records_per_s']} | "
             f"{r['rss_after_imports_mib']} | {r['rss_peak_mib']} |"
             for r in rows
         ),
