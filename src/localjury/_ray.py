@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import pickle
+import socket
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -46,6 +47,8 @@ INSTALL = "pip install 'localjury[ray]'"
 #: Shards per replica a pass is cut into at least (smaller shards when the data is small),
 #: so that every replica gets work and a slow shard does not hold the others back.
 SHARDS_PER_REPLICA = 4
+#: Seconds to wait for a cluster address to accept a connection before giving up.
+CONNECT_TIMEOUT_S = 5.0
 
 
 class ShardFn(Protocol):
@@ -60,9 +63,11 @@ class RayCluster:
     """Where and how wide a sharded run goes.
 
     Args:
-        address: A running Ray cluster (``ray start --head`` prints it; ``auto`` finds the
-            one on this machine). ``None``: ``$RAY_ADDRESS`` if set, else a local Ray
-            started for this run and stopped after it.
+        address: A running Ray cluster, HOST:PORT (``ray start --head`` prints it; ``auto``
+            finds the one on this machine); an address that refuses connections is an error
+            at once. ``None``: ``$RAY_ADDRESS`` if set, else a local Ray started for this run
+            and stopped after it. A process already connected to Ray (``ray.init`` done by
+            the caller) keeps that connection.
         replicas: Engine replicas per model. Default: as many as the cluster has GPUs for
             (GPUs // GPUs per replica), or CPUs // ``cpus_per_replica`` on a CPU cluster.
         cpus_per_replica: CPU cores each CPU replica gets (and uses as its thread count).
@@ -127,6 +132,7 @@ class RaySession:
         ray = require_ray()
         self.started = False
         if not ray.is_initialized():
+            _check_reachable(cluster.address)
             try:
                 ray.init(
                     address=cluster.address,
@@ -280,6 +286,28 @@ class _Replica:
 
         out = [pickle.dumps(self.fn(pickle.loads(p))) for p in batch.column("shard").to_pylist()]
         return pa.table({"result": pa.array(out, pa.binary()), "records": batch.column("records")})
+
+
+def _check_reachable(address: str | None) -> None:
+    """Fail fast on a cluster address nobody answers at: Ray itself retries for minutes.
+
+    Raises:
+        ConfigError: Nothing accepts a connection at the address's host and port.
+    """
+    if not address or address in ("auto", "local"):
+        return
+    target = address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"Ray cluster address {address!r} is not HOST:PORT (or auto); e.g. 10.0.0.1:6379")
+    try:
+        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"no Ray cluster answers at {address} ({exc.strerror or exc}); start one with `ray start --head` "
+            "there, or fix --address"
+        ) from None
 
 
 def _placement_group(gpus: int) -> dict[str, Any]:

@@ -306,3 +306,21 @@ def test_bench_on_the_cluster_gives_the_figures_of_a_local_bench(tmp_path):
                       for m in (figures["local"][1], figures["ray"][1]))  # fmt: skip
     assert sharded == local and set(local) == {"A", "B", "jury"}
     assert figures["ray"][1]["agreement"] == figures["local"][1]["agreement"]
+
+
+def test_an_address_nobody_answers_at_fails_at_once(tmp_path):
+    """Ray itself would retry for minutes; localjury checks the address first."""
+    import socket
+
+    from .test_cli import localjury
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"response": "In 1999."}\n')
+    proc = localjury("run", str(data), "-a", "coherence", "--cluster", "ray", "--address", f"127.0.0.1:{port}")
+    assert proc.returncode == 2
+    assert f"no Ray cluster answers at 127.0.0.1:{port}" in " ".join(proc.stderr.split())
+    proc = localjury("run", str(data), "-a", "coherence", "--cluster", "ray", "--address", "headnode")
+    assert proc.returncode == 2 and "is not HOST:PORT (or auto)" in " ".join(proc.stderr.split())
