@@ -324,3 +324,88 @@ def test_an_address_nobody_answers_at_fails_at_once(tmp_path):
     assert f"no Ray cluster answers at 127.0.0.1:{port}" in " ".join(proc.stderr.split())
     proc = localjury("run", str(data), "-a", "coherence", "--cluster", "ray", "--address", "headnode")
     assert proc.returncode == 2 and "is not HOST:PORT (or auto)" in " ".join(proc.stderr.split())
+
+
+KILLABLE = r"""
+import hashlib, json, sys, time
+import ray
+from localjury import AspectCritic, RayCluster, evaluate
+from localjury.engines.base import Completion, render_plain
+from localjury.registry import ModelSpec
+
+SLEEP = float(sys.argv[3])  # captured by value: the replicas unpickle the engine from __main__
+
+class SlowEngine:
+    name = "slow"
+    def __init__(self, spec):
+        self.spec = spec
+    def format_prompt(self, messages):
+        return render_plain(messages)
+    def count_tokens(self, prompts):
+        return [len(p) // 4 for p in prompts]
+    def generate(self, prompts, *, n, sampling, schema, progress=None):
+        time.sleep(SLEEP)
+        out = []
+        for p in prompts:
+            h = int(hashlib.sha256(p.encode()).hexdigest()[:6], 16)
+            out.append([Completion(json.dumps({"reason": "r", "verdict": (h >> j) % 2}), 5, True) for j in range(n)])
+        return out
+    def close(self):
+        pass
+
+ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+result = evaluate(
+    [{"id": f"r{i}", "response": f"answer {i}"} for i in range(12)], [AspectCritic("d", "Has a year.")],
+    [ModelSpec(name="s", path="/nonexistent/s")], strictness=3, cache=sys.argv[1], out=sys.argv[2],
+    cluster=RayCluster(replicas=2, shard_size=2), engine_factory=SlowEngine,
+)
+print(json.dumps(result.summary.models[0].model_dump()))
+"""
+
+
+def test_a_sharded_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_results(tmp_path):
+    import os
+    import signal
+    import sqlite3
+    import time
+
+    script = tmp_path / "killable.py"
+    script.write_text(KILLABLE)
+    store, out = tmp_path / "store.sqlite", tmp_path / "results.jsonl"
+
+    def rows():
+        if not store.exists():
+            return 0
+        with sqlite3.connect(store) as db:
+            try:
+                return db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+            except sqlite3.OperationalError:  # the table is not created yet
+                return 0
+
+    # 6 shards of 2 records, 2 replicas, 4 s a shard: killed after the first commits.
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(store), str(out), "4"], start_new_session=True, cwd=tmp_path
+    )
+    deadline = time.monotonic() + 120
+    while rows() == 0 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    committed = rows()
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and the local Ray it started: a lost machine
+    proc.wait()
+    assert 0 < committed < 12 and not out.exists()  # committed shards are whole; no half results file
+
+    resumed = subprocess.run(
+        [sys.executable, str(script), str(store), str(out), "0"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert summary["cached"] >= committed * 3 and summary["judgments"] == 12 * 3
+
+    fresh_out = tmp_path / "fresh.jsonl"
+    fresh = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "other.sqlite"), str(fresh_out), "0"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    assert out.read_bytes() == fresh_out.read_bytes()
