@@ -69,10 +69,11 @@ class RayCluster:
             and stopped after it. A process already connected to Ray (``ray.init`` done by
             the caller) keeps that connection.
         replicas: Engine replicas per model. Default: as many as the cluster has GPUs for
-            (GPUs // GPUs per replica), or CPUs // ``cpus_per_replica`` on a CPU cluster.
+            (GPUs // GPUs per replica); on CPUs, one per node with all of its cores, or as
+            many as fit when ``cpus_per_replica`` is given.
         cpus_per_replica: CPU cores each CPU replica gets (and uses as its thread count).
-            Default: the cluster's CPUs divided among ``replicas`` (1 when ``replicas`` is
-            not given either).
+            Default: the cluster's CPUs divided among ``replicas``, or, when neither is
+            given, the cores of the smallest node.
         shard_size: Records per shard. Default: the run's chunk size, lowered so that every
             replica gets at least four shards.
     """
@@ -154,6 +155,8 @@ class RaySession:
         resources = ray.cluster_resources()
         self.gpus = int(resources.get("GPU", 0))
         self.cpus = int(resources.get("CPU", 0))
+        self.node_cpus = [int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
+        """The CPUs of each live node (CPU replicas are sized to fit on one)."""
         self.pool_size = 0
         """Replicas of the last pool :meth:`map_shards` started (0: no shard needed one)."""
 
@@ -194,16 +197,29 @@ class RaySession:
             return Placement(replicas, per, c.cpus_per_replica or 1, split=per > 1)
         if self.cpus < 1:
             raise ConfigError("the Ray cluster has no CPUs to run replicas on")
+        nodes = [n for n in self.node_cpus if n > 0] or [self.cpus]
         if c.replicas is not None:
-            cpus = c.cpus_per_replica or max(1, self.cpus // c.replicas)
+            # A replica lives on one node: never more cores than the largest node has.
+            cpus = c.cpus_per_replica or max(1, min(max(nodes), self.cpus // c.replicas))
             replicas = c.replicas
+        elif c.cpus_per_replica is not None:
+            cpus = c.cpus_per_replica
+            replicas = max(1, sum(n // cpus for n in nodes))
         else:
-            cpus = c.cpus_per_replica or 1
-            replicas = max(1, self.cpus // cpus)
+            # One replica per node with every core: what one process per machine would do. A
+            # replica per core would hold a copy of the model per core, which only tiny models
+            # afford; --replicas / --replica-cpus choose that.
+            cpus = min(nodes)
+            replicas = len(nodes)
         if replicas * cpus > self.cpus:
             raise ConfigError(
                 f"model {spec.name!r}: {replicas} replica(s) x {cpus} CPU(s) need {replicas * cpus} CPUs; "
                 f"the Ray cluster has {self.cpus}"
+            )
+        if sum(n // cpus for n in nodes) < replicas:  # Ray would wait for them forever
+            raise ConfigError(
+                f"model {spec.name!r}: {replicas} replica(s) of {cpus} CPU(s) do not fit on the Ray cluster's "
+                f"nodes ({', '.join(map(str, nodes))} CPUs); lower --replica-cpus or --replicas"
             )
         return Placement(replicas, 0, cpus, split=False)
 

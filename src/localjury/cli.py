@@ -54,7 +54,7 @@ ReplicasOpt = Annotated[
         "--replicas",
         min=1,
         help="With --cluster ray: engine replicas per model. Default: one per GPU (or per GPU set of a split "
-        "model); on CPUs, one per --replica-cpus cores.",
+        "model); on CPUs, one per node (or as many as fit --replica-cpus).",
     ),
 ]
 ReplicaCpusOpt = Annotated[
@@ -63,7 +63,7 @@ ReplicaCpusOpt = Annotated[
         "--replica-cpus",
         min=1,
         help="With --cluster ray: CPU cores (threads) per CPU replica. Default: the cluster's CPUs shared "
-        "among --replicas, else 1.",
+        "among --replicas, else all cores of a node.",
     ),
 ]
 

