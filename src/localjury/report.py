@@ -253,8 +253,8 @@ def print_summary(summary: Summary, console: Console) -> None:
     console.print(
         "judg: samples judged (records x metrics x k); cached: of those, found in the judgment store; "
         "abst: samples that abstained; no verd: pairs without a verdict or score; "
-        "judg/s, tok/s: generated samples and tokens per second of generation; load: seconds; "
-        "(xN): N replicas on Ray",
+        "judg/s, tok/s: generated samples and tokens per second of generation; load: seconds"
+        + ("; (xN): N replicas on Ray" if any(s.replicas > 1 for s in summary.models) else ""),
         style="dim",
     )
     line = f"{summary.records} records ({summary.record_errors} bad), seed {summary.seed}, {summary.seconds:.1f} s"
