@@ -16,7 +16,10 @@ How one model's pass goes (a jury goes model by model, each on its own pool):
    driver hashed, and runs the same per-chunk pass a local run does on each shard.
 3. Each shard's new generations stream back to the driver, which commits them to the
    judgment store as they arrive (so a killed run resumes, as a local one does); the results
-   are then assembled exactly as in a local run.
+   are then assembled exactly as in a local run. A replica whose process dies is restarted
+   and its shard tried again, ``SHARD_ATTEMPTS`` times in all; a shard that kills it every
+   time comes back as a :class:`LostShard` (its records get no verdict, a rerun tries
+   again), and too many lost shards abandon the pass.
 
 Same results: both engines seed every sample from (run seed, prompt, sample index), and the
 store keys name no shard, replica or node, so how the records are sharded cannot change a
@@ -30,6 +33,8 @@ import math
 import os
 import pickle
 import socket
+import traceback
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -49,6 +54,23 @@ INSTALL = "pip install 'localjury[ray]'"
 SHARDS_PER_REPLICA = 4
 #: Seconds to wait for a cluster address to accept a connection before giving up.
 CONNECT_TIMEOUT_S = 5.0
+#: Times a shard is tried when its replica's process dies under it (killed for memory, a
+#: crash in the engine, a lost node); Ray restarts the replica before each new try. Ray
+#: Data's default is to retry forever, so one shard that always kills its replica hung a run.
+SHARD_ATTEMPTS = 3
+#: Share of a pass's shards that may be lost (every try died) before the pass is abandoned:
+#: a few lost shards are a few records the engine cannot take (their results say so, the
+#: others are kept); many are a replica that cannot run at all.
+LOST_SHARDS_TOLERATED = 0.1
+
+
+@dataclass(frozen=True)
+class LostShard:
+    """A shard whose replica's process died on every try: its place in the order the shards
+    were given (0 for the first), and why."""
+
+    index: int
+    reason: str
 
 
 class ShardFn(Protocol):
@@ -237,23 +259,34 @@ class RaySession:
         placement: Placement,
     ) -> Iterator[tuple[Any, int]]:
         """Run every shard on a pool of replicas; yield (its output, its record count) as each
-        shard finishes, in whatever order they finish.
+        shard finishes, in whatever order they finish, and at the end a :class:`LostShard`
+        in place of the output for each shard whose replica died on all its tries.
 
         ``shards`` yields (payload, record count); ``make_replica`` builds the function a
         replica applies to each payload (it loads the engine: it runs once per replica).
 
         Raises:
-            EngineError: A replica failed to load its model or to generate.
+            EngineError: A replica failed to load its model or to generate, or replicas died
+                on more than ``LOST_SHARDS_TOLERATED`` of the shards.
         """
         import pyarrow as pa
         import ray
         from ray.data import ActorPoolStrategy
 
-        refs = [ray.put(pa.table({"shard": [pickle.dumps(payload)], "records": [count]})) for payload, count in shards]
+        refs: list[Any] = []
+        counts: list[int] = []
+        for i, (payload, count) in enumerate(shards):
+            refs.append(ray.put(pa.table({"index": [i], "shard": [pickle.dumps(payload)], "records": [count]})))
+            counts.append(count)
         self.pool_size = min(placement.replicas, len(refs))
         if not refs:
             return
-        remote: dict[str, Any] = {}
+        remote: dict[str, Any] = {
+            # Ray restarts a replica whose process dies and retries its shard there, a bounded
+            # number of times (Ray Data's default would retry forever).
+            "max_restarts": -1,
+            "max_task_retries": SHARD_ATTEMPTS - 1,
+        }
         if placement.split:
             # As Ray Data's own vLLM stage does: the actor takes no GPU itself; vLLM's Ray
             # executor starts one worker per GPU inside this replica's placement group.
@@ -263,24 +296,49 @@ class RaySession:
             remote["num_gpus"] = placement.gpus_per_replica
         remote["num_cpus"] = placement.cpus_per_replica
         threads = None if placement.gpus_per_replica else placement.cpus_per_replica
-        ds = ray.data.from_arrow_refs(refs).map_batches(
-            _Replica,
-            fn_constructor_kwargs={"make": make_replica, "threads": threads},
-            batch_size=None,  # one block = one shard = one batch
-            batch_format="pyarrow",
-            compute=ActorPoolStrategy(size=self.pool_size, max_tasks_in_flight_per_actor=2),
-            **remote,
-        )
+        with warnings.catch_warnings():
+            # Ray 2.60 deprecates passing actor options this way (removal announced for 2.64,
+            # hence the pin in pyproject.toml) and has no named parameter for them yet; the
+            # warning is for us, not for the user running a judgment.
+            warnings.filterwarnings("ignore", message="`ray_remote_args(_fn)?` is deprecated")
+            ds = ray.data.from_arrow_refs(refs).map_batches(
+                _Replica,
+                fn_constructor_kwargs={"make": make_replica, "threads": threads},
+                batch_size=None,  # one block = one shard = one batch
+                batch_format="pyarrow",
+                # One shard at a time per replica: when a replica dies only the shard it was
+                # running spends a try (with two in flight, a shard queued behind a poison one
+                # died with it each time and was lost too: seen in about 1 test run in 5).
+                compute=ActorPoolStrategy(size=self.pool_size, max_tasks_in_flight_per_actor=1),
+                **remote,
+            )
+        # A shard whose every try died is dropped by Ray Data (and logged), up to this many;
+        # one more abandons the pass. An error raised in a replica comes back as data
+        # (_Replica.__call__) and is raised here, as a local run raises it.
+        ds.context.max_errored_blocks = max(1, int(len(refs) * LOST_SHARDS_TOLERATED))
+        done: set[int] = set()
         try:
             for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-                results, counts = batch.column("result").to_pylist(), batch.column("records").to_pylist()
-                for payload, count in zip(results, counts, strict=True):
-                    yield pickle.loads(payload), int(count)
+                columns = (batch.column(c).to_pylist() for c in ("index", "result", "error", "records"))
+                for index, result, error, count in zip(*columns, strict=True):
+                    if error is not None:
+                        raise _replica_error(pickle.loads(error), spec)
+                    done.add(index)
+                    yield pickle.loads(result), int(count)
+        except LocaljuryError:
+            raise
         except Exception as exc:
             found = _our_error(exc)
             if found is not None:
                 raise found from exc  # the replica's own error, as a local run raises it
             raise EngineError(f"a Ray replica failed: {_last_line(exc)}", engine=spec.engine, model=spec.name) from exc
+        reason = (
+            f"the replica's process died on each of {SHARD_ATTEMPTS} tries at this record's shard (killed for "
+            "memory, or a crash in the engine: see Ray's log); nothing was stored for it, a rerun tries again"
+        )
+        for index, count in enumerate(counts):
+            if index not in done:
+                yield LostShard(index, reason), count
 
 
 class _Replica:
@@ -300,8 +358,42 @@ class _Replica:
     def __call__(self, batch: pa.Table) -> pa.Table:
         import pyarrow as pa
 
-        out = [pickle.dumps(self.fn(pickle.loads(p))) for p in batch.column("shard").to_pylist()]
-        return pa.table({"result": pa.array(out, pa.binary()), "records": batch.column("records")})
+        results: list[bytes | None] = []
+        errors: list[bytes | None] = []
+        for payload in batch.column("shard").to_pylist():
+            try:
+                results.append(pickle.dumps(self.fn(pickle.loads(payload))))
+                errors.append(None)
+            except Exception as exc:  # back to the driver as data: it raises it, the pass stops
+                results.append(None)
+                errors.append(_pickled_error(exc))
+        return pa.table(
+            {
+                "index": batch.column("index"),
+                "result": pa.array(results, pa.binary()),
+                "error": pa.array(errors, pa.binary()),
+                "records": batch.column("records"),
+            }
+        )
+
+
+def _pickled_error(exc: Exception) -> bytes:
+    """A localjury error pickled as itself; any other as a RuntimeError holding the
+    replica's traceback (it need not pickle, and the driver's traceback would not show it)."""
+    if isinstance(exc, LocaljuryError):
+        try:
+            return pickle.dumps(exc)
+        except Exception:
+            pass
+    return pickle.dumps(RuntimeError(traceback.format_exc().rstrip()))
+
+
+def _replica_error(exc: BaseException, spec: ModelSpec) -> BaseException:
+    if isinstance(exc, LocaljuryError):
+        return exc
+    error = EngineError(f"a Ray replica failed: {_last_line(exc)}", engine=spec.engine, model=spec.name)
+    error.__cause__ = exc
+    return error
 
 
 def _check_reachable(address: str | None) -> None:

@@ -155,6 +155,9 @@ class ModelSummary(BaseModel):
     """Samples adaptive strictness did not need to draw."""
     replicas: int = 1
     """Engine replicas the model ran on (more than 1 in a sharded run, ``--cluster ray``)."""
+    lost_records: int = 0
+    """Records this model could not judge because its replica's process died on every try at
+    their shard (a sharded run); their results carry the error, a rerun tries them again."""
 
 
 class Summary(BaseModel):
@@ -257,5 +260,12 @@ def print_summary(summary: Summary, console: Console) -> None:
         + ("; (xN): N replicas on Ray" if any(s.replicas > 1 for s in summary.models) else ""),
         style="dim",
     )
+    for s in summary.models:
+        if s.lost_records:
+            console.print(
+                f"{s.model}: {s.lost_records} records lost: a replica's process died on every try at their shards "
+                "(see the results' errors and Ray's log); run the same command again to retry them",
+                style="bold red",
+            )
     line = f"{summary.records} records ({summary.record_errors} bad), seed {summary.seed}, {summary.seconds:.1f} s"
     console.print(line)

@@ -163,6 +163,8 @@ class _ModelStats:
     saved: int = 0
     """Samples not drawn because the first ones were unanimous (adaptive strictness)."""
     replicas: int = 1
+    lost_records: int = 0
+    """Records whose shard's replica died on every try (a sharded run)."""
 
     def absorb(self, other: _ModelStats, *, timings: bool = True) -> None:
         """Add another pass's counters (a shard's, on a replica) to these."""
@@ -318,6 +320,9 @@ class _Run:
         self.progress = progress
         self.cluster = cluster
         self.stats = {m.spec.name: _ModelStats(m.spec) for m in models}
+        #: (model, record id) -> why that model has nothing for the record: its shard was lost
+        #: on the cluster (kept out of the store, so that a rerun tries again).
+        self.lost: dict[tuple[str, str], str] = {}
 
     def portable(self, split: bool = False) -> _Run:
         """A copy of this run's settings to send to a replica of a sharded run: without the
@@ -452,7 +457,8 @@ class _Run:
         stored = found.get(key)
         name = self.extractor.spec.name
         if stored is None:
-            return f"no statement extraction by {name!r} in the judgment store"
+            lost = self.lost.get((name, record.id))
+            return f"no statement extraction by {name!r}" + (f": {lost}" if lost else " in the judgment store")
         if isinstance(stored, str):
             return f"statement extraction by {name!r} failed: {stored}"
         (sample,) = stored
@@ -460,6 +466,10 @@ class _Run:
         if statements is None:
             return f"statement extraction by {name!r} abstained: {problem}; raw: {sample.text!r}"
         return statements
+
+    def missing(self, model: str, record: Record) -> str:
+        """Why ``model`` has no generation for ``record``."""
+        return self.lost.get((model, record.id), f"no generation by {model!r} in the judgment store")
 
     # -- model passes ------------------------------------------------------------------------
     def model_pass(self, model: _Model, dataset: _Dataset, chunk_size: int, total: int | None) -> None:
@@ -503,6 +513,8 @@ class _Run:
             if self.progress is not None and task is not None:
                 self.progress.advance(task, count)
 
+        sent: list[list[str]] = []  # the record ids of each shard sent out, in order
+
         def shards() -> Iterator[tuple[tuple[list[Record], dict[str, Stored]], int]]:
             for chunk in dataset.chunks(size):
                 probe = _Probe(self, model)
@@ -511,12 +523,24 @@ class _Run:
                     stats.absorb(probe.st)
                     advance(len(chunk))
                     continue
-                yield ([e for e in chunk if isinstance(e, Record)], probe.found), len(chunk)
+                records = [e for e in chunk if isinstance(e, Record)]
+                sent.append([r.id for r in records])
+                yield (records, probe.found), len(chunk)
 
         started = time.perf_counter()
         slowest_load = 0.0
         make = partial(_ShardWorker, self.portable(split=placement.split), model.spec.name)
-        for (new, replica_stats), count in session.map_shards(shards(), make, model.spec, placement):
+        from localjury._ray import LostShard
+
+        lost = 0
+        for output, count in session.map_shards(shards(), make, model.spec, placement):
+            if isinstance(output, LostShard):
+                ids = sent[output.index]
+                self.lost.update({(model.spec.name, i): output.reason for i in ids})
+                lost += len(ids)
+                advance(count)
+                continue
+            new, replica_stats = output
             self.store.put_many(new)
             slowest_load = max(slowest_load, replica_stats.load_seconds)
             stats.absorb(replica_stats, timings=False)
@@ -526,6 +550,7 @@ class _Run:
         stats.load_seconds += slowest_load
         stats.generate_seconds += max(0.0, time.perf_counter() - started - slowest_load)
         stats.replicas = max(stats.replicas, session.pool_size)
+        stats.lost_records += lost
 
     # -- assembly ----------------------------------------------------------------------------
     def assemble(self, chunk: list[Record | RecordError]) -> list[RecordResult]:
@@ -637,11 +662,7 @@ class _Run:
         k = self.ks[metric.name]
         name = model.spec.name
         first = stored[0]
-        error = (
-            first
-            if isinstance(first, str)
-            else (f"no generation by {name!r} in the judgment store" if first is None else None)
-        )
+        error = first if isinstance(first, str) else (self.missing(name, record) if first is None else None)
         if error is not None:
             st.abstentions += k
             st.unscored += 1
@@ -1288,6 +1309,7 @@ def _summarize(
             output_tokens_per_second=st.output_tokens / st.generate_seconds if st.generate_seconds else None,
             samples_saved=st.saved,
             replicas=st.replicas,
+            lost_records=st.lost_records,
         )
         for st in stats
     ]

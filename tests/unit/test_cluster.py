@@ -4,18 +4,22 @@ once for the module (the real engines through Ray: tests/integration/test_cluste
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from localjury import AspectCritic, Faithfulness, RayCluster, evaluate
 from localjury.errors import ConfigError, EngineError, MissingDependencyError
 from localjury.registry import ModelSpec, VllmSettings
+from localjury.report import print_summary
 
-from .fakes import factory, judgment, spec
+from .fakes import ScriptedEngine, factory, judgment, spec
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'localjury[ray]')")
 
@@ -419,3 +423,92 @@ def test_a_sharded_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_r
     )  # fmt: skip
     assert fresh.returncode == 0, fresh.stderr[-2000:]
     assert out.read_bytes() == fresh_out.read_bytes()
+
+
+class DyingEngine(ScriptedEngine):
+    """Kills its own process (as the OOM killer or a segfault in an engine would) when asked
+    for a prompt that names ``victim``: once if ``marker`` is a file path (the file says it
+    happened, in whichever replica), every time if it is None. ``victim=""`` names them all."""
+
+    def __init__(self, spec, victim, marker=None):
+        super().__init__(spec, respond, [])
+        self.victim, self.marker = victim, marker
+
+    def generate(self, prompts, **kw):
+        if any(self.victim in p for p in prompts) and not (self.marker and Path(self.marker).exists()):
+            if self.marker:
+                Path(self.marker).write_text(str(os.getpid()))
+            os._exit(137)
+        return super().generate(prompts, **kw)
+
+
+class BuggyEngine(ScriptedEngine):
+    def __init__(self, spec):
+        super().__init__(spec, respond, [])
+
+    def generate(self, prompts, **kw):
+        raise ZeroDivisionError("a bug in an engine")
+
+
+def dying(victim, marker=None):
+    return partial(DyingEngine, victim=victim, marker=None if marker is None else str(marker))
+
+
+def test_a_replica_that_dies_is_restarted_and_its_shard_retried(tmp_path):
+    marker = tmp_path / "died"
+    local = run(metrics=[DATED], models=[spec("A")], strictness=3, use_cache=False)
+    sharded = run(
+        RayCluster(replicas=2, shard_size=2),
+        metrics=[DATED],
+        models=[spec("A")],
+        strictness=3,
+        cache=tmp_path / "store.sqlite",
+        engine_factory=dying("question 5", marker),
+    )
+    assert marker.exists()  # a replica did die, in the middle of the pass
+    assert dump(sharded) == dump(local)
+    assert sharded.summary.models[0].judgments == local.summary.models[0].judgments
+    assert sharded.summary.models[0].lost_records == 0
+
+
+def test_a_shard_that_always_kills_its_replica_is_lost_alone_and_retried_by_a_rerun(tmp_path):
+    """One record the engine cannot take (it dies on it every time) costs its shard's records
+    for that model, with the reason in their results; the rest of the run is kept, and nothing
+    is stored for the lost ones, so the same command run again (engine fixed) fills them in."""
+    cache = tmp_path / "store.sqlite"
+    local = run(metrics=[DATED], strictness=3, use_cache=False)
+    settings = dict(metrics=[DATED], strictness=3, cache=cache)
+    models = [spec("A"), spec("B")]
+
+    def engine(s):  # A dies on record r5 (shard r4, r5); B is healthy
+        return dying("question 5")(s) if s.name == "A" else ScriptedEngine(s, respond, [])
+
+    sharded = run(RayCluster(replicas=2, shard_size=2), models=models, engine_factory=engine, **settings)
+    lost = {"r4", "r5"}
+    for got, want in zip(dump(sharded), dump(local), strict=True):
+        if got["record_id"] not in lost:
+            assert got == want
+            continue
+        a, b = got["models"]
+        assert a["error"].startswith("the replica's process died on each of 3 tries") and a["verdict"] is None
+        assert a["abstentions"] == 3 and b == want["models"][1]
+        assert got["score"] == b["score"]  # the mean of the models that gave one
+    by_model = {m.model: m for m in sharded.summary.models}
+    assert by_model["A"].lost_records == 2 and by_model["B"].lost_records == 0
+    console = Console(record=True, width=200)
+    print_summary(sharded.summary, console)
+    assert "A: 2 records lost" in console.export_text() and "B: " not in console.export_text()
+    again = run(RayCluster(replicas=2, shard_size=2), models=models, **settings)
+    assert dump(again) == dump(local)
+    assert {m.model: m.cached for m in again.summary.models} == {"A": 8 * 3, "B": 10 * 3}
+
+
+def test_replicas_that_die_on_every_shard_stop_the_run_instead_of_retrying_forever(tmp_path):
+    with pytest.raises(EngineError, match=r"model 'A'.*a Ray replica failed"):
+        run(RayCluster(replicas=2, shard_size=2), models=[spec("A")], engine_factory=dying(""), use_cache=False)
+
+
+def test_an_exception_in_a_replica_stops_the_run_with_the_replicas_traceback(tmp_path):
+    with pytest.raises(EngineError, match=r"model 'A'.*a Ray replica failed: .*ZeroDivisionError: a bug") as info:
+        run(RayCluster(replicas=2), models=[spec("A")], engine_factory=BuggyEngine, use_cache=False)
+    assert "in generate" in str(info.value.__cause__)  # where it was raised, on the replica
