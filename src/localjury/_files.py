@@ -1,24 +1,126 @@
-"""Small file helpers shared by the registry and the CLI."""
+"""Small file helpers shared by the records loader, the registry and the CLI."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
 from localjury.errors import ConfigError
 
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _refuse_unless_regular(mode: int, path: Path, what: str, hint: str) -> None:
+    if stat.S_ISDIR(mode):
+        raise ConfigError(f"{path} is a folder, not a {what}; {hint}")
+    if not stat.S_ISREG(mode):
+        kind = next((name for is_kind, name in _SPECIAL_FILES if is_kind(mode)), "a special file")
+        raise ConfigError(
+            f"{path} is not a regular file ({kind}), so it is not read as a {what}; "
+            "save its content to a regular file and give that file's path"
+        )
+
+
+def _unreadable(path: Path, what: str, exc: OSError | ValueError) -> ConfigError:
+    if isinstance(exc, FileNotFoundError):
+        return ConfigError(f"{what} not found: {path}")
+    if isinstance(exc, ValueError):  # os.stat refuses a path with a NUL byte this way
+        return ConfigError(f"{what} path {str(path)!r} is not a valid path: {exc}")
+    fix = "; check its permissions" if isinstance(exc, PermissionError) else ""
+    return ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}{fix}")
+
+
+def check_regular_file(path: Path, what: str, hint: str) -> None:
+    """Refuse anything but an existing regular file (or a link to one), without opening it.
+
+    Args:
+        path: The file.
+        what: What the file is, for messages: "dataset file", "criteria file".
+        hint: What to give instead of a folder, e.g. "give the path of the YAML file".
+
+    Raises:
+        ConfigError: The path does not exist, cannot be looked at, or is a folder, a FIFO,
+            a socket or a device.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError) as exc:
+        raise _unreadable(path, what, exc) from None
+    _refuse_unless_regular(mode, path, what, hint)
+
+
+def open_regular_file(path: Path, what: str, hint: str) -> IO[bytes]:
+    """Open a regular file for reading bytes; never block on a FIFO.
+
+    Args:
+        path: The file.
+        what: What the file is, for messages: "dataset file", "criteria file".
+        hint: What to give instead of a folder, e.g. "give the path of the YAML file".
+
+    Returns:
+        The open file, which the caller closes.
+
+    Raises:
+        ConfigError: As :func:`check_regular_file`, or the file cannot be opened (permissions).
+    """
+    check_regular_file(path, what, hint)
+    # O_NONBLOCK: should a FIFO take the file's place after the check, opening it returns at
+    # once instead of waiting for a writer, and the fstat below refuses it. A regular file
+    # ignores the flag, and it is cleared again before reading.
+    nonblock = getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, os.O_RDONLY | nonblock | getattr(os, "O_BINARY", 0))
+    except (OSError, ValueError) as exc:
+        raise _unreadable(path, what, exc) from None
+    try:
+        _refuse_unless_regular(os.fstat(fd).st_mode, path, what, hint)
+        if nonblock:
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
 
 def read_yaml(path: Path, what: str) -> Any:
     """Parse a YAML file, or raise a ConfigError naming ``what`` it is and the path.
 
+    A leading UTF-8 byte order mark is ignored.
+
     Raises:
-        ConfigError: The file does not exist or is not valid YAML.
+        ConfigError: The file does not exist, is not a regular file, cannot be read, is not
+            UTF-8, or is not valid YAML.
     """
+    with open_regular_file(path, what, "give the path of the YAML file") as fh:
+        try:
+            data = fh.read()
+        except OSError as exc:
+            raise _unreadable(path, what, exc) from exc
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{what} not found: {path}") from None
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{what} {path} is not valid UTF-8 (byte {exc.start}: {exc.reason}); save it as UTF-8"
+        ) from None
+    try:
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{what} {path} is not valid YAML: {exc}") from exc
+    except RecursionError:
+        # PyYAML composes and constructs nested collections recursively.
+        raise ConfigError(f"{what} {path} is nested too deeply to read; flatten it") from None
+    except ValueError as exc:
+        # PyYAML's constructors call int() and datetime() on plain scalars: a 5000-digit
+        # number or a date like 2024-13-01 raises here instead of a YAMLError.
+        raise ConfigError(
+            f"{what} {path} holds a value YAML cannot convert ({exc}); quote it to keep it as text"
+        ) from exc

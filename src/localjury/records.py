@@ -1,19 +1,25 @@
 """Records to judge: the model, field aliases, and loaders for JSONL, JSON, CSV and Parquet.
 
 A loader never stops at a bad record: it yields a :class:`~localjury.errors.RecordError`
-in that record's place, naming the record and the field, and goes on with the next one.
+in that record's place, naming the record, its place and the field, and goes on with the
+next one. Whatever a record holds (any bytes, nesting however deep, a dict that contains
+itself, numbers or text that JSON cannot write), nothing but a ``Record``, a
+``RecordError`` or, for a file that cannot be read at all, a ``ConfigError`` comes out.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from localjury._files import check_regular_file, open_regular_file
 from localjury.errors import ConfigError, RecordError
 
 #: Older field names (RAGAS v1 and many datasets) accepted as aliases of the current ones.
@@ -25,6 +31,15 @@ FIELD_ALIASES: dict[str, str] = {
 }
 TEXT_FIELDS = ("user_input", "response", "reference")
 SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq")
+_DATASET_HINT = "give the path of a " + ", ".join(SUPPORTED_SUFFIXES[:-1]) + f" or {SUPPORTED_SUFFIXES[-1]} file"
+_TOO_DEEP = (
+    "nested too deeply to read (JSON arrays and objects more than about {limit} levels deep); "
+    "a record's fields are strings or a list of strings and need no deeper nesting"
+)
+
+
+def _too_deep() -> str:
+    return _TOO_DEEP.format(limit=sys.getrecursionlimit())
 
 
 class Record(BaseModel):
@@ -43,6 +58,16 @@ class Record(BaseModel):
     reference: str | None = None
     """A reference answer, when the dataset has one."""
 
+    _location: str | None = PrivateAttr(default=None)
+    """Where the loader found the record ("d.jsonl line 7", "item 3"), for messages only."""
+
+    def __eq__(self, other: object) -> bool:
+        # pydantic 2 also compares private attributes: a record's place in its file is not
+        # part of its value, so two copies of one record stay equal (and equal hashes).
+        if isinstance(other, Record):
+            return type(self) is type(other) and self.__dict__ == other.__dict__
+        return NotImplemented
+
 
 def content_id(fields: Mapping[str, Any]) -> str:
     """Return the stable id of a record without an ``id``: a hash of its judged fields."""
@@ -51,9 +76,24 @@ def content_id(fields: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
-def _raw_id(raw: Any) -> str:
-    blob = raw if isinstance(raw, str) else json.dumps(raw, sort_keys=True, default=str)
+def _raw_id(raw: Any, location: str | None = None) -> str:
+    """Return the id of a row that has none of its own: a hash of its content; never raises."""
+    try:
+        blob = raw if isinstance(raw, str) else json.dumps(raw, sort_keys=True, default=str)
+    except Exception:
+        # Nested too deeply, a cycle, keys of mixed types, an int too long for str(), or an
+        # object whose str() fails: the content cannot be hashed, so its place stands in.
+        blob = f"unreadable {type(raw).__name__} at {location}"
     return "raw-" + hashlib.sha256(blob.encode("utf-8", "replace")).hexdigest()[:12]
+
+
+def _not_unicode(text: str) -> str | None:
+    """Say why ``text`` is not valid Unicode (a lone surrogate, e.g. from a JSON escape), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"not valid Unicode: an unpaired surrogate {text[exc.start]!r} at character {exc.start}"
+    return None
 
 
 def parse_record(raw: Any, *, location: str | None = None, csv_cells: bool = False) -> Record:
@@ -69,28 +109,55 @@ def parse_record(raw: Any, *, location: str | None = None, csv_cells: bool = Fal
         The validated record.
 
     Raises:
-        RecordError: The row is not an object, a field is missing or of the wrong type, or
-            a field and its alias disagree.
+        RecordError: The row is not an object, a field is missing or of the wrong type or
+            not valid Unicode, a field and its alias disagree, or the row cannot be read
+            at all (nested too deeply to compare, say).
     """
+    try:
+        record = _parse_record(raw, location, csv_cells)
+    except RecordError:
+        raise
+    except Exception as exc:
+        # Records given in Python may hold anything (a mapping whose methods raise, values
+        # that cannot be compared); a bad record must not end the run.
+        reason = _too_deep() if isinstance(exc, RecursionError) else f"cannot be read ({type(exc).__name__}: {exc})"
+        raise RecordError(reason, record_id=_raw_id(raw, location), location=location) from None
+    if location is not None:
+        record._location = location
+    return record
+
+
+def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
     if not isinstance(raw, Mapping):
         raise RecordError(
             f"expected a JSON object, got {type(raw).__name__}",
-            record_id=_raw_id(raw),
+            record_id=_raw_id(raw, location),
             location=location,
         )
     given_id = raw.get("id")
-    if given_id is not None and not isinstance(given_id, bool) and isinstance(given_id, int | str):
-        record_id = str(given_id)
-    else:
-        record_id = _raw_id(dict(raw))
+    # Only a usable given id names the record; otherwise a hash of the row does, made only
+    # when an error needs it (valid rows without an id are named by content_id()).
+    record_id: str | None = None
 
     def fail(field: str | None, reason: str) -> RecordError:
-        return RecordError(reason, record_id=record_id, field=field, location=location)
+        named = record_id if record_id is not None else _raw_id(dict(raw), location)
+        return RecordError(reason, record_id=named, field=field, location=location)
 
     if given_id is not None and (isinstance(given_id, bool) or not isinstance(given_id, int | str)):
         raise fail("id", f"must be a string or an integer, got {type(given_id).__name__}")
-    if isinstance(given_id, str) and not given_id.strip():
-        raise fail("id", "must not be empty")
+    if isinstance(given_id, int):
+        try:
+            record_id = str(given_id)
+        except ValueError:  # Python refuses to write ints longer than sys.get_int_max_str_digits()
+            raise fail(
+                "id", f"an integer of more than {sys.get_int_max_str_digits()} digits; give the id as a string"
+            ) from None
+    elif isinstance(given_id, str):
+        if (why := _not_unicode(given_id)) is not None:
+            raise fail("id", why)
+        if not given_id.strip():
+            raise fail("id", "must not be empty")
+        record_id = given_id
 
     fields: dict[str, Any] = {}
     for key, value in raw.items():
@@ -101,18 +168,26 @@ def parse_record(raw: Any, *, location: str | None = None, csv_cells: bool = Fal
         name = FIELD_ALIASES.get(key, key)
         if name not in ("user_input", "response", "retrieved_contexts", "reference"):
             continue  # extra columns (labels, metadata) are the caller's business
-        if name in fields and fields[name] != value:
-            raise fail(name, f"given both as {name!r} and as its alias {key!r} with different values")
+        if name in fields:
+            try:
+                differ = fields[name] != value
+            except RecursionError:
+                raise fail(name, _too_deep()) from None
+            if differ:
+                raise fail(name, f"given both as {name!r} and as its alias {key!r} with different values")
         fields[name] = value
 
     if csv_cells and isinstance(fields.get("retrieved_contexts"), str):
         cell = fields["retrieved_contexts"]
         try:
             fields["retrieved_contexts"] = json.loads(cell)
-        except json.JSONDecodeError as exc:
+        except RecursionError:
+            raise fail("retrieved_contexts", "CSV cell " + _too_deep()) from None
+        except ValueError as exc:  # JSONDecodeError, or a number longer than Python writes
+            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
             raise fail(
                 "retrieved_contexts",
-                f'CSV cell must hold a JSON list of strings, e.g. ["passage one"]; got {cell[:60]!r} ({exc.msg})',
+                f'CSV cell must hold a JSON list of strings, e.g. ["passage one"]; got {cell[:60]!r} ({detail})',
             ) from None
 
     if "response" not in fields:
@@ -120,6 +195,8 @@ def parse_record(raw: Any, *, location: str | None = None, csv_cells: bool = Fal
     for name in TEXT_FIELDS:
         if name in fields and not isinstance(fields[name], str):
             raise fail(name, f"must be a string, got {type(fields[name]).__name__}")
+        if name in fields and (why := _not_unicode(fields[name])) is not None:
+            raise fail(name, why)
     contexts = fields.get("retrieved_contexts")
     if contexts is not None:
         if not isinstance(contexts, list):
@@ -130,26 +207,51 @@ def parse_record(raw: Any, *, location: str | None = None, csv_cells: bool = Fal
                     "retrieved_contexts",
                     f"item {i} must be a string, got {type(item).__name__}",
                 )
-    if given_id is None:
+            if (why := _not_unicode(item)) is not None:
+                raise fail("retrieved_contexts", f"item {i} is {why}")
+    if record_id is None:
         record_id = content_id(fields)
     return Record(id=record_id, **fields)
 
 
 def coerce_records(items: Iterable[Record | Mapping[str, Any]]) -> Iterator[Record | RecordError]:
-    """Turn records given in Python (``Record`` objects or dicts) into records or errors."""
+    """Turn records given in Python (``Record`` objects or dicts) into records or errors.
+
+    The n-th item's place in messages is "item n".
+    """
     for i, item in enumerate(items, start=1):
+        location = f"item {i}"
         if isinstance(item, Record):
-            yield item
+            # A copy: the caller's object is left as it was (it may be given twice).
+            record = item.model_copy()
+            record._location = location
+            yield record
             continue
         try:
-            yield parse_record(item, location=f"item {i}")
+            yield parse_record(item, location=location)
         except RecordError as exc:
             yield exc
 
 
+def _lines(fh: IO[bytes], path: Path) -> Iterator[bytes]:
+    """Yield the file's lines, the first without a UTF-8 byte order mark."""
+    first = True
+    while True:
+        try:
+            line = fh.readline()
+        except OSError as exc:
+            raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
+        if not line:
+            return
+        if first:
+            line = line.removeprefix(codecs.BOM_UTF8)
+            first = False
+        yield line
+
+
 def _iter_jsonl(path: Path) -> Iterator[Record | RecordError]:
-    with path.open("rb") as fh:
-        for lineno, line_bytes in enumerate(fh, start=1):
+    with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
+        for lineno, line_bytes in enumerate(_lines(fh, path), start=1):
             location = f"{path.name} line {lineno}"
             try:
                 line = line_bytes.decode("utf-8")
@@ -170,6 +272,12 @@ def _iter_jsonl(path: Path) -> Iterator[Record | RecordError]:
                     record_id=_raw_id(line),
                     location=location,
                 )
+                continue
+            except RecursionError:
+                yield RecordError(_too_deep(), record_id=_raw_id(line), location=location)
+                continue
+            except ValueError as exc:  # a number longer than sys.get_int_max_str_digits()
+                yield RecordError(f"not readable as JSON: {exc}", record_id=_raw_id(line), location=location)
                 continue
             try:
                 yield parse_record(raw, location=location)
@@ -192,20 +300,27 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
     objects), ``.csv`` (a header row; ``retrieved_contexts`` as a JSON list in its cell),
     ``.parquet``.
 
+    A leading UTF-8 byte order mark is ignored in every text format.
+
     Raises:
-        ConfigError: The file does not exist, has an unknown suffix, or cannot be read at all.
+        ConfigError: The file does not exist, is a folder, a FIFO, a socket or a device,
+            has an unknown suffix, or cannot be read at all.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"dataset file not found: {path}")
+    check_regular_file(path, "dataset file", _DATASET_HINT)
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         yield from _iter_jsonl(path)
     elif suffix == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"cannot read {path} as a JSON list of records: {exc}") from exc
+        with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
+            try:
+                data = json.loads(fh.read().decode("utf-8-sig"))
+            except OSError as exc:
+                raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
+            except RecursionError:
+                raise ConfigError(f"cannot read {path} as a JSON list of records: {_too_deep()}") from None
+            except ValueError as exc:  # not UTF-8, not JSON, or a number longer than Python writes
+                raise ConfigError(f"cannot read {path} as a JSON list of records: {exc}") from exc
         if not isinstance(data, list):
             raise ConfigError(
                 f"{path}: a .json dataset must hold a list of records; use .jsonl for one object per line"
@@ -214,20 +329,22 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
     elif suffix == ".csv":
         import pandas as pd
 
-        try:
-            # Every cell as a string, nothing turned into NaN: "" means absent.
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[], encoding="utf-8")
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise ConfigError(f"cannot read {path} as CSV: {exc}") from exc
+        with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
+            try:
+                # Every cell as a string, nothing turned into NaN: "" means absent.
+                frame = pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[], encoding="utf-8-sig")
+            except (OSError, ValueError) as exc:  # UnicodeDecodeError and pandas' ParserError are ValueErrors
+                raise ConfigError(f"cannot read {path} as CSV: {exc}") from exc
         yield from _iter_rows(frame.to_dict(orient="records"), path, csv_cells=True)
     elif suffix in (".parquet", ".pq"):
         import pyarrow.parquet as pq
 
-        try:
-            table = pq.read_table(path)
-        except Exception as exc:  # pyarrow raises several unrelated types for a bad file
-            raise ConfigError(f"cannot read {path} as Parquet: {exc}") from exc
-        yield from _iter_rows(table.to_pylist(), path, csv_cells=False)
+        with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
+            try:
+                rows = pq.read_table(fh).to_pylist()
+            except Exception as exc:  # pyarrow raises several unrelated types for a bad file
+                raise ConfigError(f"cannot read {path} as Parquet: {exc}") from exc
+        yield from _iter_rows(rows, path, csv_cells=False)
     else:
         raise ConfigError(
             f"unsupported dataset format {suffix!r} for {path}; expected one of: " + ", ".join(SUPPORTED_SUFFIXES)
@@ -235,16 +352,24 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
 
 
 def dedupe(entries: Iterable[Record | RecordError]) -> Iterator[Record | RecordError]:
-    """Turn every record whose id was already seen into a RecordError (ids key the results)."""
-    seen: set[str] = set()
+    """Turn every record whose id was already seen into a RecordError (ids key the results).
+
+    The error names the duplicate's place and the place of the first record with its id,
+    for records that come from :func:`iter_records` or :func:`coerce_records`.
+    """
+    first_at: dict[str, str | None] = {}
     for entry in entries:
         if isinstance(entry, Record):
-            if entry.id in seen:
+            if entry.id in first_at:
+                first = first_at[entry.id]
+                same = f"the same id as {first}" if first else "an earlier record has the same id"
                 yield RecordError(
-                    "duplicate id: an earlier record has the same id (or, without ids, the same content)",
+                    f"duplicate id: {same} (or, without ids, the same content); "
+                    "give each record its own id, or remove the repeat",
                     record_id=entry.id,
                     field="id",
+                    location=entry._location,
                 )
                 continue
-            seen.add(entry.id)
+            first_at[entry.id] = entry._location
         yield entry
