@@ -34,6 +34,7 @@ from localjury.errors import ConfigError, EngineError, RecordError
 from localjury.manifest import Manifest, build_manifest, manifest_path_for, model_record
 from localjury.metrics.base import JudgeMetric, Message, Metric
 from localjury.metrics.composite import EXTRACTION_TOKENS, TOKENS_PER_STATEMENT, CompositeMetric
+from localjury.neutralise import DEFAULT, Neutraliser, tokenizer_markers
 from localjury.records import Record, coerce_records, dedupe, iter_records
 from localjury.registry import DEFAULT_MODEL, ModelSpec, load_registry, localjury_home
 from localjury.report import (
@@ -198,6 +199,9 @@ class _Model:
     temperature: float
     top_p: float
     max_tokens: int
+    neutralise: Neutraliser = DEFAULT
+    """What record text goes through before it reaches this model's prompts: localjury's tags,
+    and this model's tokenizer's special tokens and chat markers."""
 
     def store_key(self, req: _Request, seed: int) -> str:
         return generation_key(
@@ -354,14 +358,15 @@ class _Run:
         )
 
     # -- requests: the same construction for the model passes and the assembly ---------------
-    def messages(self, record: Record, metric: Metric) -> list[Message] | RecordError:
-        """The judge prompt of a single-step metric, or the record's error for it."""
+    def messages(self, record: Record, metric: Metric, model: _Model) -> list[Message] | RecordError:
+        """The prompt of a single-step metric (or of a composite's extraction) for ``model``,
+        or the record's error for it."""
         try:
             if isinstance(metric, JudgeMetric):
-                return metric.messages(record)
+                return metric.messages(record, model.neutralise)
             assert isinstance(metric, CompositeMetric)
             metric.verify_input(record, [])  # a missing context is the record's error, before any load
-            return metric.extract_messages(record)
+            return metric.extract_messages(record, model.neutralise)
         except RecordError as exc:
             return exc
 
@@ -377,19 +382,20 @@ class _Run:
         )
 
     def judge_requests(
-        self, model: _Model, record: Record, metric: Metric, messages: list[Message], statements: list[str] | None
+        self, model: _Model, record: Record, metric: Metric, statements: list[str] | None
     ) -> list[_Request]:
         """The first request of a pair, and under adaptive strictness the one for the rest."""
         k = self.ks[metric.name]
         if isinstance(metric, JudgeMetric):
             budget = model.max_tokens
-            messages = self.fit(model, record, budget, messages, metric.messages)
+            render = partial(metric.messages, neutralise=model.neutralise)
+            messages = self.fit(model, record, budget, render(record), render)
             req = _Request((record.id, metric.name), messages, metric.json_schema(), k, budget, model.temperature)
         else:
             assert isinstance(metric, CompositeMetric) and statements
             budget = max(model.max_tokens, 64 + TOKENS_PER_STATEMENT * len(statements))
-            verify = metric.verify_messages(record, statements)
-            verify = self.fit(model, record, budget, verify, lambda r: metric.verify_messages(r, statements))
+            render = partial(metric.verify_messages, statements=statements, neutralise=model.neutralise)
+            verify = self.fit(model, record, budget, render(record), render)
             req = _Request(
                 (record.id, metric.name),
                 verify,
@@ -555,8 +561,10 @@ class _Run:
     # -- assembly ----------------------------------------------------------------------------
     def assemble(self, chunk: list[Record | RecordError]) -> list[RecordResult]:
         """Parse and vote a chunk's stored generations into results."""
+        # The extractor's prompts (a record's error does not depend on the model).
+        first = self.extractor or self.models[0]
         plans: list[tuple[Record, Metric, list[Message] | RecordError]] = [
-            (e, m, self.messages(e, m)) for e in chunk if isinstance(e, Record) for m in self.metrics
+            (e, m, self.messages(e, m, first)) for e in chunk if isinstance(e, Record) for m in self.metrics
         ]
         # Look up the extractions, then every model's requests, in a few queries.
         extraction_keys = [
@@ -575,7 +583,7 @@ class _Run:
             if isinstance(msgs, RecordError) or isinstance(st, str) or st == []:
                 continue
             for model in self.models:
-                reqs = self.judge_requests(model, r, m, msgs, st if isinstance(st, list) else None)
+                reqs = self.judge_requests(model, r, m, st if isinstance(st, list) else None)
                 wanted[(model.spec.name, (r.id, m.name))] = [model.store_key(q, self.seed) for q in reqs]
         found = self.store.get_many(k for keys in wanted.values() for k in keys)
 
@@ -756,7 +764,13 @@ class _Worker:
 
     def run(self, chunk: list[Record | RecordError]) -> None:
         run, model = self.run_, self.model
-        plans = [(e, m, run.messages(e, m)) for e in chunk if isinstance(e, Record) for m in run.metrics]
+        # Composite metrics start from the extractor's prompt, whichever model this pass runs.
+        plans = [
+            (e, m, run.messages(e, m, run.extractor if isinstance(m, CompositeMetric) and run.extractor else model))
+            for e in chunk
+            if isinstance(e, Record)
+            for m in run.metrics
+        ]
         plans = [(r, m, msgs) for r, m, msgs in plans if not isinstance(msgs, RecordError)]
         extractions = {
             (r.id, m.name): run.extraction_request(r, m, msgs)  # type: ignore[arg-type]
@@ -780,7 +794,7 @@ class _Worker:
                 statements = run.statements(r, m, msgs, by_key)  # type: ignore[arg-type]
                 if isinstance(statements, str) or not statements:
                     continue
-            reqs = run.judge_requests(model, r, m, msgs, statements)  # type: ignore[arg-type]
+            reqs = run.judge_requests(model, r, m, statements)  # type: ignore[arg-type]
             first.append(reqs[0])
             if len(reqs) > 1:
                 rest[reqs[0].key] = reqs[1]
@@ -1114,6 +1128,7 @@ def _evaluate(
             temperature=spec.temperature if temperature is None else temperature,
             top_p=spec.top_p,
             max_tokens=spec.max_tokens if max_tokens is None else max_tokens,
+            neutralise=Neutraliser(tokenizer_markers(spec.local_dir())),
         )
         for spec, rec in zip(specs, manifests, strict=True)
     ]

@@ -85,7 +85,8 @@ def test_predefined_aspects():
     [
         ({"name": "", "definition": "d"}, "non-empty name"),
         ({"name": "n", "definition": " "}, "non-empty definition"),
-        ({"name": "n", "definition": "d", "strictness": 0}, "strictness must be an integer >= 1"),
+        ({"name": "n", "definition": "d", "strictness": 0}, "strictness must be an integer from 1 to 64"),
+        ({"name": "n", "definition": "d", "strictness": 65}, "strictness must be an integer from 1 to 64"),
         ({"name": "n", "definition": "d", "tie_break": "coin"}, "unknown tie-break policy"),
     ],
 )

@@ -17,7 +17,6 @@ model's prompt format and constrains the output to the schema.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypedDict, TypeVar
@@ -25,12 +24,17 @@ from typing import Any, Generic, Literal, TypedDict, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from localjury.errors import RecordError
+from localjury.neutralise import DEFAULT, Neutraliser
 from localjury.records import Record
 from localjury.voting import TieBreak, check_tie_break
 
 #: Upper bound of a judgment's ``reason``; part of the schema, so a generation cannot run
 #: out of tokens mid-string when max_tokens leaves room for it.
 REASON_MAX_CHARS = 200
+
+#: The most samples a model may draw per judgment: majority votes settle well before this,
+#: and a typo (k=1000) would otherwise run for hours.
+MAX_STRICTNESS = 64
 
 #: The record fields a program's input model can take its values from.
 RECORD_FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
@@ -78,32 +82,13 @@ class ParsedSample:
     """Why the sample abstained (does not parse, cut off by the token budget)."""
 
 
-_TAG_RE_CACHE: dict[tuple[str, ...], re.Pattern[str]] = {}
-
-
-def delimit(text: str, tags: Sequence[str] = ()) -> str:
-    """Neutralise delimiter tags inside record text, so a record cannot close its block
-    early and smuggle instructions into the prompt's frame.
-
-    Args:
-        text: The record text.
-        tags: Tag names the prompt uses, besides the record fields and ``item``/``context``.
-    """
-    names = tuple(sorted({*RECORD_FIELDS, "item", "context", "criterion", "statements", *tags}))
-    pattern = _TAG_RE_CACHE.get(names)
-    if pattern is None:
-        alternatives = "|".join(re.escape(n) for n in names)
-        pattern = _TAG_RE_CACHE.setdefault(names, re.compile(r"<(/?\s*(?:" + alternatives + r")\b)", re.IGNORECASE))
-    return pattern.sub(lambda m: "‹" + m.group(1), text)  # noqa: RUF001 (deliberately not "<")
-
-
-def _render_value(name: str, value: Any, tags: Sequence[str]) -> str:
+def _render_value(name: str, value: Any, neutralise: Neutraliser) -> str:
     if isinstance(value, str):
-        body = delimit(value, tags)
+        body = neutralise(value)
     elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        body = "\n".join(f'<item index="{i}">\n{delimit(v, tags)}\n</item>' for i, v in enumerate(value, start=1))
+        body = "\n".join(f'<item index="{i}">\n{neutralise(v)}\n</item>' for i, v in enumerate(value, start=1))
     else:
-        body = delimit(json.dumps(value, ensure_ascii=False, default=str), tags)
+        body = neutralise(json.dumps(value, ensure_ascii=False, default=str))
     return f"<{name}>\n{body}\n</{name}>"
 
 
@@ -112,7 +97,9 @@ class PromptProgram(Generic[InT, OutT]):
 
     The user turn renders each non-empty field of the input, in the input model's field
     order, as a tagged block (``<name>...</name>``; lists as numbered ``<item>`` blocks).
-    Put the fields shared by many prompts first, so prompts share a cacheable prefix.
+    Put the fields shared by many prompts first, so prompts share a cacheable prefix. Every
+    value goes through a :class:`~localjury.neutralise.Neutraliser` (the judge's, when the
+    runner knows it): record text cannot close a block or open a chat turn.
 
     Args:
         instruction: The system message: what the judge is asked and how to answer.
@@ -142,10 +129,12 @@ class PromptProgram(Generic[InT, OutT]):
         self.examples = list(examples)
         self._tags = tuple(input_model.model_fields)
 
-    def render_input(self, inp: InT) -> str:
-        """The user turn for one input: its fields as tagged blocks, absent ones (None, []) left out."""
+    def render_input(self, inp: InT, neutralise: Neutraliser = DEFAULT) -> str:
+        """The user turn for one input: its fields as tagged blocks, absent ones (None, []) left
+        out, each value neutralised (``neutralise``: the judge's neutraliser)."""
+        neutralise = neutralise.with_tags(self._tags)
         blocks = [
-            _render_value(name, value, self._tags)
+            _render_value(name, value, neutralise)
             for name, value in inp.model_dump().items()
             if value is not None and value != []
         ]
@@ -155,14 +144,14 @@ class PromptProgram(Generic[InT, OutT]):
         """An example answer, as the judge is asked to write it."""
         return json.dumps(out.model_dump(), ensure_ascii=False)
 
-    def messages(self, inp: InT) -> list[Message]:
+    def messages(self, inp: InT, neutralise: Neutraliser = DEFAULT) -> list[Message]:
         """Instruction, examples, then the input: the instruction and examples are a prefix
         shared by every prompt of this program."""
         turns: list[Message] = [{"role": "system", "content": self.instruction}]
         for ex_in, ex_out in self.examples:
-            turns.append({"role": "user", "content": self.render_input(ex_in)})
+            turns.append({"role": "user", "content": self.render_input(ex_in, neutralise)})
             turns.append({"role": "assistant", "content": self.render_output(ex_out)})
-        turns.append({"role": "user", "content": self.render_input(inp)})
+        turns.append({"role": "user", "content": self.render_input(inp, neutralise)})
         return turns
 
     def json_schema(self, inp: InT | None = None) -> dict[str, Any]:
@@ -269,8 +258,8 @@ class Metric:
     def __init__(self, name: str, *, strictness: int = 1, tie_break: TieBreak = "fail") -> None:
         if not name or not name.strip():
             raise ValueError("a metric needs a non-empty name")
-        if not isinstance(strictness, int) or strictness < 1:
-            raise ValueError(f"strictness must be an integer >= 1, got {strictness!r}")
+        if not isinstance(strictness, int) or isinstance(strictness, bool) or not 1 <= strictness <= MAX_STRICTNESS:
+            raise ValueError(f"strictness must be an integer from 1 to {MAX_STRICTNESS}, got {strictness!r}")
         self.name = name
         self.strictness = strictness
         self.tie_break = check_tie_break(tie_break)
@@ -344,9 +333,10 @@ class JudgeMetric(Metric):
         """The program's input for ``record``; RecordError naming the field if it lacks one."""
         return bind_input(self.program.input_model, record, self.name, constants=self.constants, sources=self.sources)
 
-    def messages(self, record: Record) -> list[Message]:
-        """Return the chat messages that ask the judge about ``record``."""
-        return self.program.messages(self.bind(record))
+    def messages(self, record: Record, neutralise: Neutraliser = DEFAULT) -> list[Message]:
+        """Return the chat messages that ask the judge about ``record`` (its text passed
+        through ``neutralise``, the judge's neutraliser)."""
+        return self.program.messages(self.bind(record), neutralise)
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON schema the engine constrains every sample to."""

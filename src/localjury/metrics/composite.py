@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from localjury.metrics.base import Message, Metric, PromptProgram, bind_input, check_inputs
+from localjury.neutralise import DEFAULT, Neutraliser
 from localjury.records import Record
 from localjury.voting import TieBreak
 
@@ -154,12 +155,12 @@ class CompositeMetric(Metric):
         return self._description
 
     # -- stage 1 -----------------------------------------------------------------------------
-    def extract_messages(self, record: Record) -> list[Message]:
+    def extract_messages(self, record: Record, neutralise: Neutraliser = DEFAULT) -> list[Message]:
         """Messages that ask for the record's statements; RecordError naming a missing field."""
         inp = bind_input(
             self.extract.input_model, record, self.name, constants=self.constants, sources=self.extract_sources
         )
-        return self.extract.messages(inp)
+        return self.extract.messages(inp, neutralise)
 
     def extract_schema(self) -> dict[str, Any]:
         """The schema of the extraction output."""
@@ -188,9 +189,12 @@ class CompositeMetric(Metric):
             extra={"statements": list(statements)},
         )
 
-    def verify_messages(self, record: Record, statements: Sequence[str]) -> list[Message]:
-        """Messages that ask for a verdict on each statement."""
-        return self.verify.messages(self.verify_input(record, statements))
+    def verify_messages(
+        self, record: Record, statements: Sequence[str], neutralise: Neutraliser = DEFAULT
+    ) -> list[Message]:
+        """Messages that ask for a verdict on each statement (the statements, extracted by a
+        model from record text, are neutralised like the record)."""
+        return self.verify.messages(self.verify_input(record, statements), neutralise)
 
     def verify_schema(self, record: Record, statements: Sequence[str]) -> dict[str, Any]:
         """The verification schema: exactly one verdict per statement."""
