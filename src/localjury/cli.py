@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.text import Text
 
 from localjury._files import read_yaml
+from localjury._terminal import SafeConsole, escape_controls
 from localjury.errors import ConfigError, LocaljuryError
+from localjury.metrics.base import MAX_STRICTNESS
 
 app = typer.Typer(
     name="localjury",
@@ -23,8 +26,9 @@ app = typer.Typer(
 models_app = typer.Typer(help="List, inspect and pull judge models (models.yaml).", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 
-err = Console(stderr=True)
-out = Console()
+# Every string printed is shown as it is: record ids, paths and messages carry data.
+err = SafeConsole(stderr=True)
+out = SafeConsole()
 _state = {"debug": False}
 
 RegistryOpt = Annotated[
@@ -132,16 +136,35 @@ def _build_metrics(
     return metrics
 
 
-def _rate_column() -> Any:
-    """A progress column with the task's throughput in records per second."""
-    from rich.progress import ProgressColumn
-    from rich.text import Text
+def _progress(quiet: bool) -> Any:
+    """The progress display of a run: per model, records done, records/s, elapsed, eta."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     class RateColumn(ProgressColumn):
         def render(self, task: Any) -> Text:
             return Text(f"{task.speed:.2f} rec/s" if task.speed else "", style="progress.data.speed")
 
-    return RateColumn()
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}", markup=False),  # a model name is shown as it is
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=err,
+        disable=quiet,
+    )
 
 
 @app.command()
@@ -182,7 +205,9 @@ def run(
             "--strictness",
             "-k",
             min=1,
-            help="Samples per model for each judgment; majority vote. Default 1 (or per criterion).",
+            max=MAX_STRICTNESS,
+            help=f"Samples per model for each judgment (1-{MAX_STRICTNESS}); majority vote. Default 1 (or per "
+            "criterion).",
         ),
     ] = None,
     adaptive: Annotated[
@@ -263,35 +288,13 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    from localjury.report import print_summary, summary_path_for, write_summary
+    from localjury.report import print_summary, summary_path_for
     from localjury.runner import evaluate
 
     metrics = _build_metrics(aspect, criterion, criteria, metric)
     names = [m.strip() for m in models.split(",") if m.strip()] if models else None
     ray_cluster = _cluster(cluster, address, replicas, replica_cpus)
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        _rate_column(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=err,
-        disable=quiet,
-    )
-    with progress:
+    with _interruptible(), _progress(quiet) as progress:
         result = evaluate(
             data,
             metrics,
@@ -312,19 +315,17 @@ def run(
             on_overflow=on_overflow,  # type: ignore[arg-type]
             chunk_size=chunk_size,
             out=out_path,
+            summary=summary,
+            inputs={"criteria file": criteria} if criteria is not None else None,
             command=["localjury", *sys.argv[1:]],
             progress=progress,
             cluster=ray_cluster,
         )
-    results_file, summary_file = out_path, summary_path_for(out_path)
-    if summary is not None:
-        write_summary(result.summary, summary)
-        summary_file = summary
     print_summary(result.summary, out)
     errors = result.summary.record_errors
     if errors:
-        err.print(f"[yellow]{errors} bad record(s): see the 'error' field in {results_file}[/yellow]")
-    out.print(f"results: {results_file}\nsummary: {summary_file}")
+        err.print(f"{errors} bad record(s): see the 'error' field in {out_path}", style="yellow")
+    out.print(f"results: {out_path}\nsummary: {summary or summary_path_for(out_path)}")
 
 
 def _cluster(name: str | None, address: str | None, replicas: int | None, cpus: int | None) -> Any:
@@ -362,7 +363,9 @@ def bench(
             help='What to judge: an aspect, NAME="criterion", faithfulness or factual_accuracy (default: per format).',
         ),
     ] = None,
-    strictness: Annotated[int, typer.Option("--strictness", "-k", min=1, help="Samples per model.")] = 1,
+    strictness: Annotated[
+        int, typer.Option("--strictness", "-k", min=1, max=MAX_STRICTNESS, help="Samples per model.")
+    ] = 1,
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Judge at most N records (pairs kept whole).")
     ] = None,
@@ -379,8 +382,6 @@ def bench(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Benchmark judge models (and their jury) against gold labels: accuracy, κ, agreement, speed."""
-    from rich.progress import Progress
-
     from localjury.bench import require
 
     require()
@@ -388,7 +389,7 @@ def bench(
     from localjury.bench.run import run_bench
 
     names = [m.strip() for m in models.split(",") if m.strip()] if models else ["smollm2-135m-instruct"]
-    with Progress(console=err, disable=quiet) as progress:
+    with _interruptible(), _progress(quiet) as progress:
         figures = run_bench(
             data,
             fmt,
@@ -441,12 +442,13 @@ def verify(
         recorded = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
     except (ValidationError, ValueError) as exc:
         raise ConfigError(f"{path} is not a localjury manifest: {str(exc).splitlines()[0]}") from None
-    checks = check(recorded)
+    checks = check(recorded, manifest_path=path, results=results)
     bad = [c for c in checks if not c.ok]
     table = Table("check", "ok", "manifest", "this machine", title=f"{path}", title_justify="left")
     for c in checks if show_all else bad:
         short = lambda v: v[:16] + "…" if v and len(v) > 40 else str(v)  # noqa: E731
-        table.add_row(c.what, "yes" if c.ok else "[red]NO[/red]", short(c.expected), short(c.found))
+        ok = Text("yes") if c.ok else Text("NO", style="red")
+        table.add_row(c.what, ok, short(c.expected), short(c.found))
     if table.row_count:
         out.print(table)
     out.print(f"{len(checks) - len(bad)} of {len(checks)} checks match" + ("" if not bad else f"; {len(bad)} differ"))
@@ -530,14 +532,60 @@ def models_pull(
 
 
 def main() -> None:
-    """Entry point: run the app; print localjury errors without a traceback."""
+    """Entry point: run the app; print any error as one line (a traceback only with --debug).
+
+    Exit codes: 2 for usage and configuration errors, 1 for other errors, 130 when
+    interrupted. An error or Ctrl-C in the middle of a run also says what the judgment
+    store kept and how to resume.
+    """
     try:
         app()
     except LocaljuryError as exc:
         if _state["debug"]:
             raise
-        err.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        _report(exc, "error: ", str(exc))
         sys.exit(2 if isinstance(exc, ConfigError) else 1)
+    except Exception as exc:
+        if _state["debug"]:
+            raise
+        # Not an error localjury raises on purpose: one line saying what failed and where.
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        _report(exc, "error: ", f"unexpected {what}{_origin(exc)}; run again with --debug for the traceback")
+        sys.exit(1)
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C during a run: say what the judgment store kept and how to resume, exit 130
+    (typer alone would exit silently)."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if _state["debug"]:
+            raise
+        _report(exc, "interrupted", "")
+        raise typer.Exit(130) from None
+
+
+def _report(exc: BaseException, head: str, message: str) -> None:
+    """Print one line for ``exc`` (``head`` in red, then the message), then its notes (what
+    the judgment store kept)."""
+    err.print(Text.assemble((head, "bold red"), escape_controls(message)), soft_wrap=True)
+    for note in getattr(exc, "__notes__", ()):
+        err.print(note, style="yellow", soft_wrap=True)
+
+
+def _origin(exc: BaseException) -> str:
+    """`` (in module.function)``: the innermost frame of localjury's own code."""
+    tb = exc.__traceback__
+    found = ""
+    while tb is not None:
+        frame = tb.tb_frame
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("localjury"):
+            found = f" (in {module}.{frame.f_code.co_name})"
+        tb = tb.tb_next
+    return found
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Beside every results file, ``<stem>.manifest.json`` records the command, localjury's and
 its dependencies' versions, each model's folder with a SHA-256 of each weight, config and
-tokenizer file, the engine settings, the seed and the dataset's SHA-256.
+tokenizer file, the engine settings, the seed, the dataset's SHA-256 (taken before the run
+read it), and the SHA-256 of the results and summary files it was written with.
 ``localjury verify RESULTS`` hashes everything again and reports what differs.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from localjury import __version__
+from localjury._outputs import StagedFile
 from localjury.registry import ModelSpec, localjury_home
 
 #: The files that make a model what it is: weights, config, tokenizer, chat template.
@@ -56,6 +58,19 @@ class ModelRecord(BaseModel):
     """Its models.yaml entry as the run used it (engine, dtype, sampling settings...)."""
 
 
+class OutputRecord(BaseModel):
+    """A file the run wrote, as it wrote it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    """Its name when it sits beside the manifest, else its absolute path."""
+    size: int
+    """Its size in bytes."""
+    sha256: str
+    """SHA-256 of its bytes."""
+
+
 class Manifest(BaseModel):
     """What a results file was made with."""
 
@@ -85,6 +100,10 @@ class Manifest(BaseModel):
     """Each judge model, its files' hashes and settings."""
     cache: str | None
     """The judgment store the run used."""
+    results: OutputRecord | None = None
+    """The results file as written (absent in manifests written before results were hashed)."""
+    summary: OutputRecord | None = None
+    """The summary file as written (absent in manifests written before results were hashed)."""
 
 
 def file_sha256(path: Path, *, memo: bool = True) -> str:
@@ -167,6 +186,15 @@ def dataset_record(path: Path) -> dict[str, Any]:
     return {"path": str(path.resolve()), "size": path.stat().st_size, "sha256": file_sha256(path, memo=False)}
 
 
+def output_record(staged: StagedFile, manifest: Path) -> OutputRecord:
+    """Describe a file the run wrote (closed, so its hash is known): by its name when it sits
+    beside the ``manifest``, so that the folder can move, else by its absolute path."""
+    assert staged.sha256 is not None, "close the file before describing it"
+    beside = staged.path.parent.resolve() == manifest.parent.resolve()
+    path = staged.path.name if beside else str(staged.path.resolve())
+    return OutputRecord(path=path, size=staged.size, sha256=staged.sha256)
+
+
 def manifest_path_for(results_path: Path) -> Path:
     """``results.jsonl`` -> ``results.manifest.json``."""
     return results_path.with_name(results_path.stem + ".manifest.json")
@@ -175,14 +203,15 @@ def manifest_path_for(results_path: Path) -> Path:
 def build_manifest(
     *,
     command: list[str] | None,
-    dataset: Path | None,
+    dataset: dict[str, Any] | None,
     seed: int,
     settings: dict[str, Any],
     metrics: list[dict[str, Any]],
     models: list[ModelRecord],
     cache: str | None,
 ) -> Manifest:
-    """Assemble a manifest for a finished run."""
+    """Assemble a manifest for a finished run (``dataset``: its :func:`dataset_record`, taken
+    before the run read it)."""
     return Manifest(
         localjury_version=__version__,
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -190,7 +219,7 @@ def build_manifest(
         python=sys.version.split()[0],
         platform=f"{platform.system()} {platform.machine()}",
         packages=package_versions(),
-        dataset=dataset_record(dataset) if dataset is not None and dataset.is_file() else None,
+        dataset=dataset,
         seed=seed,
         settings=settings,
         metrics=metrics,
@@ -212,8 +241,15 @@ class Check(BaseModel):
     """This machine's value."""
 
 
-def verify(manifest: Manifest) -> list[Check]:
-    """Re-hash every model file and the dataset, and compare versions with the manifest."""
+def verify(manifest: Manifest, manifest_path: Path | None = None, results: Path | None = None) -> list[Check]:
+    """Re-hash every model file, the dataset, the results and the summary, and compare
+    versions with the manifest.
+
+    Args:
+        manifest: The manifest read.
+        manifest_path: Where it was read from: files it names by name are looked up beside it.
+        results: The results file to check (default: the one the manifest names).
+    """
     checks: list[Check] = []
     if manifest.localjury_version != __version__:
         checks.append(Check(what="localjury", ok=False, expected=manifest.localjury_version, found=__version__))
@@ -237,4 +273,14 @@ def verify(manifest: Manifest) -> list[Check]:
         have = file_sha256(path, memo=False) if path.is_file() else None
         want = manifest.dataset["sha256"]
         checks.append(Check(what=f"dataset {path}", ok=want == have, expected=want, found=have or "file missing"))
+    folder = manifest_path.parent if manifest_path is not None else Path.cwd()
+    for what, record, given in (("results", manifest.results, results), ("summary", manifest.summary, None)):
+        if record is None:
+            checks.append(Check(what=what, ok=False, expected="a SHA-256 in the manifest", found="none recorded"))
+            continue
+        path = given or folder / record.path
+        have = file_sha256(path, memo=False) if path.is_file() else None
+        checks.append(
+            Check(what=f"{what} {path}", ok=record.sha256 == have, expected=record.sha256, found=have or "file missing")
+        )
     return checks

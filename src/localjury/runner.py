@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -28,15 +29,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from localjury import __version__
+from localjury._outputs import StagedFile, Staging, check_outputs
 from localjury.engines import load_engine, resolve_engine
 from localjury.engines.base import Completion, Engine, Sampling
 from localjury.errors import ConfigError, EngineError, RecordError
-from localjury.manifest import Manifest, build_manifest, manifest_path_for, model_record
-from localjury.metrics.base import JudgeMetric, Message, Metric
+from localjury.manifest import Manifest, build_manifest, dataset_record, manifest_path_for, model_record, output_record
+from localjury.metrics.base import MAX_STRICTNESS, JudgeMetric, Message, Metric
 from localjury.metrics.composite import EXTRACTION_TOKENS, TOKENS_PER_STATEMENT, CompositeMetric
 from localjury.neutralise import DEFAULT, Neutraliser, tokenizer_markers
 from localjury.records import Record, coerce_records, dedupe, iter_records
-from localjury.registry import DEFAULT_MODEL, ModelSpec, load_registry, localjury_home
+from localjury.registry import DEFAULT_MODEL, ModelSpec, load_registry, localjury_home, registry_path
 from localjury.report import (
     InvalidSample,
     MetricSummary,
@@ -48,8 +50,6 @@ from localjury.report import (
     Summary,
     read_results,
     summary_path_for,
-    write_results,
-    write_summary,
 )
 from localjury.store import GenerationStore, JudgmentStore, Stored, generation_key
 from localjury.voting import (
@@ -111,14 +111,26 @@ class RunResult:
             yield from read_results(self.results_path)
 
     def write(self, out: str | Path, summary: str | Path | None = None) -> tuple[Path, Path]:
-        """Write results.jsonl and its summary JSON (default: ``<out stem>.summary.json``)."""
-        out = Path(out)
-        summary_file = Path(summary) if summary else summary_path_for(out)
-        write_results(list(self.iter_results()), out)
-        write_summary(self.summary, summary_file)
-        if self.manifest is not None:
-            write_summary(self.manifest, manifest_path_for(out))
-        return out, summary_file
+        """Write results.jsonl, its summary JSON (default: ``<out stem>.summary.json``) and
+        manifest, committed together as :func:`evaluate` does with ``out``.
+
+        Raises:
+            ConfigError: An output path is a folder, cannot be written, is the dataset, or
+                two of them are the same file.
+        """
+        outputs = _output_paths(out, summary)
+        dataset = self.manifest.dataset if self.manifest is not None else None
+        check_outputs(outputs, {"dataset": Path(dataset["path"]) if dataset else None})
+        with Staging() as staging:
+            results = staging.file(outputs["results file"])
+            for r in self.iter_results():
+                results.write(r.model_dump_json() + "\n")
+            if self.manifest is not None:
+                self.manifest = _commit(staging, results, self.summary, self.manifest, outputs)
+            else:
+                staging.file(outputs["summary"], self.summary.model_dump_json(indent=2) + "\n")
+                staging.commit()
+        return outputs["results file"], outputs["summary"]
 
     def to_pandas(self) -> pd.DataFrame:
         """One row per (record, metric, model) with votes, verdict and scores."""
@@ -252,8 +264,8 @@ def _check_settings(
     names = [m.name for m in metrics]
     if len(set(names)) != len(names):
         raise ConfigError(f"metric names must be unique, got: {', '.join(names)}")
-    if strictness is not None and strictness < 1:
-        raise ConfigError(f"strictness must be >= 1, got {strictness}")
+    if strictness is not None and not 1 <= strictness <= MAX_STRICTNESS:
+        raise ConfigError(f"strictness must be from 1 to {MAX_STRICTNESS}, got {strictness}")
     if tie_break is not None:
         try:
             check_tie_break(tie_break)
@@ -991,6 +1003,8 @@ def evaluate(
     on_overflow: OverflowPolicy = "error",
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     out: str | Path | None = None,
+    summary: str | Path | None = None,
+    inputs: Mapping[str, str | Path] | None = None,
     command: list[str] | None = None,
     progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
@@ -1027,9 +1041,16 @@ def evaluate(
             judgment of the record is an error) or ``"truncate"`` (cut the retrieved contexts,
             marking each cut, until it fits; still too long -> error).
         chunk_size: Records per chunk (one engine call and one store commit per chunk).
-        out: Stream the results to this JSONL file (written to a temporary file and renamed
-            at the end, so it is always whole) with its summary and manifest beside it, and
-            keep none in memory.
+        out: Stream the results to this JSONL file with its summary and manifest beside it,
+            and keep none in memory. The three files are written to temporary files and
+            renamed into place together at the end (the manifest, which holds the others'
+            SHA-256, last), so they are whole and belong together. Checked before any model
+            loads: an output path that is a folder, cannot be written, or resolves to an
+            input (the dataset, the judgment store, models.yaml, a model's files, ``inputs``)
+            or to another output is refused.
+        summary: The summary JSON (default: ``<out stem>.summary.json``); only with ``out``.
+        inputs: Other files the run depends on (e.g. a criteria file), by what they are:
+            no output may overwrite them.
         command: The command line, for the manifest.
         progress: A rich ``Progress`` to show each model's pass in.
         engine_factory: Build an engine from a spec (default: the registry's engine).
@@ -1044,6 +1065,8 @@ def evaluate(
         ConfigError: No metric, duplicate names, unknown model, invalid settings.
         ModelNotAvailableError: A model's weights are not on this machine (before any loads).
         RecordError: With ``strict_input``, the first bad record.
+        KeyboardInterrupt, or any error after generation started: re-raised with a note
+            (``exc.__notes__``) saying how many judgments the store kept and where.
         MissingDependencyError: ``cluster`` without Ray installed, or an engine's packages.
         EngineError: A model failed to load or generate (on a replica, too).
     """
@@ -1082,6 +1105,8 @@ def _evaluate(
     on_overflow: OverflowPolicy,
     chunk_size: int,
     out: str | Path | None,
+    summary: str | Path | None,
+    inputs: Mapping[str, str | Path] | None,
     command: list[str] | None,
     progress: Progress | None,
     engine_factory: EngineFactory | None,
@@ -1112,7 +1137,27 @@ def _evaluate(
         for spec in specs:
             spec.require_local_dir()  # fail before loading anything, naming the fix
 
+    cache_path = (Path(cache) if cache is not None else default_cache_path()) if use_cache else None
     dataset = _Dataset(records)
+    outputs = _output_paths(out, summary)
+    if outputs:
+        protected: dict[str, Path | None] = {
+            "dataset": dataset.path,
+            "judgment store": cache_path,
+            **{
+                f"judgment store's {suffix} file": Path(f"{cache_path}-{suffix}") if cache_path else None
+                for suffix in ("wal", "shm", "journal")
+            },
+            "models.yaml": registry_path(registry),
+            "file-hash memo": localjury_home() / "file-hashes.json",
+            **{f"folder of model {spec.name!r}": spec.local_dir() for spec in specs},
+            **{what: Path(p) for what, p in (inputs or {}).items()},
+        }
+        check_outputs(outputs, protected)
+    # Hashed before it is read, and checked again at the end: the manifest describes the
+    # data the run judged, or the run fails.
+    dataset_before = dataset_record(dataset.path) if dataset.path is not None and dataset.path.is_file() else None
+
     total = good = 0
     for entry in dataset.entries():  # a cheap first pass: count, and check strict input
         if isinstance(entry, RecordError) and strict_input:
@@ -1136,91 +1181,140 @@ def _evaluate(
     extractor_model = next((m for m in jury if m.spec.name == (extractor or specs[0].name)), None)
     extractor_model = extractor_model if has_composite else None
 
-    tmpdir = None
-    if use_cache:
-        store_path = Path(cache) if cache is not None else default_cache_path()
-    else:
-        tmpdir = tempfile.TemporaryDirectory(prefix="localjury-")
-        store_path = Path(tmpdir.name) / "judgments.sqlite"
+    tmpdir = None if cache_path is not None else Path(tempfile.mkdtemp(prefix="localjury-"))
+    store_path = cache_path or Path(tmpdir or ".") / "judgments.sqlite"
     store = JudgmentStore(store_path)
+    run = _Run(
+        metrics,
+        jury,
+        extractor_model,
+        store,
+        ks=ks,
+        ties=ties,
+        seed=seed,
+        adaptive=adaptive,
+        fresh=fresh,
+        on_overflow=on_overflow,
+        factory=factory,
+        progress=progress,
+        cluster=session,
+    )
+    failed = True
     try:
-        run = _Run(
-            metrics,
-            jury,
-            extractor_model,
-            store,
-            ks=ks,
-            ties=ties,
-            seed=seed,
-            adaptive=adaptive,
-            fresh=fresh,
-            on_overflow=on_overflow,
-            factory=factory,
-            progress=progress,
-            cluster=session,
-        )
-        if good:  # nothing to judge (empty dataset, or every record bad): load no model
-            # The extractor runs first: every model judges the statements it extracted.
-            for model in sorted(jury, key=lambda m: m is not extractor_model):
-                run.model_pass(model, dataset, chunk_size, total)
-        results, summary_acc = _assemble_all(run, dataset, chunk_size, out)
+        with Staging() as staging:
+            if good:  # nothing to judge (empty dataset, or every record bad): load no model
+                # The extractor runs first: every model judges the statements it extracted.
+                for model in sorted(jury, key=lambda m: m is not extractor_model):
+                    run.model_pass(model, dataset, chunk_size, total)
+            results_file = staging.file(outputs["results file"]) if outputs else None
+            results, summary_acc = _assemble_all(run, dataset, chunk_size, results_file)
+            if dataset_before is not None and dataset_record(Path(dataset_before["path"])) != dataset_before:
+                raise ConfigError(
+                    f"the dataset {dataset.path} changed while this run read it; nothing was written. "
+                    "Run again once it no longer changes (what was judged is in the judgment store)"
+                )
+            run_summary = _summarize(
+                summary_acc,
+                total,
+                total - good,
+                metrics,
+                ks,
+                ties,
+                list(run.stats.values()),
+                seed=seed,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                extractor=extractor_model.spec.name if extractor_model else None,
+                dataset=str(records) if isinstance(records, str | Path) else None,
+                started_at=started_at,
+                seconds=time.perf_counter() - started,
+            )
+            manifest = build_manifest(
+                command=command,
+                dataset=dataset_before,
+                seed=seed,
+                settings={
+                    "strictness": strictness,
+                    "tie_break": tie_break,
+                    "temperature": temperature,
+                    "max_tokens": max_tokens,
+                    "adaptive": adaptive,
+                    "extractor": run_summary.extractor,
+                    "chunk_size": chunk_size,
+                    "on_overflow": on_overflow,
+                    "engine": engine,
+                    "cluster": None if session is None else {"backend": "ray", **asdict(session.cluster)},
+                },
+                metrics=[
+                    {
+                        "name": m.name,
+                        "kind": "composite" if isinstance(m, CompositeMetric) else "judge",
+                        "description": m.description,
+                        "strictness": ks[m.name],
+                        "tie_break": ties[m.name],
+                    }
+                    for m in metrics
+                ],
+                models=manifests,
+                cache=str(store_path) if use_cache else None,
+            )
+            result = RunResult(results=results, summary=run_summary, manifest=manifest)
+            if results_file is not None:
+                result.manifest = _commit(staging, results_file, run_summary, manifest, outputs)
+                result.results_path = results_file.path
+        failed = False
+        return result
+    except BaseException as exc:
+        exc.add_note(_kept_note(run, store_path, temporary=tmpdir is not None))
+        raise
     finally:
         store.close()
-        if tmpdir is not None:
-            tmpdir.cleanup()
+        if tmpdir is not None and not (failed and any(st.generated for st in run.stats.values())):
+            shutil.rmtree(tmpdir, ignore_errors=True)
 
-    summary = _summarize(
-        summary_acc,
-        total,
-        total - good,
-        metrics,
-        ks,
-        ties,
-        list(run.stats.values()),
-        seed=seed,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        extractor=extractor_model.spec.name if extractor_model else None,
-        dataset=str(records) if isinstance(records, str | Path) else None,
-        started_at=started_at,
-        seconds=time.perf_counter() - started,
+
+def _output_paths(out: str | Path | None, summary: str | Path | None) -> dict[str, Path]:
+    """What a run with ``out`` writes: the results, summary and manifest files."""
+    if out is None:
+        return {}
+    results = Path(out)
+    return {
+        "results file": results,
+        "summary": Path(summary) if summary is not None else summary_path_for(results),
+        "manifest": manifest_path_for(results),
+    }
+
+
+def _commit(
+    staging: Staging, results: StagedFile, summary: Summary, manifest: Manifest, outputs: Mapping[str, Path]
+) -> Manifest:
+    """Write the summary and the manifest (with the SHA-256 of the results and the summary)
+    beside the staged results, and rename all three into place."""
+    results.close()
+    summary_file = staging.file(outputs["summary"], summary.model_dump_json(indent=2) + "\n")
+    where = outputs["manifest"]
+    manifest = manifest.model_copy(
+        update={"results": output_record(results, where), "summary": output_record(summary_file, where)}
     )
-    manifest = build_manifest(
-        command=command,
-        dataset=dataset.path,
-        seed=seed,
-        settings={
-            "strictness": strictness,
-            "tie_break": tie_break,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-            "adaptive": adaptive,
-            "extractor": summary.extractor,
-            "chunk_size": chunk_size,
-            "on_overflow": on_overflow,
-            "engine": engine,
-            "cluster": None if session is None else {"backend": "ray", **asdict(session.cluster)},
-        },
-        metrics=[
-            {
-                "name": m.name,
-                "kind": "composite" if isinstance(m, CompositeMetric) else "judge",
-                "description": m.description,
-                "strictness": ks[m.name],
-                "tie_break": ties[m.name],
-            }
-            for m in metrics
-        ],
-        models=manifests,
-        cache=str(store_path) if use_cache else None,
+    staging.file(outputs["manifest"], manifest.model_dump_json(indent=2) + "\n")
+    staging.commit()
+    return manifest
+
+
+def _kept_note(run: _Run, store: Path, *, temporary: bool) -> str:
+    """What a failed or interrupted run leaves for the next one."""
+    generated = sum(st.generated for st in run.stats.values())
+    if not generated:
+        return "no judgment was generated before this; no results file was written"
+    if temporary:
+        return (
+            f"the {generated} judgments generated before this are kept in the temporary store {store}; "
+            "use it as the judgment store of the same run to resume without generating them again"
+        )
+    return (
+        f"the {generated} judgments generated before this are kept in the judgment store {store}; "
+        "the same command resumes from there without generating them again"
     )
-    result = RunResult(results=results, summary=summary, manifest=manifest)
-    if out is not None:
-        out = Path(out)
-        write_summary(summary, summary_path_for(out))
-        write_summary(manifest, manifest_path_for(out))
-        result.results_path = out
-    return result
 
 
 @dataclass
@@ -1232,45 +1326,25 @@ class _MetricAcc:
 
 
 def _assemble_all(
-    run: _Run, dataset: _Dataset, chunk_size: int, out: str | Path | None
+    run: _Run, dataset: _Dataset, chunk_size: int, out: StagedFile | None
 ) -> tuple[list[RecordResult], dict[str, _MetricAcc]]:
-    """Assemble every chunk's results; stream them to ``out`` (a temporary file renamed at
-    the end) or keep them in memory."""
+    """Assemble every chunk's results; stream them to ``out`` (a staged file, renamed into
+    place with the summary and manifest) or keep them in memory."""
     acc = {m.name: _MetricAcc() for m in run.metrics}
     kept: list[RecordResult] = []
-    fh = None
-    tmp = None
-    if out is not None:
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        fh = os.fdopen(fd, "w", encoding="utf-8")
-    try:
-        for chunk in dataset.chunks(chunk_size):
-            for r in run.assemble(chunk):
-                a = acc[r.metric]
-                if r.error is None:
-                    a.records += 1
-                    if r.score is not None:
-                        a.scored += 1
-                        a.total += r.score
-                        a.passed += bool(passes(r.score))
-                if fh is not None:
-                    fh.write(r.model_dump_json() + "\n")
-                else:
-                    kept.append(r)
-        if fh is not None and tmp is not None:
-            fh.flush()
-            os.fsync(fh.fileno())
-            fh.close()
-            fh = None
-            os.replace(tmp, Path(out))  # type: ignore[arg-type]
-            tmp = None
-    finally:
-        if fh is not None:
-            fh.close()
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+    for chunk in dataset.chunks(chunk_size):
+        for r in run.assemble(chunk):
+            a = acc[r.metric]
+            if r.error is None:
+                a.records += 1
+                if r.score is not None:
+                    a.scored += 1
+                    a.total += r.score
+                    a.passed += bool(passes(r.score))
+            if out is not None:
+                out.write(r.model_dump_json() + "\n")
+            else:
+                kept.append(r)
     return kept, acc
 
 

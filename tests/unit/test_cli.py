@@ -64,7 +64,8 @@ def test_criteria_file_as_a_mapping(tmp_path):
         ([], ["=text"], None, "--criterion expects NAME=TEXT"),
         ([], [], "- name: x\n", "item 1 needs 'name' and 'definition'"),
         ([], [], "- name: x\n  definition: y\n  strictnes: 3\n", "unknown keys: strictnes"),
-        ([], [], "- name: x\n  definition: y\n  strictness: 0\n", "strictness must be an integer >= 1"),
+        ([], [], "- name: x\n  definition: y\n  strictness: 0\n", "strictness must be an integer from 1 to 64"),
+        ([], [], "- name: x\n  definition: y\n  strictness: 1000\n", "strictness must be an integer from 1 to 64"),
         ([], [], "just text", "must map names to criteria"),
     ],
 )
@@ -123,7 +124,7 @@ def test_strict_input_stops_before_any_model_loads(tmp_path):
     weights = tmp_path / "weights"
     weights.mkdir()
     (weights / "config.json").write_text("{}")  # never loaded: the bad record stops the run first
-    (weights / "model.safetensors").write_bytes(b"")
+    (weights / "model.safetensors").write_bytes((2).to_bytes(8, "little") + b"{}")  # a valid, empty safetensors file
     registry = tmp_path / "m.yaml"
     registry.write_text(f"models:\n  mine:\n    path: {weights}\n")
     data = tmp_path / "d.jsonl"
