@@ -545,6 +545,19 @@ def main() -> None:
             raise
         _report(exc, "error: ", str(exc))
         sys.exit(2 if isinstance(exc, ConfigError) else 1)
+    except OSError as exc:
+        if _state["debug"]:
+            raise
+        # The operating system refused a read or a write (a full disk, permissions, a file
+        # that vanished): name the file and what it said.
+        where = f" ({exc.filename})" if exc.filename else ""
+        _report(
+            exc,
+            "error: ",
+            f"{exc.strerror or exc}{where}{_origin(exc)}; fix that (free space, permissions) and run the same "
+            "command again",
+        )
+        sys.exit(1)
     except Exception as exc:
         if _state["debug"]:
             raise

@@ -115,3 +115,21 @@ def test_resolve_metric():
         resolve_metric(None, "jsonl", 1)
     with pytest.raises(ConfigError, match="--metric 'nice'"):
         resolve_metric("nice", "jsonl", 1)
+
+
+@pytest.mark.parametrize("name", ["predictions.jsonl", "metrics.json", "report.md"])
+def test_bench_outputs_never_overwrite_the_data_set(tmp_path, name):
+    data = tmp_path / name
+    data.write_text(json.dumps({"id": "r0", "response": "answer 0 gold 1", "gold": 1}) + "\n")
+    before = data.read_bytes()
+    log: list = []
+    with pytest.raises(ConfigError, match="would overwrite the dataset"):
+        run_bench(data, "jsonl", [spec("A")], tmp_path, use_cache=False, engine_factory=factory(responder, log))
+    assert data.read_bytes() == before and log == []  # refused before any model loads
+
+
+def test_bench_output_folder_that_is_a_file_is_refused(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "r0", "response": "answer 0 gold 1", "gold": 1}) + "\n")
+    with pytest.raises(ConfigError, match="is a file; give a folder"):
+        run_bench(data, "jsonl", [spec("A")], data, use_cache=False, engine_factory=factory(responder, []))

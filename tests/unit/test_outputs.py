@@ -15,7 +15,6 @@ import pytest
 
 import localjury.runner
 from localjury import AspectCritic, evaluate
-from localjury._outputs import Staging, clean_stale
 from localjury.cli import main
 from localjury.errors import ConfigError
 from localjury.manifest import Manifest
@@ -131,6 +130,8 @@ def test_an_unwritable_output_folder_is_refused_before_loading(tmp_path, data, f
 
 # -- committing the three files together ----------------------------------------------------------
 def test_results_summary_and_manifest_are_committed_together(tmp_path, monkeypatch):
+    from localjury._outputs import Staging
+
     folder = tmp_path / "out"
     folder.mkdir()
     for name in ("r.jsonl", "r.summary.json", "r.manifest.json"):
@@ -159,6 +160,8 @@ def test_results_summary_and_manifest_are_committed_together(tmp_path, monkeypat
 
 
 def test_a_failure_before_the_commit_leaves_the_old_files_and_no_temporary_file(tmp_path):
+    from localjury._outputs import Staging
+
     folder = tmp_path / "out"
     folder.mkdir()
     (folder / "r.jsonl").write_text("old\n")
@@ -256,7 +259,7 @@ def test_temporary_files_left_by_a_killed_run_are_cleaned_up(tmp_path, data):
     out = tmp_path / "r.jsonl"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(dead.stdout)
-    from localjury._outputs import _host
+    from localjury._outputs import _host, clean_stale
 
     stale = tmp_path / f".r.jsonl.{_host()}.{pid}.0123abcd.tmp"
     stale_summary = tmp_path / f".r.summary.json.{_host()}.{pid}.0123abcd.tmp"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import io
-from pathlib import Path
 from typing import Any
 
 BASELINE = "majority baseline"
@@ -246,9 +245,3 @@ def html_report(fig: dict[str, Any]) -> str:
         f"<p class='note'>{esc(NOTE)}</p>{fleiss_line}<h2>Plots</h2><div class='plots'>{plot_html}</div>"
         "</body></html>\n"
     )
-
-
-def write_reports(fig: dict[str, Any], out: Path) -> None:
-    """Write report.md and report.html into ``out``."""
-    (out / "report.md").write_text(markdown(fig), encoding="utf-8")
-    (out / "report.html").write_text(html_report(fig), encoding="utf-8")

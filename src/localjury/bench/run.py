@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury import __version__
+from localjury._outputs import Staging, check_outputs
 from localjury._pull import SOURCE_FILE
 from localjury.bench import stats
 from localjury.bench.formats import FORMATS, BenchItem, load, sample
 from localjury.errors import ConfigError
 from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCritic
 from localjury.metrics.base import Metric
-from localjury.registry import ModelSpec
+from localjury.registry import ModelSpec, registry_path
 from localjury.report import RecordResult
 from localjury.runner import EngineFactory, RunResult, evaluate
 from localjury.voting import passes
@@ -180,6 +181,16 @@ def run_bench(
     """
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit must be >= 1, got {limit}")
+    folder = Path(out)
+    outputs = {
+        "predictions": folder / "predictions.jsonl",
+        "Markdown report": folder / "report.md",
+        "HTML report": folder / "report.html",
+        "figures": folder / "metrics.json",
+    }
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"the bench output folder {folder} is a file; give a folder")
+    check_outputs(outputs, {"dataset": Path(data), "models.yaml": registry_path(registry)})
     all_items = load(data, fmt)
     items = sample(all_items, limit, sample_seed)
     judge = resolve_metric(metric, fmt, strictness)
@@ -227,13 +238,15 @@ def run_bench(
         },
         **figures,
     }
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-    with (out / "predictions.jsonl").open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    from localjury.bench.report import write_reports
+    from localjury.bench.report import html_report, markdown
 
-    write_reports(figures, out)
+    # Committed together, metrics.json last: never new predictions beside old figures.
+    with Staging() as staging:
+        predictions = staging.file(outputs["predictions"])
+        for row in rows:
+            predictions.write(json.dumps(row, ensure_ascii=False) + "\n")
+        staging.file(outputs["Markdown report"], markdown(figures))
+        staging.file(outputs["HTML report"], html_report(figures))
+        staging.file(outputs["figures"], json.dumps(figures, indent=2) + "\n")
+        staging.commit()
     return figures
