@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 
@@ -20,6 +21,22 @@ class ModelNotAvailableError(ConfigError):
 
 class MissingDependencyError(LocaljuryError):
     """An optional package needed for the requested feature is not installed."""
+
+
+class StoreError(LocaljuryError):
+    """The judgment store failed while a run read or wrote it (a disk full, a lock held past
+    the timeout, a read-only file, corruption found mid-run).
+
+    Attributes:
+        path: The store's SQLite file.
+    """
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (partial(type(self), path=self.path), (str(self),))
 
 
 class EngineError(LocaljuryError):

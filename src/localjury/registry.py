@@ -8,6 +8,7 @@ with localjury.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,8 @@ from localjury.errors import ConfigError, ModelNotAvailableError
 EmbeddedName = Literal["smollm2-135m-instruct", "gemma-3-270m"]
 DEFAULT_MODEL = "smollm2-135m-instruct"
 PACKAGED_REGISTRY = Path(__file__).with_name("models.yaml")
+#: The longest header the safetensors library accepts (its MAX_HEADER_SIZE).
+_SAFETENSORS_MAX_HEADER = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -146,20 +149,40 @@ class ModelSpec(BaseModel):
     def require_local_dir(self) -> Path:
         """Return the weights folder, or raise an error that names the command that fixes it.
 
+        Every safetensors file's header is read (not its tensors) to check that the file is
+        whole, so that truncated weights stop a run before any model loads.
+
         Raises:
             ModelNotAvailableError: The folder is missing, has no config.json, or has no
                 safetensors weights (pickled .bin/.pt weights are refused: loading them can
-                run arbitrary code).
+                run arbitrary code), or a safetensors file is truncated, unreadable or not in
+                the safetensors format.
         """
         folder = self.local_dir()
         if (folder / "config.json").is_file():
-            if not any(folder.glob("*.safetensors")):
+            weights = sorted(folder.glob("*.safetensors"))
+            if not weights:
                 pickles = sorted(p.name for p in folder.glob("*") if p.suffix in (".bin", ".pt", ".pth", ".ckpt"))
                 found = f" (found {', '.join(pickles)}: pickle files are never loaded)" if pickles else ""
                 raise ModelNotAvailableError(
                     f"model {self.name!r}: no *.safetensors weights in {folder}{found}; convert the weights to "
                     "safetensors (e.g. save_pretrained(..., safe_serialization=True))"
                 )
+            for file in weights:
+                try:
+                    problem = _safetensors_problem(file)
+                except OSError as exc:
+                    raise ModelNotAvailableError(
+                        f"model {self.name!r}: cannot read weights file {file} ({exc.strerror or exc}); "
+                        "make it readable by this user"
+                    ) from None
+                if problem is not None:
+                    fix = (
+                        f"run: localjury models pull {self.name} --force"
+                        if self.embedded is not None
+                        else "copy or download the model's weights into that folder again"
+                    )
+                    raise ModelNotAvailableError(f"model {self.name!r}: weights file {file} is {problem}; {fix}")
             return folder
         if self.embedded is not None:
             raise ModelNotAvailableError(
@@ -170,6 +193,58 @@ class ModelSpec(BaseModel):
             f"model {self.name!r}: no Hugging Face model folder at {folder} (config.json missing); "
             "fix 'path' in models.yaml or download the weights there"
         )
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Return what is wrong with a safetensors file's layout, or ``None`` when it is whole.
+
+    Reads the 8-byte little-endian header length and the JSON header only, never the tensors:
+    the file must be exactly 8 + the header + the end of its last tensor long (the
+    safetensors library refuses any other size when it loads).
+
+    Raises:
+        OSError: The file cannot be read.
+    """
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            return f"truncated: {size:,} bytes, too short for the 8-byte header length"
+        length = int.from_bytes(head, "little")
+        if length > _SAFETENSORS_MAX_HEADER:
+            return (
+                f"not a safetensors file: a header length of {length:,} bytes "
+                f"(safetensors allows at most {_SAFETENSORS_MAX_HEADER:,})"
+            )
+        if 8 + length > size:
+            return f"truncated: {size:,} bytes, its header alone needs {8 + length:,}"
+        raw = fh.read(length)
+    try:
+        header = json.loads(raw)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        return f"not a safetensors file: its header is not JSON ({exc})"
+    if not isinstance(header, dict):
+        return "not a safetensors file: its header is not a JSON object"
+    end = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(type(o) is int for o in offsets)
+            and 0 <= offsets[0] <= offsets[1]
+        ):
+            return f"not a safetensors file: tensor {name!r} in its header has no valid data_offsets (begin, end)"
+        end = max(end, offsets[1])
+    expected = 8 + length + end
+    if size < expected:
+        return f"truncated: {size:,} bytes, the header says {expected:,}"
+    if size > expected:
+        extra = size - expected
+        return f"too long: {size:,} bytes, the header says {expected:,} ({extra:,} bytes after the last tensor)"
+    return None
 
 
 class Registry(BaseModel):

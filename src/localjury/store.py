@@ -9,20 +9,25 @@ generates, and commits what it generated after each chunk: a run killed at any p
 generates only what is missing. Changing one criterion changes only its prompts' keys.
 
 SQLite in WAL mode makes every commit atomic and durable; nothing is held in memory but
-the chunk at hand.
+the chunk at hand. Opening a store checks its pages (``PRAGMA quick_check``, ~30 ms for
+100k generations) so that a corrupt file stops a run before any model loads; an SQLite
+failure later (a full disk, a lock held too long, corruption in a page not yet read) is a
+:class:`~localjury.errors.StoreError` naming the file and the fix.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 from localjury.engines.base import Completion
-from localjury.errors import ConfigError
+from localjury.errors import ConfigError, StoreError
 
 #: What a stored generation is: the samples, or why the prompt could not run at all.
 Stored = list[Completion] | str
@@ -33,6 +38,11 @@ CREATE TABLE IF NOT EXISTS generations (
     value TEXT NOT NULL
 )
 """
+
+#: The way out of a store that cannot be used, whatever the cause.
+_ELSEWHERE = "pass --cache OTHER_FILE or --no-cache"
+#: The way out of a corrupt store: it holds nothing a run cannot generate again.
+_CORRUPT_FIX = f"move it aside or delete it (it only caches generations: the run generates them again), or {_ELSEWHERE}"
 
 
 class GenerationStore(Protocol):
@@ -72,47 +82,142 @@ class JudgmentStore:
 
     Args:
         path: The database file; created with its folder when missing.
+        timeout: Seconds to wait for a lock another process holds (another run on the same
+            file) before giving up.
 
     Raises:
-        ConfigError: The file exists but is not a localjury store (or is corrupt).
+        ConfigError: The path is a folder or cannot be created, the file or its folder is
+            read-only, the file is not an SQLite database, or it is corrupt.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, timeout: float = 60.0) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.timeout = timeout
+        where = f"judgment cache {self.path}"
+        if self.path.is_dir():
+            raise ConfigError(
+                f"{where} is a folder; pass --cache with a file path (e.g. --cache {self.path / 'judgments.sqlite'}) "
+                "or --no-cache"
+            )
         try:
-            self._db = sqlite3.connect(self.path, timeout=60)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create the folder {self.path.parent} of {where} ({exc.strerror or exc}); {_ELSEWHERE}"
+            ) from None
+        # Checked here because SQLite may open a read-only file without complaint and fail at
+        # the first write, after the models loaded.
+        if self.path.exists() and not os.access(self.path, os.W_OK):
+            raise ConfigError(
+                f"{where} is not usable: the file is read-only; make it writable (chmod u+w {self.path}), "
+                f"or {_ELSEWHERE}"
+            )
+        if not os.access(self.path.parent, os.W_OK):
+            raise ConfigError(
+                f"{where} is not usable: its folder {self.path.parent} is not writable (SQLite writes "
+                f"{self.path.name}-wal and {self.path.name}-shm beside the file); make the folder writable, "
+                f"or {_ELSEWHERE}"
+            )
+        try:
+            self._db = sqlite3.connect(self.path, timeout=timeout)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"{where} is not usable: {exc}; {_ELSEWHERE}") from None
+        try:
+            problems = [row[0] for row in self._db.execute("PRAGMA quick_check(1)")]
+            if problems != ["ok"]:
+                raise ConfigError(f"{where} is corrupt (SQLite quick_check: {_one_line(problems)}); {_CORRUPT_FIX}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
             self._db.commit()
-        except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"judgment cache {self.path} is not usable ({exc}); delete it or pass --cache") from None
+        except sqlite3.Error as exc:
+            self._db.close()
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code == sqlite3.SQLITE_NOTADB:
+                raise ConfigError(f"{where} is not usable: not a SQLite database ({exc}); {_CORRUPT_FIX}") from None
+            raise ConfigError(f"{where} is not usable: {exc}; {_fix(exc, self)}") from None
+        except ConfigError:
+            self._db.close()
+            raise
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """Turn an SQLite failure into a StoreError naming the file, SQLite's words and the fix."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(
+                f"cannot {action} judgment cache {self.path}: {exc}; {_fix(exc, self)}", path=self.path
+            ) from exc
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Stored]:
-        """The stored generations among ``keys``."""
+        """The stored generations among ``keys``.
+
+        Raises:
+            StoreError: SQLite failed (see :class:`JudgmentStore`).
+        """
         found: dict[str, Stored] = {}
         wanted = list(dict.fromkeys(keys))
-        for start in range(0, len(wanted), 500):  # SQLite's limit on bound parameters
-            part = wanted[start : start + 500]
-            marks = ",".join("?" * len(part))
-            for key, value in self._db.execute(f"SELECT key, value FROM generations WHERE key IN ({marks})", part):
-                found[key] = _decode(value)
+        with self._guard("read from"):
+            for start in range(0, len(wanted), 500):  # SQLite's limit on bound parameters
+                part = wanted[start : start + 500]
+                marks = ",".join("?" * len(part))
+                for key, value in self._db.execute(f"SELECT key, value FROM generations WHERE key IN ({marks})", part):
+                    try:
+                        found[key] = _decode(value)
+                    except (ValueError, KeyError, TypeError) as exc:  # a value written by no localjury
+                        raise StoreError(
+                            f"judgment cache {self.path} holds an unreadable generation ({type(exc).__name__}: "
+                            f"{exc}); {_CORRUPT_FIX}",
+                            path=self.path,
+                        ) from exc
         return found
 
     def put_many(self, items: Mapping[str, Stored]) -> None:
-        """Store generations in one transaction (all or nothing)."""
+        """Store generations in one transaction (all or nothing).
+
+        Raises:
+            StoreError: SQLite failed: a full disk, a lock held past ``timeout``, a read-only
+                file, corruption.
+        """
         if not items:
             return
-        with self._db:
+        with self._guard("write to"), self._db:
             self._db.executemany(
                 "INSERT OR REPLACE INTO generations (key, value) VALUES (?, ?)",
                 [(k, _encode(v)) for k, v in items.items()],
             )
 
     def __len__(self) -> int:
-        return int(self._db.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
+        with self._guard("count the generations in"):
+            return int(self._db.execute("SELECT COUNT(*) FROM generations").fetchone()[0])
 
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+
+
+def _one_line(problems: list[str]) -> str:
+    """quick_check's report, without its ``*** in database main ***`` heading, on one line."""
+    lines = [line.strip() for text in problems for line in text.splitlines()]
+    return "; ".join(line for line in lines if line and not line.startswith("***"))
+
+
+def _fix(exc: sqlite3.Error, store: JudgmentStore) -> str:
+    """What to do about an SQLite error on ``store``, by SQLite's primary result code."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return f"the file is corrupt: {_CORRUPT_FIX}"
+    if code == sqlite3.SQLITE_FULL:
+        return (
+            f"free space on the disk of {store.path.parent} and run again (a run resumes from its last stored "
+            "chunk), or pass --cache with a file on another disk, or --no-cache"
+        )
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return (
+            f"another process (another localjury run on the same file?) held its lock for more than "
+            f"{store.timeout:g} s; wait for it to end and run again, or pass --cache OTHER_FILE"
+        )
+    if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_CANTOPEN):
+        return f"make the file and its folder writable, or {_ELSEWHERE}"
+    return f"check the disk, or {_ELSEWHERE}"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from localjury.engines import load_engine
-from localjury.errors import EngineError
+from localjury.errors import EngineError, ModelNotAvailableError
 from localjury.registry import ModelSpec
 
 pytestmark = pytest.mark.slow
@@ -132,5 +132,47 @@ def test_corrupt_weights_give_a_clear_error(smollm, tmp_path):
     folder = tmp_path / "broken"
     shutil.copytree(smollm.local_dir(), folder, ignore=shutil.ignore_patterns("*.safetensors"))
     (folder / "model.safetensors").write_bytes(b"\x00" * 64)
+    # A damaged file is caught by its header before anything loads: a config error (exit 2).
+    with pytest.raises(
+        ModelNotAvailableError, match=r"model 'broken': weights file .*model\.safetensors is not a safetensors file"
+    ):
+        load_engine(ModelSpec(name="broken", path=str(folder)))
+    # A whole file the backend still refuses (an unknown dtype) is the engine's error.
+    header = b'{"w": {"dtype": "XX", "shape": [8], "data_offsets": [0, 8]}}'
+    (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + bytes(8))
     with pytest.raises(EngineError, match=r"transformers engine, model 'broken': cannot load the model from"):
         load_engine(ModelSpec(name="broken", path=str(folder)))
+
+
+def test_ctrl_c_keeps_what_was_judged_says_so_and_the_rerun_resumes(smollm, tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(DATA.read_text().splitlines(keepends=True)[:12]))
+    cache, out = tmp_path / "store.sqlite", tmp_path / "results.jsonl"
+    args = [
+        "run", str(data), "--criterion", "dated=The response must include a specific date or year.",
+        "--chunk-size", "3", "--seed", "2", "--quiet", "--cache", str(cache), "--out", str(out),
+    ]  # fmt: skip
+    proc = cli(*args)
+    deadline = time.monotonic() + 600
+    committed = 0
+    while time.monotonic() < deadline and proc.poll() is None and committed < 3:
+        if cache.exists():
+            with sqlite3.connect(f"file:{cache}?mode=ro", uri=True) as db:
+                try:
+                    committed = db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+                except sqlite3.OperationalError:
+                    committed = 0
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    code, _, err = finish(proc)
+    assert code == 130, err
+    assert err.startswith("interrupted") and "Traceback" not in err
+    assert "judgments generated before this are kept in the judgment store" in err
+    assert "the same command resumes from there" in err
+    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
+
+    code, _, err = finish(cli(*args))
+    assert code == 0, err
+    summary = json.loads((tmp_path / "results.summary.json").read_text())
+    assert summary["models"][0]["cached"] >= 3 and summary["models"][0]["judgments"] == 12

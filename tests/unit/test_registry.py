@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from localjury.errors import ConfigError, ModelNotAvailableError
@@ -85,7 +87,7 @@ def test_pickled_weights_are_refused_and_named(tmp_path):
     spec = load_registry(PACKAGED_REGISTRY).get(str(tmp_path))
     with pytest.raises(ModelNotAvailableError, match=r"no \*\.safetensors weights .*found pytorch_model\.bin"):
         spec.require_local_dir()
-    (tmp_path / "model.safetensors").write_bytes(b"")
+    (tmp_path / "model.safetensors").write_bytes(safetensors_bytes({}))
     assert spec.require_local_dir() == tmp_path
 
 
@@ -108,3 +110,98 @@ def test_vllm_settings_in_models_yaml(tmp_path):
     )
     with pytest.raises(ConfigError, match="structured_outputs_backend"):
         load_registry(tmp_path / "backend.yaml")
+
+
+def safetensors_bytes(tensors, metadata=None, pad_to=8):
+    """A safetensors file written by hand: 8-byte little-endian header length, the JSON header
+    (padded with spaces, as the library does), then the tensors' bytes (zeros)."""
+    header, offset = {}, 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, (dtype, shape, size) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % pad_to)
+    return len(text).to_bytes(8, "little") + text + bytes(offset)
+
+
+TWO_TENSORS = {"embed.weight": ("F32", [16, 8], 512), "head.bias": ("F16", [8], 16)}
+
+
+def model_folder(folder, **files):
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text("{}")
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    return load_registry(PACKAGED_REGISTRY).get(str(folder))
+
+
+def test_complete_safetensors_weights_pass_the_header_check(tmp_path):
+    good = safetensors_bytes(TWO_TENSORS, metadata={"format": "pt"})
+    spec = model_folder(tmp_path, **{"model-00001-of-00002.safetensors": good})
+    # A 4 GiB shard, sparse: the check reads its header, never its data.
+    header = json.dumps({"w": {"dtype": "U8", "shape": [4 << 30], "data_offsets": [0, 4 << 30]}}).encode()
+    with open(tmp_path / "model-00002-of-00002.safetensors", "wb") as fh:
+        fh.write(len(header).to_bytes(8, "little") + header)
+        fh.truncate(8 + len(header) + (4 << 30))
+    assert spec.require_local_dir() == tmp_path
+
+
+GOOD = safetensors_bytes(TWO_TENSORS)
+SIZE = len(GOOD)
+
+
+def raw(header):
+    return len(header).to_bytes(8, "little") + header
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (GOOD[:300], rf"truncated: 300 bytes, the header says {SIZE:,}"),
+        (GOOD + b"extra", rf"{SIZE + 5:,} bytes, the header says {SIZE:,} \(5 bytes after the last tensor\)"),
+        (b"\x01\x02\x03", r"truncated: 3 bytes, too short for the 8-byte header length"),
+        ((5000).to_bytes(8, "little") + b"{}" + bytes(90), r"truncated: 100 bytes, its header alone needs 5,008"),
+        ((1 << 62).to_bytes(8, "little") + b"{}", r"not a safetensors file: a header length of 4,611,686,018,427,38"),
+        (raw(b"{not json}"), r"not a safetensors file: its header is not JSON"),
+        (bytes(64), r"not a safetensors file: its header is not JSON"),  # zeros: an empty header
+        (raw(b"[]"), r"not a safetensors file: its header is not a JSON object"),
+        (
+            raw(b'{"w": {"dtype": "F32", "shape": [2], "data_offsets": [8]}}'),
+            r"not a safetensors file: tensor 'w' in its header has no valid data_offsets \(begin, end\)",
+        ),
+    ],
+    ids=["truncated", "too-long", "shorter-than-8", "header-past-end", "huge-header", "bad-json", "zeros",
+         "not-object", "bad-offsets"],
+)  # fmt: skip
+def test_damaged_safetensors_weights_are_refused_naming_the_file_and_fix(tmp_path, data, problem):
+    spec = model_folder(tmp_path / "m", **{"model.safetensors": data})
+    with pytest.raises(ModelNotAvailableError, match=problem) as info:
+        spec.require_local_dir()
+    message = str(info.value)
+    assert message.startswith(f"model 'm': weights file {tmp_path / 'm' / 'model.safetensors'} is ")
+    assert message.endswith("; copy or download the model's weights into that folder again") and "\n" not in message
+
+
+def test_one_damaged_shard_is_named(tmp_path):
+    spec = model_folder(
+        tmp_path,
+        **{"model-00001-of-00002.safetensors": GOOD, "model-00002-of-00002.safetensors": GOOD[:-1]},
+    )
+    with pytest.raises(ModelNotAvailableError, match=rf"model-00002-of-00002\.safetensors is truncated: {SIZE - 1:,}"):
+        spec.require_local_dir()
+
+
+def test_damaged_weights_of_an_embedded_model_name_the_pull_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path))
+    folder = tmp_path / "models" / "smollm2-135m-instruct"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(GOOD[:100])
+    spec = load_registry(PACKAGED_REGISTRY).get("smollm2-135m-instruct")
+    with pytest.raises(
+        ModelNotAvailableError,
+        match=r"is truncated: 100 bytes, .*; run: localjury models pull smollm2-135m-instruct --force$",
+    ):
+        spec.require_local_dir()

@@ -1,6 +1,8 @@
 """The judgment store: cache, resume, chunks, fresh runs, streamed results, manifests."""
 
 import json
+import os
+import sqlite3
 import subprocess
 import sys
 
@@ -8,7 +10,7 @@ import pytest
 
 from localjury import AspectCritic, evaluate
 from localjury.engines.base import Completion
-from localjury.errors import ConfigError
+from localjury.errors import ConfigError, LocaljuryError, StoreError
 from localjury.manifest import Manifest, manifest_path_for
 from localjury.report import read_results
 from localjury.store import JudgmentStore, generation_key
@@ -39,8 +41,115 @@ def test_store_round_trip_and_errors(tmp_path):
     store.close()
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(ConfigError, match="is not usable"):
+    with pytest.raises(ConfigError, match=r"bad\.sqlite is not usable: not a SQLite database.*delete it.*--no-cache"):
         JudgmentStore(bad)
+
+
+SAMPLE = [Completion('{"reason": "The response gives the year 1989.", "verdict": 1}', 20, True)]
+PAGE = 4096  # SQLite's default page size
+
+
+def filled_store(path, rows=20_000):
+    """A closed store of ``rows`` generations: ~4.6 MB, more than SQLite's 2 MB page cache, so
+    reading every row after the file changed reads pages from the file again."""
+    store = JudgmentStore(path)
+    keys = [f"{i:064x}" for i in range(rows)]
+    store.put_many(dict.fromkeys(keys, SAMPLE))
+    store.close()
+    return keys
+
+
+def corrupt_pages(path, pages):
+    with open(path, "r+b") as fh:
+        for page in pages:
+            fh.seek(page * PAGE)
+            fh.write(b"\xff" * PAGE)
+
+
+def test_a_store_with_a_corrupt_page_is_refused_at_open(tmp_path):
+    path = tmp_path / "s.sqlite"
+    filled_store(path)
+    middle = path.stat().st_size // PAGE // 2
+    corrupt_pages(path, [middle])
+    with pytest.raises(
+        ConfigError, match=r"s\.sqlite is corrupt \(SQLite quick_check: Page \d+: .*\); move it"
+    ) as info:
+        JudgmentStore(path)
+    assert "--cache OTHER_FILE or --no-cache" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_corrupt_store_stops_the_run_before_any_model_loads(tmp_path):
+    cache = tmp_path / "c.sqlite"
+    filled_store(cache)
+    corrupt_pages(cache, [cache.stat().st_size // PAGE // 2])
+    log = []
+    with pytest.raises(ConfigError, match=r"c\.sqlite is corrupt"):
+        evaluate(RECORDS, [DATED], [spec("A")], cache=cache, engine_factory=factory(votes_from_text, log))
+    assert log == []
+
+
+def test_corruption_found_mid_run_is_a_store_error(tmp_path):
+    path = tmp_path / "s.sqlite"
+    keys = filled_store(path)
+    store = JudgmentStore(path)  # intact when opened
+    corrupt_pages(path, range(2, path.stat().st_size // PAGE))
+    for action in (lambda: store.get_many(keys), lambda: store.put_many({"new": SAMPLE}), lambda: len(store)):
+        with pytest.raises(StoreError, match=r"s\.sqlite: database disk image is malformed.*move it aside") as info:
+            action()
+        assert isinstance(info.value.__cause__, sqlite3.DatabaseError) and info.value.path == path
+    store.close()
+
+
+def test_a_full_disk_is_a_store_error_naming_the_fix(tmp_path):
+    store = JudgmentStore(tmp_path / "s.sqlite")
+    # SQLite's own page limit fails a write with the error a full disk gives (SQLITE_FULL).
+    store._db.execute("PRAGMA max_page_count = 8")
+    with pytest.raises(StoreError, match=r"cannot write .*s\.sqlite: database or disk is full; free space") as info:
+        store.put_many({f"k{i}": SAMPLE for i in range(2000)})
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError) and isinstance(info.value, LocaljuryError)
+    store.close()
+
+
+def test_a_store_locked_past_the_timeout_is_a_store_error(tmp_path):
+    path = tmp_path / "s.sqlite"
+    store = JudgmentStore(path, timeout=0.05)
+    other = sqlite3.connect(path)
+    other.execute("BEGIN IMMEDIATE")  # another run holds the write lock
+    try:
+        with pytest.raises(StoreError, match=r"s\.sqlite: database is locked.*another localjury run"):
+            store.put_many({"k": SAMPLE})
+        assert store.get_many(["k"]) == {}  # readers are not blocked (WAL)
+    finally:
+        other.rollback()
+        other.close()
+    store.put_many({"k": SAMPLE})
+    assert len(store) == 1
+    store.close()
+
+
+def test_a_store_path_that_is_a_folder_or_under_a_file_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"judgment cache .* is a folder; pass --cache with a file"):
+        JudgmentStore(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ConfigError, match=r"cannot create the folder .*afile of judgment cache"):
+        JudgmentStore(tmp_path / "afile" / "s.sqlite")
+
+
+def test_a_read_only_store_or_folder_is_refused_at_open(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    filled_store(folder / "s.sqlite", rows=10)
+    (folder / "s.sqlite").chmod(0o444)
+    if os.access(folder / "s.sqlite", os.W_OK):
+        pytest.skip("this user writes to read-only files (root with CAP_DAC_OVERRIDE)")
+    with pytest.raises(ConfigError, match=r"s\.sqlite is not usable: the file is read-only"):
+        JudgmentStore(folder / "s.sqlite")
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(ConfigError, match=r"new\.sqlite is not usable: its folder .*ro is not writable"):
+            JudgmentStore(folder / "new.sqlite")
+    finally:
+        folder.chmod(0o755)
 
 
 def test_generation_key_depends_on_every_part():
@@ -152,6 +261,25 @@ def localjury(*args, cwd=None):
     )
 
 
+def test_cli_refuses_a_corrupt_store_with_exit_2_before_loading_the_model(tmp_path):
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")  # never loaded: the store check stops the run first
+    (model_dir / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")  # no tensors
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    cache = tmp_path / "c.sqlite"
+    filled_store(cache)
+    corrupt_pages(cache, [cache.stat().st_size // PAGE // 2])
+    proc = localjury(
+        "run", str(data), "--aspect", "coherence", "--models", str(model_dir), "--cache", str(cache),
+        "--quiet", "--out", str(tmp_path / "r.jsonl"),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()  # one line, no traceback
+    assert line.startswith(f"error: judgment cache {cache} is corrupt (SQLite quick_check: Page")
+
+
 def test_verify_reports_a_changed_dataset_and_model_file(tmp_path, monkeypatch):
     model_dir = tmp_path / "model"
     model_dir.mkdir()
@@ -198,3 +326,14 @@ def test_truncate_policy_cuts_contexts_with_a_visible_mark(tmp_path):
 def test_unknown_overflow_policy():
     with pytest.raises(ConfigError, match="unknown overflow policy 'drop'"):
         evaluate(RECORDS, [DATED], [spec("A")], on_overflow="drop", engine_factory=factory(votes_from_text, []))
+
+
+def test_a_stored_value_no_localjury_wrote_is_a_store_error(tmp_path):
+    path = tmp_path / "s.sqlite"
+    store = JudgmentStore(path)
+    store.put_many({"k": "an error"})
+    store._db.execute("UPDATE generations SET value = 'not json' WHERE key = 'k'")
+    store._db.commit()
+    with pytest.raises(StoreError, match=r"holds an unreadable generation .*move it aside or delete it"):
+        store.get_many(["k"])
+    store.close()
