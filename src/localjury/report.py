@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -182,24 +179,6 @@ class Summary(BaseModel):
     seconds: float
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (never half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_results(results: Iterable[RecordResult], path: Path) -> None:
-    """Write one JSON line per (record, criterion)."""
-    atomic_write_text(path, "".join(r.model_dump_json() + "\n" for r in results))
-
-
 def read_results(path: Path) -> list[RecordResult]:
     """Read a results.jsonl file back."""
     with path.open(encoding="utf-8") as fh:
@@ -209,11 +188,6 @@ def read_results(path: Path) -> list[RecordResult]:
 def summary_path_for(results_path: Path) -> Path:
     """``results.jsonl`` -> ``results.summary.json``."""
     return results_path.with_name(results_path.stem + ".summary.json")
-
-
-def write_summary(summary: BaseModel, path: Path) -> None:
-    """Write a summary (or a manifest) as indented JSON, atomically."""
-    atomic_write_text(path, summary.model_dump_json(indent=2) + "\n")
 
 
 def _fmt(value: float | None, pct: bool = False) -> str:

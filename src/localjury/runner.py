@@ -1183,7 +1183,12 @@ def _evaluate(
 
     tmpdir = None if cache_path is not None else Path(tempfile.mkdtemp(prefix="localjury-"))
     store_path = cache_path or Path(tmpdir or ".") / "judgments.sqlite"
-    store = JudgmentStore(store_path)
+    try:
+        store = JudgmentStore(store_path)
+    except BaseException:
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
     run = _Run(
         metrics,
         jury,
