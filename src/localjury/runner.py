@@ -1135,7 +1135,7 @@ def _evaluate(
     factory = engine_factory or load_engine
     if engine_factory is None:
         for spec in specs:
-            spec.require_local_dir()  # fail before loading anything, naming the fix
+            spec.require_files(spec.engine)  # fail before loading anything, naming the fix
 
     cache_path = (Path(cache) if cache is not None else default_cache_path()) if use_cache else None
     dataset = _Dataset(records)
@@ -1173,7 +1173,7 @@ def _evaluate(
             temperature=spec.temperature if temperature is None else temperature,
             top_p=spec.top_p,
             max_tokens=spec.max_tokens if max_tokens is None else max_tokens,
-            neutralise=Neutraliser(tokenizer_markers(spec.local_dir())),
+            neutralise=Neutraliser(tokenizer_markers(spec.tokenizer_dir())),
         )
         for spec, rec in zip(specs, manifests, strict=True)
     ]

@@ -29,7 +29,7 @@ def test_forcing_vllm_without_it_names_the_extra(monkeypatch):
 
 def test_unknown_engine():
     with pytest.raises(
-        ConfigError, match="unknown engine 'vlm' for model 'A'; expected one of: auto, transformers, vllm"
+        ConfigError, match="unknown engine 'vlm' for model 'A'; expected one of: auto, transformers, vllm, llamacpp"
     ):
         engines.resolve_engine(spec("A"), "vlm")
 
@@ -43,3 +43,33 @@ def test_the_resolved_engine_is_in_the_summary_and_the_store_key(monkeypatch):
         engine_factory=factory(lambda m, p, j: judgment(1), []),
     )
     assert result.summary.models[0].engine == "transformers"
+
+
+def test_auto_picks_llamacpp_for_a_gguf_path(monkeypatch):
+    from localjury.registry import ModelSpec
+
+    monkeypatch.setattr(engines, "vllm_usable", lambda: True)  # even beside vLLM: it cannot load a GGUF path
+    monkeypatch.setattr(engines, "find_spec", lambda name: object())
+    assert engines.resolve_engine(ModelSpec(name="g", path="/m/judge.Q4_K_M.gguf")) == "llamacpp"
+    assert engines.resolve_engine(ModelSpec(name="g", path="/m/judge.gguf", engine="transformers")) == "transformers"
+
+
+def test_llamacpp_without_llama_cpp_python_names_the_extra(monkeypatch):
+    from localjury.registry import ModelSpec
+
+    monkeypatch.setattr(engines, "find_spec", lambda name: None)
+    with pytest.raises(MissingDependencyError, match=r"llamacpp engine: pip install 'localjury\[llamacpp\]'"):
+        engines.resolve_engine(ModelSpec(name="g", path="/m/judge.gguf"))
+
+
+def test_decode_calls_never_leave_one_token_alone():
+    from localjury.engines.llamacpp import _pieces
+
+    assert _pieces(1, 1024) == [1]
+    assert _pieces(1025, 1024) == [1023, 2]
+    assert _pieces(2049, 1024) == [1024, 1023, 2]
+    assert _pieces(2048, 1024) == [1024, 1024]
+    assert _pieces(300, 1024) == [300]
+    for total in range(1, 3000, 7):
+        sizes = _pieces(total, 1024)
+        assert sum(sizes) == total and max(sizes) <= 1024 and (total == 1 or 1 not in sizes)

@@ -205,3 +205,38 @@ def test_damaged_weights_of_an_embedded_model_name_the_pull_command(tmp_path, mo
         match=r"is truncated: 100 bytes, .*; run: localjury models pull smollm2-135m-instruct --force$",
     ):
         spec.require_local_dir()
+
+
+def test_packaged_registry_has_the_qwen_judges_on_llamacpp():
+    reg = load_registry(PACKAGED_REGISTRY)
+    for name in ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"):
+        spec = reg.models[name]
+        assert spec.engine == "llamacpp" and spec.prompt_format == "chat" and spec.embedded == name
+
+
+def test_a_gguf_path_names_the_file_and_its_tokenizer_cache(tmp_path, monkeypatch):
+    from localjury.registry import ModelSpec
+
+    monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path / "home"))
+    gguf = tmp_path / "judge.gguf"
+    spec = ModelSpec(name="judge", path=str(gguf))
+    assert spec.is_gguf_path and spec.gguf_file() == gguf
+    assert spec.tokenizer_dir().parent == tmp_path / "home" / "tokenizers"
+    with pytest.raises(ModelNotAvailableError, match=r"model 'judge': no GGUF file at .*judge\.gguf; fix 'path'"):
+        spec.require_gguf()
+    gguf.write_bytes(b"PK\x03\x04 not a gguf")
+    with pytest.raises(ModelNotAvailableError, match=r"is not a GGUF file; give a \.gguf file"):
+        spec.require_gguf()
+    gguf.write_bytes(b"GGUF" + bytes(20))
+    assert spec.require_gguf() == gguf
+    folder = ModelSpec(name="q", embedded="qwen2.5-coder-0.5b-instruct")
+    assert folder.gguf_file() == tmp_path / "home" / "models" / "qwen2.5-coder-0.5b-instruct" / "model.gguf"
+    with pytest.raises(ModelNotAvailableError, match="run: localjury models pull q"):
+        folder.require_gguf()
+
+
+def test_a_gguf_file_can_be_named_directly(tmp_path):
+    gguf = tmp_path / "my-judge.gguf"
+    gguf.write_bytes(b"GGUF")
+    spec = load_registry(PACKAGED_REGISTRY).get(str(gguf))
+    assert spec.path == str(gguf.resolve()) and spec.is_gguf_path

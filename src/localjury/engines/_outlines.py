@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 from outlines.backends.outlines_core import OutlinesCoreBackend
-from outlines_core import Guide, Index
+from outlines.models.transformers import TransformerTokenizer
+from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
 #: The only whitespace allowed between JSON tokens: bounded, so the output length is too.
@@ -23,13 +24,26 @@ WHITESPACE = r"[ ]?"
 _SHIFTS = torch.arange(32, dtype=torch.int32)
 
 
+def vocabulary_of(outlines_model: Any) -> Vocabulary:
+    """The Outlines vocabulary of an Outlines model (as Outlines' own backend builds it)."""
+    return OutlinesCoreBackend(outlines_model).vocabulary
+
+
+def vocabulary_of_tokenizer(hf_tokenizer: Any) -> Vocabulary:
+    """The Outlines vocabulary of a Hugging Face tokenizer, built as Outlines builds it for a
+    transformers model (byte-level pieces decoded exactly), without a model."""
+    tokenizer = TransformerTokenizer(hf_tokenizer)
+    return OutlinesCoreBackend.create_outlines_core_vocabulary(
+        tokenizer.get_vocab(), tokenizer.eos_token_id, tokenizer.eos_token, tokenizer.convert_token_to_string
+    )
+
+
 class JsonSchemaIndex:
     """The compiled index of one JSON schema over one tokenizer's vocabulary."""
 
-    def __init__(self, outlines_model: Any, schema: dict[str, Any]) -> None:
-        backend = OutlinesCoreBackend(outlines_model)
+    def __init__(self, vocabulary: Vocabulary, schema: dict[str, Any]) -> None:
         self.regex = build_regex_from_schema(json.dumps(schema), WHITESPACE)
-        self.index = Index(self.regex, backend.vocabulary)
+        self.index = Index(self.regex, vocabulary)
 
     def guides(self, rows: int) -> GuidedRows:
         """Fresh guides for a batch of ``rows`` sequences, all at the start of the schema."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -30,8 +29,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
 from localjury.engines import _attention
-from localjury.engines._outlines import GuidedRows, JsonSchemaIndex
+from localjury.engines._outlines import GuidedRows, JsonSchemaIndex, vocabulary_of
 from localjury.engines._prompts import PromptFormatter
+from localjury.engines._sampling import sample, sample_generators
 from localjury.engines.base import Completion, ProgressFn, Sampling
 from localjury.errors import ConfigError, EngineError
 from localjury.metrics.base import Message
@@ -45,28 +45,6 @@ hf_logging.disable_progress_bar()
 KV_BUDGET_BYTES = 3 << 30
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
-
-
-def batch_seed(seed: int, *parts: object) -> int:
-    """Derive a 63-bit seed from the run seed and what is sampled (stable across runs)."""
-    blob = json.dumps([seed, *[str(p) for p in parts]]).encode()
-    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") >> 1
-
-
-def _sample(logits: torch.Tensor, sampling: Sampling, rngs: Sequence[torch.Generator]) -> torch.Tensor:
-    """One token per row: greedy at temperature 0, else temperature + top-p sampling, each
-    row's noise drawn from that row's own generator."""
-    if sampling.temperature <= 0:
-        return logits.argmax(-1)
-    logits = logits / sampling.temperature
-    if sampling.top_p < 1.0:
-        sorted_logits, order = logits.sort(dim=-1, descending=True)
-        probs = sorted_logits.softmax(-1)
-        drop = probs.cumsum(-1) - probs > sampling.top_p  # keep the smallest set reaching top_p
-        logits = logits.scatter(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
-    # Gumbel-max: argmax(logits + Gumbel noise) is a sample from softmax(logits).
-    noise = torch.stack([torch.rand(logits.shape[-1], generator=g, device="cpu") for g in rngs]).to(logits.device)
-    return (logits - torch.log(-torch.log(noise.clamp_min(1e-20)))).argmax(-1)
 
 
 class TransformersEngine:
@@ -118,6 +96,7 @@ class TransformersEngine:
         self._kv_bytes_per_token = 2 * cfg.num_hidden_layers * kv_heads * head_dim * self.model.dtype.itemsize
         self.use_chat = self.prompts.use_chat
         self._outlines_model = outlines.from_transformers(self.model, self.tokenizer)  # type: ignore[arg-type]
+        self._vocabulary = vocabulary_of(self._outlines_model)
         self._indexes: dict[str, JsonSchemaIndex] = {}
 
     # -- prompts -------------------------------------------------------------------------
@@ -137,7 +116,7 @@ class TransformersEngine:
         key = json.dumps(schema, sort_keys=True)
         if key not in self._indexes:
             # Building the index is the costly part (vocabulary x regex); once per schema.
-            self._indexes[key] = JsonSchemaIndex(self._outlines_model, schema)
+            self._indexes[key] = JsonSchemaIndex(self._vocabulary, schema)
         return self._indexes[key]
 
     def generate(
@@ -173,13 +152,7 @@ class TransformersEngine:
             # One generator per sample, seeded from (run seed, prompt, sample index): a sample
             # does not depend on which other prompts share its batch or call, so chunking,
             # resuming and caching cannot change it (up to float rounding across batch shapes).
-            rngs = [
-                torch.Generator(device="cpu").manual_seed(
-                    batch_seed(sampling.seed, prompts[i], sampling.first_sample + j)
-                )
-                for i in idx
-                for j in range(n)
-            ]
+            rngs = sample_generators(sampling.seed, [prompts[i] for i in idx], n, sampling.first_sample)
             try:
                 with torch.inference_mode():
                     ids, mask, cache = self._prefill_batch([encoded[i] for i in idx], prefix_len, prefix_cache, n)
@@ -236,7 +209,7 @@ class TransformersEngine:
             )
             if guides is not None:
                 logits = guides.mask(logits)
-            tokens = _sample(logits, sampling, [rngs[orig] for orig in active])
+            tokens = sample(logits, sampling, [rngs[orig] for orig in active])
             ended = torch.isin(tokens, eos).tolist()
             token_list = tokens.tolist()
             for r, orig in enumerate(active):
@@ -321,7 +294,7 @@ class TransformersEngine:
     def close(self) -> None:
         """Drop the model, tokenizer and schema indexes, and collect their memory."""
         self._indexes.clear()
-        for attr in ("_outlines_model", "model", "tokenizer"):
+        for attr in ("_outlines_model", "_vocabulary", "model", "tokenizer"):
             if hasattr(self, attr):
                 delattr(self, attr)
         gc.collect()

@@ -1,0 +1,96 @@
+"""Which embedded judges get the demo's obvious cases right: each candidate alone and as a
+jury, on examples/demo.jsonl's two criteria, strictness 3, seed 0, in one run.
+
+    python benchmarks/demo_panel.py [--models a,b,...] [--juries a+b,...]
+
+Prints and saves (benchmarks/results/demo_panel.{json,md}) per judge and jury the verdicts
+that match the expected ones (EXPECTED below: only the unambiguous cases), and the time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from localjury import AspectCritic, evaluate
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "examples" / "demo.jsonl"
+METRICS = [
+    AspectCritic("mentions_date", "The response must include a specific date or year."),
+    AspectCritic.predefined("conciseness"),
+]
+#: The verdict a judge must give: (record id, metric) -> 1 or 0. Borderline cases left out.
+EXPECTED: dict[tuple[str, str], int] = {
+    **{(r, "mentions_date"): 1 for r in ("wall", "moon", "euro", "war", "tower")},
+    **{(r, "mentions_date"): 0 for r in ("eiffel", "python", "capital", "painter")},
+    **{(r, "conciseness"): 1 for r in ("moon", "python", "euro", "capital", "war")},
+    **{(r, "conciseness"): 0 for r in ("rambling", "tower", "painter")},
+}
+
+
+def correct(result) -> tuple[int, list[str]]:
+    right, wrong = 0, []
+    for r in result.results:
+        want = EXPECTED.get((r.record_id, r.metric))
+        if want is None:
+            continue
+        got = None if r.score is None else int(r.score > 0.5)
+        if got == want:
+            right += 1
+        else:
+            wrong.append(f"{r.record_id}/{r.metric}: {r.score}")
+    return right, wrong
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--models", default="smollm2-135m-instruct,gemma-3-270m,qwen2.5-coder-0.5b-instruct,qwen2.5-coder-1.5b-instruct"
+    )
+    parser.add_argument(
+        "--juries", default="smollm2-135m-instruct+gemma-3-270m,qwen2.5-coder-0.5b-instruct+qwen2.5-coder-1.5b-instruct"
+    )
+    parser.add_argument("--strictness", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "demo_panel")
+    args = parser.parse_args()
+    rows = []
+    panels = [[m] for m in args.models.split(",")] + [j.split("+") for j in args.juries.split(",") if j]
+    for panel in panels:
+        started = time.perf_counter()
+        result = evaluate(DATA, METRICS, panel, strictness=args.strictness, seed=0, use_cache=False)
+        seconds = time.perf_counter() - started
+        right, wrong = correct(result)
+        engines = ",".join(m.engine for m in result.summary.models)
+        judgments = sum(m.judgments for m in result.summary.models)
+        rows.append(
+            {
+                "panel": "+".join(panel),
+                "engines": engines,
+                "right": right,
+                "of": len(EXPECTED),
+                "wrong": wrong,
+                "seconds": round(seconds, 1),
+                "judgments": judgments,
+            }
+        )
+        print(f"{rows[-1]['panel']:60s} {right}/{len(EXPECTED)} right, {seconds:.0f} s; wrong: {', '.join(wrong)}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.with_suffix(".json").write_text(json.dumps({"strictness": args.strictness, "rows": rows}, indent=2) + "\n")
+    lines = [
+        f"# Demo panel: expected verdicts on examples/demo.jsonl (strictness {args.strictness}, seed 0)",
+        "",
+        "| judge or jury | engines | right | seconds (load + judge) | wrong |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['panel']} | {r['engines']} | {r['right']}/{r['of']} | {r['seconds']} | {'; '.join(r['wrong'])} |"
+        for r in rows
+    ]
+    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
