@@ -4,15 +4,16 @@ Needs the ``llamacpp`` extra (llama-cpp-python, which builds llama.cpp from sour
 install time; ``scripts/setup`` caches the built wheel) and no GPU. The weights stay in
 their quantized GGUF form (Q4_K_M: about 4.9 bits a weight) and are memory-mapped.
 
-One :meth:`LlamaCppEngine.generate` call decodes its prompts in batches of sequences that
-share one KV cache (llama.cpp's unified cache): the prefix common to every prompt of the
-call (instruction and examples) is prefilled once, each prompt's own suffix once, and the
-prompt's cells are shared by its ``n`` sample sequences (``llama_memory_seq_cp`` adds a
-sequence to the cells, it copies nothing). Every step decodes one token of every running
-sequence in one ``llama_decode``; a sequence that ends leaves the batch and frees its cells.
-Each sample is constrained to the JSON schema by Outlines' index over the model's
+One :meth:`LlamaCppEngine.generate` call decodes its prompts in batches of sequences: the
+prefix common to every prompt of the call (instruction and examples) is prefilled once, each
+prompt's own suffix once, and the prompt's KV cache is copied to its ``n`` sample sequences
+(``llama_memory_seq_cp``: computed once, copied). Every step decodes one token of every
+running sequence in one ``llama_decode``; a sequence that ends leaves the batch and frees its
+cells. Each sample is constrained to the JSON schema by Outlines' index over the model's
 vocabulary (the same guides as the transformers engine) and drawn from its own generator,
-seeded from (run seed, prompt, sample index), so it never depends on its batch.
+seeded from (run seed, prompt, sample index). Its logits do not depend on its batch either:
+each sequence has a KV stream of its own, flash attention is off, and no decode is one token
+long (see :meth:`LlamaCppEngine._decode`), so a sample alone equals the same sample in a batch.
 
 Prompts are formatted and tokenized by the Hugging Face tokenizer that ``localjury models
 pull`` saves beside the GGUF (converted from the GGUF's own vocabulary and chat template):
