@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import gc
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -42,12 +41,12 @@ from llama_cpp import _internals
 from transformers import AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from localjury.engines._local import LocalDecoding
 from localjury.engines._outlines import GuidedRows, JsonSchemaIndex, vocabulary_of_tokenizer
 from localjury.engines._prompts import PromptFormatter
 from localjury.engines._sampling import sample, sample_generators
 from localjury.engines.base import Completion, ProgressFn, Sampling
 from localjury.errors import ConfigError, EngineError
-from localjury.metrics.base import Message
 from localjury.registry import ModelSpec
 
 hf_logging.disable_progress_bar()
@@ -82,7 +81,7 @@ def _threads() -> int:
         return os.cpu_count() or 1
 
 
-class LlamaCppEngine:
+class LlamaCppEngine(LocalDecoding):
     """Run a GGUF model with llama.cpp, constrained by Outlines.
 
     Args:
@@ -179,23 +178,7 @@ class LlamaCppEngine:
         head_dim = num("attention.key_length", num("embedding_length", 4096) // max(heads, 1))
         return max(1, 2 * layers * kv_heads * head_dim * 2)
 
-    # -- prompts -------------------------------------------------------------------------
-
-    def format_prompt(self, messages: Sequence[Message]) -> str:
-        """Apply the chat template (with the generation prompt) or the plain format."""
-        return self.prompts.format(messages)
-
-    def count_tokens(self, prompts: Sequence[str]) -> list[int]:
-        """Prompt lengths in tokens, as :meth:`generate` will encode them."""
-        return [len(ids) for ids in self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
-
     # -- generation ----------------------------------------------------------------------
-
-    def _index(self, schema: dict[str, Any]) -> JsonSchemaIndex:
-        key = json.dumps(schema, sort_keys=True)
-        if key not in self._indexes:
-            self._indexes[key] = JsonSchemaIndex(self._vocabulary, schema)
-        return self._indexes[key]
 
     def generate(
         self,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,12 +28,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
 from localjury.engines import _attention
+from localjury.engines._local import LocalDecoding
 from localjury.engines._outlines import GuidedRows, JsonSchemaIndex, vocabulary_of
 from localjury.engines._prompts import PromptFormatter
 from localjury.engines._sampling import sample, sample_generators
 from localjury.engines.base import Completion, ProgressFn, Sampling
 from localjury.errors import ConfigError, EngineError
-from localjury.metrics.base import Message
 from localjury.registry import ModelSpec
 
 # localjury shows its own progress; transformers' per-load tqdm bars would interleave with it.
@@ -47,7 +46,7 @@ KV_BUDGET_BYTES = 3 << 30
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 
-class TransformersEngine:
+class TransformersEngine(LocalDecoding):
     """Run a local Hugging Face model with transformers, constrained by Outlines.
 
     Args:
@@ -99,25 +98,7 @@ class TransformersEngine:
         self._vocabulary = vocabulary_of(self._outlines_model)
         self._indexes: dict[str, JsonSchemaIndex] = {}
 
-    # -- prompts -------------------------------------------------------------------------
-
-    def format_prompt(self, messages: Sequence[Message]) -> str:
-        """Apply the chat template (with the generation prompt) or the plain format."""
-        return self.prompts.format(messages)
-
-    def count_tokens(self, prompts: Sequence[str]) -> list[int]:
-        """Prompt lengths in tokens, as :meth:`generate` will encode them."""
-        enc = self.tokenizer(list(prompts), add_special_tokens=False)
-        return [len(ids) for ids in enc["input_ids"]]
-
     # -- generation ----------------------------------------------------------------------
-
-    def _index(self, schema: dict[str, Any]) -> JsonSchemaIndex:
-        key = json.dumps(schema, sort_keys=True)
-        if key not in self._indexes:
-            # Building the index is the costly part (vocabulary x regex); once per schema.
-            self._indexes[key] = JsonSchemaIndex(self._vocabulary, schema)
-        return self._indexes[key]
 
     def generate(
         self,
