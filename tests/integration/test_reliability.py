@@ -60,6 +60,23 @@ def rows(path):
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
+def wait_for_commits(proc, cache, at_least, timeout=600):
+    """Poll the judgment store (read-only) until the running CLI has committed ``at_least``
+    generations, or it ended; return how many it had committed."""
+    deadline = time.monotonic() + timeout
+    committed = 0
+    while time.monotonic() < deadline and proc.poll() is None and committed < at_least:
+        if cache.exists():
+            with sqlite3.connect(f"file:{cache}?mode=ro", uri=True) as db:
+                try:
+                    committed = db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+                except sqlite3.OperationalError:
+                    committed = 0
+        if committed < at_least:
+            time.sleep(0.2)
+    return committed
+
+
 def test_a_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_results(smollm, tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(DATA.read_text().splitlines(keepends=True)[:12]))
@@ -69,18 +86,7 @@ def test_a_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_results(s
         "--chunk-size", "3", "--seed", "2", "--quiet",
     ]  # fmt: skip
     proc = cli(*args, "--cache", str(cache), "--out", str(out))
-    deadline = time.monotonic() + 600
-    committed = 0
-    while time.monotonic() < deadline and proc.poll() is None:
-        if cache.exists():
-            with sqlite3.connect(f"file:{cache}?mode=ro", uri=True) as db:
-                try:
-                    committed = db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
-                except sqlite3.OperationalError:
-                    committed = 0
-        if committed >= 3:
-            break
-        time.sleep(0.2)
+    committed = wait_for_commits(proc, cache, 3)
     assert proc.poll() is None, "the run ended before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -153,16 +159,7 @@ def test_ctrl_c_keeps_what_was_judged_says_so_and_the_rerun_resumes(smollm, tmp_
         "--chunk-size", "3", "--seed", "2", "--quiet", "--cache", str(cache), "--out", str(out),
     ]  # fmt: skip
     proc = cli(*args)
-    deadline = time.monotonic() + 600
-    committed = 0
-    while time.monotonic() < deadline and proc.poll() is None and committed < 3:
-        if cache.exists():
-            with sqlite3.connect(f"file:{cache}?mode=ro", uri=True) as db:
-                try:
-                    committed = db.execute("SELECT COUNT(*) FROM generations").fetchone()[0]
-                except sqlite3.OperationalError:
-                    committed = 0
-        time.sleep(0.2)
+    wait_for_commits(proc, cache, 3)
     assert proc.poll() is None, "the run ended before it could be interrupted"
     proc.send_signal(signal.SIGINT)
     code, _, err = finish(proc)
