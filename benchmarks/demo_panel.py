@@ -4,7 +4,8 @@ jury, on examples/demo.jsonl's two criteria, strictness 3, seed 0, in one run.
     python benchmarks/demo_panel.py [--models a,b,...] [--juries a+b,...]
 
 Prints and saves (benchmarks/results/demo_panel.{json,md}) per judge and jury the verdicts
-that match the expected ones (EXPECTED below: only the unambiguous cases), and the time.
+that match the expected ones (examples/demo_labels.jsonl: only the unambiguous cases), and
+the time.
 """
 
 from __future__ import annotations
@@ -24,10 +25,8 @@ METRICS = [
 ]
 #: The verdict a judge must give: (record id, metric) -> 1 or 0. Borderline cases left out.
 EXPECTED: dict[tuple[str, str], int] = {
-    **{(r, "mentions_date"): 1 for r in ("wall", "moon", "euro", "war", "tower")},
-    **{(r, "mentions_date"): 0 for r in ("eiffel", "python", "capital", "painter")},
-    **{(r, "conciseness"): 1 for r in ("moon", "python", "euro", "capital", "war")},
-    **{(r, "conciseness"): 0 for r in ("rambling", "tower", "painter")},
+    (row["id"], row["metric"]): row["verdict"]
+    for row in map(json.loads, (ROOT / "examples" / "demo_labels.jsonl").read_text().splitlines())
 }
 
 
@@ -37,7 +36,7 @@ def correct(result) -> tuple[int, list[str]]:
         want = EXPECTED.get((r.record_id, r.metric))
         if want is None:
             continue
-        got = None if r.score is None else int(r.score > 0.5)
+        got = None if r.score is None or r.score == 0.5 else int(r.score > 0.5)  # a split jury is not right
         if got == want:
             right += 1
         else:
