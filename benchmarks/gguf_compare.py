@@ -106,6 +106,7 @@ def child(config: str, model: str, records: int, k: int, max_tokens: int, seed: 
         t = time.perf_counter()
         outputs = engine.generate(prompts, n=k, sampling=sampling, schema=schema)
     seconds = time.perf_counter() - t
+    extra = {"prefill_tokens_per_s": _prefill_rate(engine)} if config == "b_llamacpp_engine" else {}
     samples = [c for o in outputs for c in o]
     votes = [[metric.parse(c.text, finished=c.finished).vote for c in o] for o in outputs]
     tokens = sum(c.n_tokens for c in samples)
@@ -120,7 +121,23 @@ def child(config: str, model: str, records: int, k: int, max_tokens: int, seed: 
         "valid": round(sum(v is not None for vs in votes for v in vs) / len(samples), 3),
         "votes": votes,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        **extra,
     }
+
+
+def _prefill_rate(engine, tokens: int = 512) -> float:
+    """llama.cpp's own best matmul rate on this CPU for this model: tokens/s of one
+    ``tokens``-long prefill in one decode call (weights read once for all of them)."""
+    from localjury.engines.llamacpp import FIRST_SEQUENCE
+
+    ids = engine.tokenizer("The quick brown fox jumps over the lazy dog. " * 60)["input_ids"][:tokens]
+    engine._context(FIRST_SEQUENCE + 1, tokens + 256)
+    items = [(t, p, FIRST_SEQUENCE, p == len(ids) - 1) for p, t in enumerate(ids)]
+    engine._decode(items)  # warm-up
+    engine._context(FIRST_SEQUENCE + 1, tokens + 256)
+    t = time.perf_counter()
+    engine._decode(items)
+    return round(len(ids) / (time.perf_counter() - t), 1)
 
 
 def floor() -> dict:
@@ -255,6 +272,12 @@ def _report(results: dict, out: Path) -> None:
                          f"(decode; prompt prefill shared), {floor_s:.3f} s at the fp32 matmul rate, so at most "
                          f"{1 / floor_s:.1f} judgments/s compute-bound; the llamacpp engine reaches "
                          f"{b['judgments_per_s']:.2f} ({b['judgments_per_s'] * floor_s:.0%} of that).")  # fmt: skip
+            if "prefill_tokens_per_s" in b:
+                rate = b["prefill_tokens_per_s"] * 2 * data["params"] / 1e9
+                lines.append(f"\nllama.cpp's own best rate here, a {512}-token prefill in one call: "
+                             f"{b['prefill_tokens_per_s']} tokens/s ({rate:.0f} GFLOP/s); the engine's decode "
+                             f"({b['output_tokens_per_s']} tokens/s) runs at "
+                             f"{b['output_tokens_per_s'] / b['prefill_tokens_per_s']:.0%} of it.")  # fmt: skip
         lines.append("")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
