@@ -12,7 +12,8 @@ checkouts can be compared byte for byte::
     PYTHONPATH=src python benchmarks/identity.py /tmp/after           # on the new code
     diff -r /tmp/before /tmp/after
 
-``--scripted-only`` skips the real model (and Ray) runs.
+``--scripted-only`` skips the real model runs, ``--no-ray`` the sharded ones, ``--only`` names
+the runs to do.
 """
 
 from __future__ import annotations
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--scripted-only", action="store_true")
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--only", nargs="+", metavar="RUN", help="only these runs (e.g. smollm-bench)")
     args = parser.parse_args(argv)
     real = not args.scripted_only
     work_root = Path(tempfile.gettempdir()) / "localjury-identity-work"
@@ -192,14 +194,16 @@ def main(argv: list[str] | None = None) -> None:
     data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     todo = runs(real)
     ray = None
-    if not args.no_ray:
+    wanted = set(args.only or [*todo, "scripted-sharded", "smollm-sharded", "smollm-bench"])
+    todo = {k: v for k, v in todo.items() if k in wanted}
+    if not args.no_ray and wanted & {"scripted-sharded", "smollm-sharded"}:
         try:
             import ray
         except ImportError:
             print("ray not installed: no sharded runs", file=sys.stderr)
         else:
             ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-            todo |= sharded(real)
+            todo |= {k: v for k, v in sharded(real).items() if k in wanted}
     try:
         for name, settings in todo.items():
             work = work_root / name
@@ -209,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
             result = evaluate(data, metrics, models, out=work / "results.jsonl", **settings)
             save(result, work, args.out / name)
             print(f"{name}: {sum(1 for _ in result.iter_results())} results", file=sys.stderr)
-        if real:
+        if real and "smollm-bench" in wanted:
             bench(work_root, args.out / "smollm-bench")
     finally:
         if ray is not None:
@@ -217,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def bench(work_root: Path, dest: Path) -> None:
-    from localjury.bench import run_bench
+    from localjury.bench.run import run_bench
 
     labeled = work_root / "labeled.jsonl"
     rows = [
