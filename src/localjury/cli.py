@@ -289,7 +289,7 @@ def run(
 ) -> None:
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary."""
     from localjury.report import print_summary, summary_path_for
-    from localjury.runner import evaluate
+    from localjury.run import evaluate
 
     metrics = _build_metrics(aspect, criterion, criteria, metric)
     names = [m.strip() for m in models.split(",") if m.strip()] if models else None

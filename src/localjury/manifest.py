@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from localjury import __version__
 from localjury._outputs import StagedFile
+from localjury._version import __version__
 from localjury.registry import ModelSpec, localjury_home
 
 #: The files that make a model what it is: weights, config, tokenizer, chat template.

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localjury import __version__
 from localjury._outputs import Staging, check_outputs
 from localjury._pull import SOURCE_FILE
+from localjury._version import __version__
 from localjury.bench import stats
 from localjury.bench.formats import FORMATS, BenchItem, load, sample
 from localjury.errors import ConfigError
@@ -17,7 +17,7 @@ from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCriti
 from localjury.metrics.base import Metric
 from localjury.registry import ModelSpec, registry_path
 from localjury.report import RecordResult
-from localjury.runner import EngineFactory, RunResult, evaluate
+from localjury.run import EngineFactory, RunResult, evaluate
 from localjury.voting import passes
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypedDict, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -253,7 +253,13 @@ def check_inputs(
 
 
 class Metric:
-    """Anything the runner can judge: a name, samples per model (strictness), a tie-break."""
+    """Anything a run can judge: a name, samples per model (strictness), a tie-break.
+
+    ``kind`` names how a run judges it (:data:`localjury.run.judging.KINDS`): ``"judge"``
+    for a :class:`JudgeMetric`, ``"composite"`` for a ``CompositeMetric``.
+    """
+
+    kind: ClassVar[str | None] = None
 
     def __init__(self, name: str, *, strictness: int = 1, tie_break: TieBreak = "fail") -> None:
         if not name or not name.strip():
@@ -293,6 +299,8 @@ class JudgeMetric(Metric):
         tie_break: ``"fail"`` (default), ``"pass"`` or ``"abstain"`` for an even split.
         description: One line for summaries.
     """
+
+    kind: ClassVar[str | None] = "judge"
 
     def __init__(
         self,

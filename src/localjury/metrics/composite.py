@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -120,6 +120,8 @@ class CompositeMetric(Metric):
         tie_break: What an even split on a statement gives.
         description: One line for summaries.
     """
+
+    kind: ClassVar[str | None] = "composite"
 
     def __init__(
         self,
