@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, TypedDict, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from localjury.errors import RecordError
 from localjury.neutralise import DEFAULT, Neutraliser
 from localjury.records import Record
+from localjury.types import Message
 from localjury.voting import TieBreak, check_tie_break
 
 #: Upper bound of a judgment's ``reason``; part of the schema, so a generation cannot run
@@ -41,13 +42,6 @@ RECORD_FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
 
 InT = TypeVar("InT", bound=BaseModel)
 OutT = TypeVar("OutT", bound=BaseModel)
-
-
-class Message(TypedDict):
-    """One chat turn."""
-
-    role: Literal["system", "user", "assistant"]
-    content: str
 
 
 class Judgment(BaseModel):
