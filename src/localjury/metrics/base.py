@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from localjury.errors import RecordError
+from localjury.errors import MetricError, RecordError
 from localjury.neutralise import DEFAULT, Neutraliser
 from localjury.records import Record
 from localjury.types import Message
@@ -110,10 +110,10 @@ class PromptProgram(Generic[InT, OutT]):
         examples: Sequence[tuple[InT, OutT]] = (),
     ) -> None:
         if not instruction or not instruction.strip():
-            raise ValueError("a prompt program needs a non-empty instruction")
+            raise MetricError("a prompt program needs a non-empty instruction")
         for i, (inp, out) in enumerate(examples, start=1):
             if not isinstance(inp, input_model) or not isinstance(out, output_model):
-                raise ValueError(
+                raise MetricError(
                     f"example {i} must be ({input_model.__name__}, {output_model.__name__}), "
                     f"got ({type(inp).__name__}, {type(out).__name__})"
                 )
@@ -236,11 +236,11 @@ def check_inputs(
     """
     for name, field in (sources or {}).items():
         if field not in RECORD_FIELDS:
-            raise ValueError(f"metric {metric!r}: source of {name!r} must be a record field, got {field!r}")
+            raise MetricError(f"metric {metric!r}: source of {name!r} must be a record field, got {field!r}")
     for name, info in model.model_fields.items():
         provided = name in computed or name in (constants or {}) or (sources or {}).get(name, name) in RECORD_FIELDS
         if info.is_required() and not provided:
-            raise ValueError(
+            raise MetricError(
                 f"metric {metric!r}: required input field {name!r} is no record field "
                 f"({', '.join(RECORD_FIELDS)}); give it in constants= or map it with sources="
             )
@@ -257,12 +257,15 @@ class Metric:
 
     def __init__(self, name: str, *, strictness: int = 1, tie_break: TieBreak = "fail") -> None:
         if not name or not name.strip():
-            raise ValueError("a metric needs a non-empty name")
+            raise MetricError("a metric needs a non-empty name")
         if not isinstance(strictness, int) or isinstance(strictness, bool) or not 1 <= strictness <= MAX_STRICTNESS:
-            raise ValueError(f"strictness must be an integer from 1 to {MAX_STRICTNESS}, got {strictness!r}")
+            raise MetricError(f"strictness must be an integer from 1 to {MAX_STRICTNESS}, got {strictness!r}")
         self.name = name
         self.strictness = strictness
-        self.tie_break = check_tie_break(tie_break)
+        try:
+            self.tie_break = check_tie_break(tie_break)
+        except ValueError as exc:
+            raise MetricError(str(exc)) from None
 
     @property
     def description(self) -> str:
@@ -313,7 +316,7 @@ class JudgeMetric(Metric):
         super().__init__(name, strictness=strictness, tie_break=tie_break)
         verdict = output_model.model_fields.get("verdict")
         if verdict is None or verdict.annotation not in (Literal[0, 1], Literal[1, 0]):
-            raise ValueError(f"metric {name!r}: the output model needs a field `verdict: Literal[0, 1]`")
+            raise MetricError(f"metric {name!r}: the output model needs a field `verdict: Literal[0, 1]`")
         check_inputs(input_model, name, constants=constants, sources=sources)
         self.program: PromptProgram[BaseModel, BaseModel] = PromptProgram(
             instruction, input_model, output_model, examples
