@@ -11,7 +11,6 @@ result = evaluate(
 result.write("results.jsonl")
 """
 
-from localjury._ray import RayCluster
 from localjury._version import __version__
 from localjury.errors import (
     ConfigError,
@@ -39,6 +38,7 @@ from localjury.records import Record, iter_records
 from localjury.registry import ModelSpec, load_registry
 from localjury.report import ModelJudgment, RecordResult, StatementResult, Summary
 from localjury.run import RunConfig, RunResult, evaluate
+from localjury.run._ray import RayCluster
 
 __all__ = [
     "NLI_STATEMENT",

@@ -309,7 +309,7 @@ def _cluster(name: str | None, address: str | None, replicas: int | None, cpus: 
         return None
     if name != "ray":
         raise ConfigError(f"unknown cluster {name!r}; expected: ray")
-    from localjury._ray import RayCluster
+    from localjury.run._ray import RayCluster
 
     return RayCluster(address=address, replicas=replicas, cpus_per_replica=cpus)
 

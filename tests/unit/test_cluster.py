@@ -144,9 +144,10 @@ def test_a_replica_with_other_model_files_refuses_to_run(tmp_path):
     """What a replica on a node with other weights does: it rehashes the folder, compares with
     the driver's hash (the store key's model identity) and refuses, before loading anything."""
     from localjury.run import RunConfig
+    from localjury.run.context import Run
     from localjury.run.generate import MemoryStore
     from localjury.run.sharded import ShardWorker
-    from localjury.run.state import JuryModel, Run
+    from localjury.run.state import JuryModel
 
     folder = tmp_path / "model"
     folder.mkdir()
@@ -163,7 +164,7 @@ def test_a_replica_with_other_model_files_refuses_to_run(tmp_path):
 
 
 def test_placement_of_replicas():
-    from localjury._ray import RaySession
+    from localjury.run._ray import RaySession
 
     def session(gpus, cpus, nodes=None, **kw):
         s = object.__new__(RaySession)
@@ -204,8 +205,8 @@ def test_placement_of_replicas():
 
 
 def test_auto_engine_follows_the_clusters_gpus_not_the_drivers(monkeypatch):
-    from localjury import _ray
-    from localjury._ray import RaySession
+    from localjury.run import _ray
+    from localjury.run._ray import RaySession
 
     s = object.__new__(RaySession)
     s.cluster, s.gpus, s.cpus = RayCluster(), 4, 32
@@ -222,7 +223,7 @@ def test_cluster_settings_are_checked():
 
 
 def test_without_ray_the_error_names_the_extra(monkeypatch):
-    from localjury._ray import RaySession
+    from localjury.run._ray import RaySession
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(MissingDependencyError, match=r"--cluster ray needs Ray.*pip install 'localjury\[ray\]'"):
@@ -262,8 +263,9 @@ def test_cluster_options_are_checked_on_the_command_line(tmp_path, args, message
 
 def test_replicas_get_absolute_model_folders_and_ray_executor_for_split_models(tmp_path, monkeypatch):
     from localjury.run import RunConfig
+    from localjury.run.context import Run
     from localjury.run.generate import MemoryStore
-    from localjury.run.state import JuryModel, Run
+    from localjury.run.state import JuryModel
 
     monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path / "home"))
     embedded = ModelSpec(name="e", embedded="smollm2-135m-instruct", engine="vllm")

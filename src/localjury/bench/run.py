@@ -24,7 +24,7 @@ from localjury.voting import passes
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from localjury._ray import RayCluster
+    from localjury.run._ray import RayCluster
 
 JURY = "jury"
 

@@ -13,10 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from localjury._ray import RayCluster
 from localjury.errors import ConfigError
 from localjury.metrics.base import MAX_STRICTNESS
 from localjury.registry import ModelSpec, localjury_home
+from localjury.run._ray import RayCluster
 from localjury.voting import TieBreak, check_tie_break
 
 #: Records per chunk: one engine call per chunk per model, one commit to the store.

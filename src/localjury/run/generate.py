@@ -15,37 +15,10 @@ from collections.abc import Iterable, Mapping
 from localjury.engines.base import Engine, Sampling
 from localjury.errors import RecordError
 from localjury.records import Record
-from localjury.run.plan import Dataset, Planned, plan_chunk, read_first_steps
-from localjury.run.state import JuryModel, Key, ModelStats, Request, Run
+from localjury.run.context import Run
+from localjury.run.plan import Planned, plan_chunk, read_first_steps
+from localjury.run.state import JuryModel, Key, ModelStats, Request
 from localjury.store import GenerationStore, Stored
-
-
-def model_pass(run: Run, model: JuryModel, dataset: Dataset, total: int | None) -> None:
-    """Run one model over every chunk, generating only what the store lacks (on this
-    process's engine, or sharded over the cluster's replicas)."""
-    progress = run.progress
-    task = progress.add_task(f"{model.spec.name}", total=total) if progress is not None else None
-
-    def advance(count: int) -> None:
-        if progress is not None and task is not None:
-            progress.advance(task, count)
-
-    try:
-        if run.cluster is not None:
-            from localjury.run.sharded import sharded_pass
-
-            sharded_pass(run, run.cluster, model, dataset, total or 0, advance)
-            return
-        worker = Worker(run, model)
-        try:
-            for chunk in dataset.chunks(run.config.input.chunk_size):
-                worker.run(chunk)
-                advance(len(chunk))
-        finally:
-            worker.close()
-    finally:
-        if progress is not None and task is not None:
-            progress.update(task, description=f"{model.spec.name}: done")
 
 
 class Worker:

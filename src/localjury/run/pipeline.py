@@ -29,27 +29,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury._outputs import Staging, check_outputs
-from localjury.engines import load_engine, resolve_engine
+from localjury.engines import load_engine
 from localjury.errors import ConfigError, RecordError
 from localjury.manifest import build_manifest, dataset_record, model_record
 from localjury.metrics.base import Metric
-from localjury.neutralise import Neutraliser, tokenizer_markers
 from localjury.records import Record
-from localjury.registry import DEFAULT_MODEL, ModelSpec, load_registry, localjury_home, registry_path
+from localjury.registry import ModelSpec, localjury_home, registry_path
 from localjury.run.assemble import assemble_all
 from localjury.run.config import RunConfig
-from localjury.run.generate import model_pass
+from localjury.run.context import Run
+from localjury.run.generate import Worker
 from localjury.run.judging import judging_for
+from localjury.run.jury import jury_models, jury_specs
 from localjury.run.plan import Dataset
 from localjury.run.result import RunResult, commit, output_paths
-from localjury.run.state import EngineFactory, JuryModel, Run
+from localjury.run.sharded import sharded_pass
+from localjury.run.state import EngineFactory, JuryModel
 from localjury.run.summary import summarize
 from localjury.store import JudgmentStore
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from localjury._ray import RaySession
+    from localjury.run._ray import RaySession
 
 
 def evaluate(
@@ -113,7 +115,7 @@ def evaluate(
     config = (config or RunConfig()).replace(**settings)
     session: RaySession | None = None
     if config.cluster is not None:
-        from localjury._ray import RaySession
+        from localjury.run._ray import RaySession
 
         session = RaySession(config.cluster)
     try:
@@ -153,7 +155,7 @@ def _evaluate(
     started = time.perf_counter()
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     _check_metrics(metrics, config)
-    specs = _jury_specs(metrics, config, session)
+    specs = jury_specs(metrics, config, session)
     if wiring.engine_factory is None:
         for spec in specs:
             spec.require_files(spec.engine)  # fail before loading anything, naming the fix
@@ -174,20 +176,7 @@ def _evaluate(
         good += isinstance(entry, Record)
 
     manifests = [model_record(spec) for spec in specs]
-    jury = [
-        JuryModel(
-            spec=spec,
-            identity=rec.sha256 or f"unhashed:{spec.name}:{rec.path}",
-            temperature=spec.temperature if config.sampling.temperature is None else config.sampling.temperature,
-            top_p=spec.top_p,
-            max_tokens=spec.max_tokens if config.sampling.max_tokens is None else config.sampling.max_tokens,
-            neutralise=Neutraliser(tokenizer_markers(spec.tokenizer_dir())),
-        )
-        for spec, rec in zip(specs, manifests, strict=True)
-    ]
-    extractor = None
-    if any(judging_for(m, config.sampling).extracts for m in metrics):
-        extractor = next(m for m in jury if m.spec.name == (config.jury.extractor or specs[0].name))
+    jury, extractor = jury_models(specs, manifests, metrics, config)
 
     tmpdir = None if cache_path is not None else Path(tempfile.mkdtemp(prefix="localjury-"))
     store_path = cache_path or Path(tmpdir or ".") / "judgments.sqlite"
@@ -252,6 +241,32 @@ def _evaluate(
             shutil.rmtree(tmpdir, ignore_errors=True)
 
 
+def model_pass(run: Run, model: JuryModel, dataset: Dataset, total: int | None) -> None:
+    """Run one model over every chunk, generating only what the store lacks (on this
+    process's engine, or sharded over the cluster's replicas)."""
+    progress = run.progress
+    task = progress.add_task(f"{model.spec.name}", total=total) if progress is not None else None
+
+    def advance(count: int) -> None:
+        if progress is not None and task is not None:
+            progress.advance(task, count)
+
+    try:
+        if run.cluster is not None:
+            sharded_pass(run, run.cluster, model, dataset, total or 0, advance)
+            return
+        worker = Worker(run, model)
+        try:
+            for chunk in dataset.chunks(run.config.input.chunk_size):
+                worker.run(chunk)
+                advance(len(chunk))
+        finally:
+            worker.close()
+    finally:
+        if progress is not None and task is not None:
+            progress.update(task, description=f"{model.spec.name}: done")
+
+
 def _check_metrics(metrics: Sequence[Metric], config: RunConfig) -> None:
     if not metrics:
         raise ConfigError("no metric to judge: give at least one (--aspect, --criterion, --criteria or --metric)")
@@ -260,36 +275,6 @@ def _check_metrics(metrics: Sequence[Metric], config: RunConfig) -> None:
     names = [m.name for m in metrics]
     if len(set(names)) != len(names):
         raise ConfigError(f"metric names must be unique, got: {', '.join(names)}")
-
-
-def _jury_specs(metrics: Sequence[Metric], config: RunConfig, session: RaySession | None) -> list[ModelSpec]:
-    """The jury's specs, each with the engine it runs on, checked against the settings."""
-    jury = config.jury
-    names = list(jury.models) if jury.models else [DEFAULT_MODEL]
-    reg = None
-    specs: list[ModelSpec] = []
-    for m in names:
-        if isinstance(m, ModelSpec):
-            specs.append(m)
-            continue
-        reg = reg or load_registry(jury.registry)
-        specs.append(reg.get(m))
-    seen = [s.name for s in specs]
-    if len(set(seen)) != len(seen):
-        raise ConfigError(f"a model is named twice in the jury: {', '.join(seen)}")
-    resolve = session.resolve_engine if session is not None else resolve_engine
-    specs = [spec.model_copy(update={"engine": resolve(spec, jury.engine)}) for spec in specs]
-    k = max(judging_for(m, config.sampling).k for m in metrics)
-    for spec in specs:
-        temp = spec.temperature if config.sampling.temperature is None else config.sampling.temperature
-        if temp <= 0 and k > 1:
-            raise ConfigError(
-                f"model {spec.name!r} samples at temperature {temp}: strictness above 1 needs a temperature "
-                "above 0 (set --temperature or temperature in models.yaml)"
-            )
-    if jury.extractor is not None and jury.extractor not in seen:
-        raise ConfigError(f"extractor {jury.extractor!r} is not in the jury; expected one of: {', '.join(seen)}")
-    return specs
 
 
 def _protected(

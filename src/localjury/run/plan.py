@@ -22,8 +22,9 @@ from localjury.store import GenerationStore, Stored
 
 if TYPE_CHECKING:
     from localjury.run.config import OverflowPolicy
+    from localjury.run.context import Run
     from localjury.run.judging import Judging
-    from localjury.run.state import JuryModel, Request, Run
+    from localjury.run.state import JuryModel, Request
 
 #: Characters per token assumed when fitting a prompt to a model's context by truncating its
 #: retrieved contexts; below the 3.5-4.5 of English text, so the estimate errs long.

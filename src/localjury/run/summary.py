@@ -5,7 +5,7 @@ from __future__ import annotations
 from localjury._version import __version__
 from localjury.report import MetricSummary, ModelSummary, Summary
 from localjury.run.assemble import MetricAcc
-from localjury.run.state import Run
+from localjury.run.context import Run
 
 
 def summarize(
