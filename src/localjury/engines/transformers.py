@@ -109,7 +109,7 @@ class TransformersEngine(LocalDecoding):
         schema: dict[str, Any] | None,
         progress: ProgressFn | None = None,
     ) -> list[list[Completion]]:
-        """Draw ``n`` samples per prompt; see :class:`localjury.engines.base.Engine`."""
+        """Draw ``n`` samples per prompt of a checked call (see :class:`~localjury.engines.base.BatchEngine`)."""
         encoded = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
         order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
         index = self._index(schema) if schema is not None else None

@@ -107,7 +107,7 @@ class VllmEngine(BatchEngine):
         schema: dict[str, Any] | None,
         progress: ProgressFn | None = None,
     ) -> list[list[Completion]]:
-        """Draw ``n`` samples per prompt in one ``LLM.generate``; see :class:`~localjury.engines.base.Engine`."""
+        """Draw ``n`` samples per prompt in one ``LLM.generate``, after BatchEngine's checks."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import StructuredOutputsParams

@@ -93,7 +93,7 @@ class PromptProgram(Generic[InT, OutT]):
     order, as a tagged block (``<name>...</name>``; lists as numbered ``<item>`` blocks).
     Put the fields shared by many prompts first, so prompts share a cacheable prefix. Every
     value goes through a :class:`~localjury.neutralise.Neutraliser` (the judge's, when the
-    runner knows it): record text cannot close a block or open a chat turn.
+    run knows it): record text cannot close a block or open a chat turn.
 
     Args:
         instruction: The system message: what the judge is asked and how to answer.
