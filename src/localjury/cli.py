@@ -11,7 +11,6 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from localjury._files import read_yaml
 from localjury._terminal import SafeConsole, escape_controls
 from localjury.errors import ConfigError, LocaljuryError
 from localjury.metrics.base import MAX_STRICTNESS
@@ -79,35 +78,11 @@ def _main(
     _state["debug"] = debug
 
 
-def _criteria_file(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
-    """Read criteria from YAML: ``name: text`` pairs, or a list of {name, definition, ...}."""
-    data = read_yaml(path, "criteria file")
-    if isinstance(data, dict) and "criteria" in data:
-        data = data["criteria"]
-    items: list[tuple[str, str, dict[str, Any]]] = []
-    if isinstance(data, dict):
-        for name, text in data.items():
-            if not isinstance(text, str):
-                raise ConfigError(f"criteria file {path}: criterion {name!r} must map to its text")
-            items.append((str(name), text, {}))
-    elif isinstance(data, list):
-        for i, entry in enumerate(data, start=1):
-            if not isinstance(entry, dict) or not {"name", "definition"} <= entry.keys():
-                raise ConfigError(f"criteria file {path}: item {i} needs 'name' and 'definition'")
-            extra = {k: v for k, v in entry.items() if k not in ("name", "definition")}
-            unknown = set(extra) - {"strictness", "tie_break"}
-            if unknown:
-                raise ConfigError(f"criteria file {path}: item {i} has unknown keys: {', '.join(sorted(unknown))}")
-            items.append((str(entry["name"]), str(entry["definition"]), extra))
-    else:
-        raise ConfigError(f"criteria file {path} must map names to criteria, or list {{name, definition}} items")
-    return items
-
-
 def _build_metrics(
     aspects: Sequence[str], criteria: Sequence[str], criteria_file: Path | None, composites: Sequence[str] = ()
 ) -> list[Any]:
     from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCritic, Metric
+    from localjury.metrics.spec import criteria_metrics, named_criterion
 
     metrics: list[Metric] = []
     for name in aspects:
@@ -117,18 +92,14 @@ def _build_metrics(
             )
         metrics.append(AspectCritic.predefined(name))
     for item in criteria:
-        name, sep, text = item.partition("=")
-        if not sep or not name.strip() or not text.strip():
+        named = named_criterion(item)
+        if named is None:
             raise ConfigError(
                 f'--criterion expects NAME=TEXT, e.g. dated="The response includes a year."; got {item!r}'
             )
-        metrics.append(AspectCritic(name.strip(), text))
+        metrics.append(AspectCritic(*named))
     if criteria_file is not None:
-        for name, text, extra in _criteria_file(criteria_file):
-            try:
-                metrics.append(AspectCritic(name, text, **extra))
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"criteria file {criteria_file}: criterion {name!r}: {exc}") from None
+        metrics += criteria_metrics(criteria_file)
     for name in composites:
         if name not in COMPOSITE_METRICS:
             raise ConfigError(f"unknown metric {name!r}; expected one of: {', '.join(COMPOSITE_METRICS)}")
@@ -289,37 +260,38 @@ def run(
 ) -> None:
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary."""
     from localjury.report import print_summary, summary_path_for
-    from localjury.runner import evaluate
+    from localjury.run import RunConfig, evaluate
 
     metrics = _build_metrics(aspect, criterion, criteria, metric)
-    names = [m.strip() for m in models.split(",") if m.strip()] if models else None
-    ray_cluster = _cluster(cluster, address, replicas, replica_cpus)
+    config = RunConfig.of(
+        seed=seed,
+        strictness=strictness,
+        tie_break=tie_break,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        adaptive=adaptive,
+        cache=cache,
+        use_cache=not no_cache,
+        fresh=fresh,
+        strict_input=strict_input,
+        on_overflow=on_overflow,
+        chunk_size=chunk_size,
+        models=[m.strip() for m in models.split(",") if m.strip()] if models else None,
+        registry=registry,
+        engine=engine,
+        extractor=extractor,
+        cluster=_cluster(cluster, address, replicas, replica_cpus),
+    )
     with _interruptible(), _progress(quiet) as progress:
         result = evaluate(
             data,
             metrics,
-            names,
-            seed=seed,
-            strictness=strictness,
-            tie_break=tie_break,  # type: ignore[arg-type]
-            temperature=temperature,
-            max_tokens=max_tokens,
-            extractor=extractor,
-            adaptive=adaptive,
-            engine=engine,
-            registry=registry,
-            strict_input=strict_input,
-            cache=cache,
-            use_cache=not no_cache,
-            fresh=fresh,
-            on_overflow=on_overflow,  # type: ignore[arg-type]
-            chunk_size=chunk_size,
+            config=config,
             out=out_path,
             summary=summary,
             inputs={"criteria file": criteria} if criteria is not None else None,
             command=["localjury", *sys.argv[1:]],
             progress=progress,
-            cluster=ray_cluster,
         )
     print_summary(result.summary, out)
     errors = result.summary.record_errors
@@ -337,7 +309,7 @@ def _cluster(name: str | None, address: str | None, replicas: int | None, cpus: 
         return None
     if name != "ray":
         raise ConfigError(f"unknown cluster {name!r}; expected: ray")
-    from localjury._ray import RayCluster
+    from localjury.run._ray import RayCluster
 
     return RayCluster(address=address, replicas=replicas, cpus_per_replica=cpus)
 

@@ -15,6 +15,21 @@ class ConfigError(LocaljuryError):
     """A setting, option or models.yaml entry is invalid or inconsistent."""
 
 
+class MetricError(ConfigError, ValueError):
+    """A metric declared wrong (no name, a bad strictness, an output model without a verdict).
+
+    Also a ``ValueError``, which metric constructors raised before.
+    """
+
+
+class UnknownNameError(ConfigError, KeyError):
+    """A name that is not among the known ones (a predefined aspect). Also a ``KeyError``,
+    which ``AspectCritic.predefined`` raised before; reads as its message, unquoted."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class ModelNotAvailableError(ConfigError):
     """A model is named correctly but its weights are not on this machine."""
 

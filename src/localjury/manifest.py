@@ -21,8 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from localjury import __version__
+from localjury._hashing import file_sha256 as sha256_of
 from localjury._outputs import StagedFile
+from localjury._version import __version__
 from localjury.registry import ModelSpec, localjury_home
 
 #: The files that make a model what it is: weights, config, tokenizer, chat template.
@@ -120,11 +121,7 @@ def file_sha256(path: Path, *, memo: bool = True) -> str:
             known = {}
         if memo_key in known:
             return known[memo_key]
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    value = digest.hexdigest()
+    value = sha256_of(path)
     if memo:
         known[memo_key] = value
         try:

@@ -17,7 +17,6 @@ failure later (a full disk, a lock held too long, corruption in a page not yet r
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -26,11 +25,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from localjury.engines.base import Completion
+from localjury._hashing import content_hash
 from localjury.errors import ConfigError, StoreError
-
-#: What a stored generation is: the samples, or why the prompt could not run at all.
-Stored = list[Completion] | str
+from localjury.types import Completion, Stored
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS generations (
@@ -60,8 +57,7 @@ class GenerationStore(Protocol):
 
 def generation_key(**parts: Any) -> str:
     """A stable hash of everything that decides one generation."""
-    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return content_hash(**parts)
 
 
 def _encode(value: Stored) -> str:

@@ -143,25 +143,28 @@ def test_a_failing_replica_is_an_engine_error_naming_the_model_and_cause(tmp_pat
 def test_a_replica_with_other_model_files_refuses_to_run(tmp_path):
     """What a replica on a node with other weights does: it rehashes the folder, compares with
     the driver's hash (the store key's model identity) and refuses, before loading anything."""
-    from localjury.runner import _Model, _Run, _ShardWorker
+    from localjury.run import RunConfig
+    from localjury.run.context import Run
+    from localjury.run.generate import MemoryStore
+    from localjury.run.sharded import ShardWorker
+    from localjury.run.state import JuryModel
 
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
     (folder / "model.safetensors").write_bytes(b"weights on this node")
-    model = _Model(ModelSpec(name="m", path=str(folder)), identity="0" * 64, temperature=0.7, top_p=1.0, max_tokens=64)
+    model = JuryModel(
+        ModelSpec(name="m", path=str(folder)), identity="0" * 64, temperature=0.7, top_p=1.0, max_tokens=64
+    )
     log = []
-    portable = _Run(
-        [DATED], [model], None, None, ks={"dated": 1}, ties={"dated": "fail"}, seed=0, adaptive=False,
-        fresh=False, on_overflow="error", factory=factory(respond, log), progress=None,
-    )  # fmt: skip
+    portable = Run(RunConfig(), [DATED], [model], None, MemoryStore(), factory(respond, log))
     with pytest.raises(EngineError, match=r"model 'm'.*hash to [0-9a-f]{12}, the driver's to 000000000000"):
-        _ShardWorker(portable, "m")
+        ShardWorker(portable, "m")
     assert log == []  # refused before loading
 
 
 def test_placement_of_replicas():
-    from localjury._ray import RaySession
+    from localjury.run._ray import RaySession
 
     def session(gpus, cpus, nodes=None, **kw):
         s = object.__new__(RaySession)
@@ -202,8 +205,8 @@ def test_placement_of_replicas():
 
 
 def test_auto_engine_follows_the_clusters_gpus_not_the_drivers(monkeypatch):
-    from localjury import _ray
-    from localjury._ray import RaySession
+    from localjury.run import _ray
+    from localjury.run._ray import RaySession
 
     s = object.__new__(RaySession)
     s.cluster, s.gpus, s.cpus = RayCluster(), 4, 32
@@ -220,7 +223,7 @@ def test_cluster_settings_are_checked():
 
 
 def test_without_ray_the_error_names_the_extra(monkeypatch):
-    from localjury._ray import RaySession
+    from localjury.run._ray import RaySession
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(MissingDependencyError, match=r"--cluster ray needs Ray.*pip install 'localjury\[ray\]'"):
@@ -259,7 +262,10 @@ def test_cluster_options_are_checked_on_the_command_line(tmp_path, args, message
 
 
 def test_replicas_get_absolute_model_folders_and_ray_executor_for_split_models(tmp_path, monkeypatch):
-    from localjury.runner import _Model, _Run
+    from localjury.run import RunConfig
+    from localjury.run.context import Run
+    from localjury.run.generate import MemoryStore
+    from localjury.run.state import JuryModel
 
     monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path / "home"))
     embedded = ModelSpec(name="e", embedded="smollm2-135m-instruct", engine="vllm")
@@ -269,12 +275,9 @@ def test_replicas_get_absolute_model_folders_and_ray_executor_for_split_models(t
         engine="vllm",
         vllm=VllmSettings(tensor_parallel_size=2, distributed_executor_backend="mp"),
     )
-    models = [_Model(s, identity="unhashed", temperature=0.7, top_p=1.0, max_tokens=64) for s in (embedded, chosen)]
-    run_ = _Run(
-        [DATED], models, models[0], None, ks={"dated": 1}, ties={"dated": "fail"}, seed=0, adaptive=False,
-        fresh=False, on_overflow="error", factory=factory(respond, []), progress=None,
-    )  # fmt: skip
-    plain, split = run_.portable(), run_.portable(split=True)
+    models = [JuryModel(s, identity="unhashed", temperature=0.7, top_p=1.0, max_tokens=64) for s in (embedded, chosen)]
+    run_ = Run(RunConfig(), [DATED], models, models[0], MemoryStore(), factory(respond, []))
+    plain, split = run_.portable(MemoryStore()), run_.portable(MemoryStore(), split=True)
     e, c = plain.models
     assert e.spec.embedded is None and e.spec.path == str(tmp_path / "home" / "models" / "smollm2-135m-instruct")
     assert plain.extractor is e  # the same object: the extractor pass recognises itself

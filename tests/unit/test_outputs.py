@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import localjury.runner
+import localjury._outputs
+import localjury.run.pipeline
 from localjury import AspectCritic, evaluate
 from localjury.cli import main
 from localjury.errors import ConfigError
@@ -49,7 +50,7 @@ def fake_model(tmp_path, monkeypatch):
     registry = tmp_path / "models.yaml"
     registry.write_text(f"models:\n  fake:\n    path: {folder}\n")
     log: list = []
-    monkeypatch.setattr(localjury.runner, "load_engine", factory(yes, log))
+    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(yes, log))
     return registry, log
 
 
@@ -189,8 +190,8 @@ FULL_DISK = """
 import json, sys
 sys.path.insert(0, {root!r})
 from tests.unit.fakes import factory, judgment
-import localjury.runner
-localjury.runner.load_engine = factory(lambda m, p, j: judgment(1, "x" * 150), [])
+import localjury.run.pipeline
+localjury.run.pipeline.load_engine = factory(lambda m, p, j: judgment(1, "x" * 150), [])
 from localjury.cli import main
 main()
 """
@@ -227,16 +228,16 @@ def test_a_full_disk_rerun_generates_nothing(tmp_path, data, fake_model, monkeyp
     """What a run judged before a failing write is in the store: the rerun loads no model."""
     registry, log = fake_model
     cache = tmp_path / "c.sqlite"
-    real_write = localjury.runner.StagedFile.write
+    real_write = localjury._outputs.StagedFile.write
 
     def full(self, text):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(localjury.runner.StagedFile, "write", full)
+    monkeypatch.setattr(localjury._outputs.StagedFile, "write", full)
     code, _, err = cli(monkeypatch, capsys, *run_args(data, registry, tmp_path / "r.jsonl", "--cache", cache))
     assert code == 1 and "No space left on device" in err and "kept in the judgment store" in err
     assert not list(tmp_path.glob("*.jsonl.*")) and not list(tmp_path.glob(".r.*"))
-    monkeypatch.setattr(localjury.runner.StagedFile, "write", real_write)
+    monkeypatch.setattr(localjury._outputs.StagedFile, "write", real_write)
     loads = len(log)
     code, _, err = cli(monkeypatch, capsys, *run_args(data, registry, tmp_path / "r.jsonl", "--cache", cache))
     assert code == 0, err
@@ -376,7 +377,7 @@ def test_ctrl_c_says_what_was_kept_and_how_to_resume(tmp_path, data, fake_model,
             raise KeyboardInterrupt
         return judgment(1)
 
-    monkeypatch.setattr(localjury.runner, "load_engine", factory(interrupted, []))
+    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(interrupted, []))
     cache = tmp_path / "c.sqlite"
     code, _, err = cli(monkeypatch, capsys, *run_args(data, registry, tmp_path / "r.jsonl", "--cache", cache,
                                                       "--chunk-size", "2"))  # fmt: skip
@@ -392,7 +393,7 @@ def test_an_unexpected_error_is_one_line_with_exit_1(tmp_path, data, fake_model,
     def broken(model, prompt, j):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(localjury.runner, "load_engine", factory(broken, []))
+    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(broken, []))
     code, _, err = cli(monkeypatch, capsys, *run_args(data, registry, tmp_path / "r.jsonl", "--no-cache"))
     assert code == 1
     assert "Traceback" not in err

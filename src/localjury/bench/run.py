@@ -7,23 +7,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localjury import __version__
 from localjury._outputs import Staging, check_outputs
 from localjury._pull import SOURCE_FILE
+from localjury._version import __version__
 from localjury.bench import stats
 from localjury.bench.formats import FORMATS, BenchItem, load, sample
 from localjury.errors import ConfigError
 from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCritic
 from localjury.metrics.base import Metric
+from localjury.metrics.spec import metric_from_string
 from localjury.registry import ModelSpec, registry_path
 from localjury.report import RecordResult
-from localjury.runner import EngineFactory, RunResult, evaluate
+from localjury.run import EngineFactory, RunResult, evaluate
 from localjury.voting import passes
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from localjury._ray import RayCluster
+    from localjury.run._ray import RayCluster
 
 JURY = "jury"
 
@@ -45,13 +46,9 @@ def resolve_metric(spec: str | None, fmt: str, strictness: int) -> Metric:
                 f"({', '.join(PREDEFINED_ASPECTS)}) or a composite ({', '.join(COMPOSITE_METRICS)})"
             )
         return AspectCritic(*default.criterion, strictness=strictness)
-    if spec in COMPOSITE_METRICS:
-        return COMPOSITE_METRICS[spec]()
-    if spec in PREDEFINED_ASPECTS:
-        return AspectCritic.predefined(spec, strictness=strictness)
-    name, sep, text = spec.partition("=")
-    if sep and name.strip() and text.strip():
-        return AspectCritic(name.strip(), text, strictness=strictness)
+    metric = metric_from_string(spec, strictness=strictness)
+    if metric is not None:
+        return metric
     raise ConfigError(
         f"--metric {spec!r}: expected a composite ({', '.join(COMPOSITE_METRICS)}), an aspect "
         f'({", ".join(PREDEFINED_ASPECTS)}) or NAME="criterion text"'

@@ -8,8 +8,8 @@ from typing import Any
 
 from localjury.engines.base import render_plain
 from localjury.errors import ConfigError
-from localjury.metrics.base import Message
 from localjury.registry import ModelSpec
+from localjury.types import Message
 
 
 class PromptFormatter:

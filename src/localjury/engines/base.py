@@ -2,41 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from localjury.metrics.base import Message
+from localjury.types import Completion, Message, ProgressFn, Sampling
+
+if TYPE_CHECKING:
+    from localjury.engines._prompts import PromptFormatter
+
+__all__ = ["BatchEngine", "Completion", "Engine", "Message", "ProgressFn", "Sampling", "render_plain"]
+from localjury.errors import ConfigError
 from localjury.registry import ModelSpec
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling settings of one batched call."""
-
-    temperature: float
-    top_p: float
-    max_tokens: int
-    seed: int
-    first_sample: int = 0
-    """Index of the first sample drawn: a call for samples m..k-1 of a prompt (adaptive
-    strictness draws them after the first m) sets it to m, so that an engine that seeds per
-    (run seed, prompt, sample index) draws the same samples as one call for all k."""
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One sampled output."""
-
-    text: str
-    n_tokens: int
-    """Output tokens generated, the end-of-sequence token excluded."""
-    finished: bool
-    """True when the model ended the output itself; False when max_tokens cut it off."""
-
-
-ProgressFn = Callable[[int], None]
-"""Called with the number of prompts just completed."""
 
 
 class Engine(Protocol):
@@ -79,6 +55,64 @@ class Engine(Protocol):
     def close(self) -> None:
         """Release the model and its memory. The engine is unusable afterwards."""
         ...
+
+
+class BatchEngine:
+    """The concrete base of the engines: what :class:`Engine` asks that does not depend on
+    the backend. :meth:`generate` checks the call and hands it to the backend's
+    ``_generate``; prompts are formatted (``prompts``, a
+    :class:`~localjury.engines._prompts.PromptFormatter`) and counted with the model's
+    Hugging Face ``tokenizer``, both of which a subclass sets when it loads.
+    """
+
+    name: ClassVar[str]
+    spec: ModelSpec
+    tokenizer: Any
+    prompts: PromptFormatter
+
+    def format_prompt(self, messages: Sequence[Message]) -> str:
+        """Apply the chat template (with the generation prompt) or the plain format."""
+        return self.prompts.format(messages)
+
+    def count_tokens(self, prompts: Sequence[str]) -> list[int]:
+        """Prompt lengths in tokens, as :meth:`generate` will encode them."""
+        return [len(ids) for ids in self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int,
+        sampling: Sampling,
+        schema: dict[str, Any] | None,
+        progress: ProgressFn | None = None,
+    ) -> list[list[Completion]]:
+        """Draw ``n`` samples per prompt; see :class:`Engine`.
+
+        Raises:
+            ConfigError: ``n`` above 1 at temperature 0 (the samples would all be the same).
+        """
+        if n > 1 and sampling.temperature <= 0:
+            raise ConfigError(f"model {self.spec.name!r}: {n} samples per prompt need a temperature above 0")
+        if not prompts:
+            return []
+        return self._generate(prompts, n=n, sampling=sampling, schema=schema, progress=progress)
+
+    def _generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int,
+        sampling: Sampling,
+        schema: dict[str, Any] | None,
+        progress: ProgressFn | None,
+    ) -> list[list[Completion]]:
+        """The backend's generation of a checked, non-empty call."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the model and its memory."""
+        raise NotImplementedError
 
 
 def render_plain(messages: Sequence[Message]) -> str:

@@ -180,7 +180,7 @@ class LlamaCppEngine(LocalDecoding):
 
     # -- generation ----------------------------------------------------------------------
 
-    def generate(
+    def _generate(
         self,
         prompts: Sequence[str],
         *,
@@ -189,11 +189,7 @@ class LlamaCppEngine(LocalDecoding):
         schema: dict[str, Any] | None,
         progress: ProgressFn | None = None,
     ) -> list[list[Completion]]:
-        """Draw ``n`` samples per prompt; see :class:`localjury.engines.base.Engine`."""
-        if n > 1 and sampling.temperature <= 0:
-            raise ConfigError(f"model {self.spec.name!r}: {n} samples per prompt need a temperature above 0")
-        if not prompts:
-            return []
+        """Draw ``n`` samples per prompt of a checked call (see :class:`~localjury.engines.base.BatchEngine`)."""
         encoded: list[list[int]] = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
         index = self._index(schema) if schema is not None else None
         results: list[list[Completion]] = [[] for _ in prompts]

@@ -33,7 +33,7 @@ from localjury.engines._outlines import GuidedRows, JsonSchemaIndex, vocabulary_
 from localjury.engines._prompts import PromptFormatter
 from localjury.engines._sampling import sample, sample_generators
 from localjury.engines.base import Completion, ProgressFn, Sampling
-from localjury.errors import ConfigError, EngineError
+from localjury.errors import EngineError
 from localjury.registry import ModelSpec
 
 # localjury shows its own progress; transformers' per-load tqdm bars would interleave with it.
@@ -100,7 +100,7 @@ class TransformersEngine(LocalDecoding):
 
     # -- generation ----------------------------------------------------------------------
 
-    def generate(
+    def _generate(
         self,
         prompts: Sequence[str],
         *,
@@ -109,11 +109,7 @@ class TransformersEngine(LocalDecoding):
         schema: dict[str, Any] | None,
         progress: ProgressFn | None = None,
     ) -> list[list[Completion]]:
-        """Draw ``n`` samples per prompt; see :class:`localjury.engines.base.Engine`."""
-        if n > 1 and sampling.temperature <= 0:
-            raise ConfigError(f"model {self.spec.name!r}: {n} samples per prompt need a temperature above 0")
-        if not prompts:
-            return []
+        """Draw ``n`` samples per prompt of a checked call (see :class:`~localjury.engines.base.BatchEngine`)."""
         encoded = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
         order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
         index = self._index(schema) if schema is not None else None

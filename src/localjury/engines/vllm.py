@@ -20,12 +20,11 @@ import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from localjury._hashing import content_hash
 from localjury.engines._prompts import PromptFormatter
-from localjury.engines.base import Completion, ProgressFn, Sampling
-from localjury.errors import ConfigError, EngineError
-from localjury.metrics.base import Message
+from localjury.engines.base import BatchEngine, Completion, ProgressFn, Sampling
+from localjury.errors import EngineError
 from localjury.registry import ModelSpec
-from localjury.store import generation_key
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -42,10 +41,10 @@ _GIB = 1 << 30
 
 def request_seed(seed: int, prompt: str, first_sample: int) -> int:
     """A request's seed from the run seed, its prompt and the index of its first sample."""
-    return int(generation_key(seed=seed, prompt=prompt, first=first_sample)[:15], 16)
+    return int(content_hash(seed=seed, prompt=prompt, first=first_sample)[:15], 16)
 
 
-class VllmEngine:
+class VllmEngine(BatchEngine):
     """Run a local model with vLLM, outputs constrained by its structured-output backend
     (``outlines`` by default, or ``xgrammar`` / ``guidance`` per models.yaml).
 
@@ -99,15 +98,7 @@ class VllmEngine:
         self.tokenizer = self.llm.get_tokenizer()
         self.prompts = PromptFormatter(self.tokenizer, spec)
 
-    def format_prompt(self, messages: Sequence[Message]) -> str:
-        """Apply the chat template (with the generation prompt) or the plain format."""
-        return self.prompts.format(messages)
-
-    def count_tokens(self, prompts: Sequence[str]) -> list[int]:
-        """Prompt lengths in tokens, as :meth:`generate` will send them."""
-        return [len(ids) for ids in self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
-
-    def generate(
+    def _generate(
         self,
         prompts: Sequence[str],
         *,
@@ -116,15 +107,11 @@ class VllmEngine:
         schema: dict[str, Any] | None,
         progress: ProgressFn | None = None,
     ) -> list[list[Completion]]:
-        """Draw ``n`` samples per prompt in one ``LLM.generate``; see :class:`~localjury.engines.base.Engine`."""
+        """Draw ``n`` samples per prompt in one ``LLM.generate``, after BatchEngine's checks."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import StructuredOutputsParams
 
-        if n > 1 and sampling.temperature <= 0:
-            raise ConfigError(f"model {self.spec.name!r}: {n} samples per prompt need a temperature above 0")
-        if not prompts:
-            return []
         ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
         params = [
             SamplingParams(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from localjury.errors import MetricError, UnknownNameError
 from localjury.metrics.base import JudgeMetric, Judgment
 from localjury.voting import TieBreak
 
@@ -93,7 +94,7 @@ class AspectCritic(JudgeMetric):
 
     def __init__(self, name: str, definition: str, *, strictness: int = 1, tie_break: TieBreak = "fail") -> None:
         if not definition or not definition.strip():
-            raise ValueError(f"criterion {name!r} needs a non-empty definition")
+            raise MetricError(f"criterion {name!r} needs a non-empty definition")
         self.definition = definition.strip()
         super().__init__(
             name,
@@ -115,7 +116,7 @@ class AspectCritic(JudgeMetric):
             KeyError: ``name`` is not one of :data:`PREDEFINED_ASPECTS`.
         """
         if name not in PREDEFINED_ASPECTS:
-            raise KeyError(f"unknown aspect {name!r}; expected one of: {', '.join(PREDEFINED_ASPECTS)}")
+            raise UnknownNameError(f"unknown aspect {name!r}; expected one of: {', '.join(PREDEFINED_ASPECTS)}")
         return cls(name, PREDEFINED_ASPECTS[name], strictness=strictness, tie_break=tie_break)
 
     def __repr__(self) -> str:

@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypedDict, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from localjury.errors import RecordError
+from localjury.errors import MetricError, RecordError
 from localjury.neutralise import DEFAULT, Neutraliser
 from localjury.records import Record
+from localjury.types import Message
 from localjury.voting import TieBreak, check_tie_break
 
 #: Upper bound of a judgment's ``reason``; part of the schema, so a generation cannot run
@@ -41,13 +42,6 @@ RECORD_FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
 
 InT = TypeVar("InT", bound=BaseModel)
 OutT = TypeVar("OutT", bound=BaseModel)
-
-
-class Message(TypedDict):
-    """One chat turn."""
-
-    role: Literal["system", "user", "assistant"]
-    content: str
 
 
 class Judgment(BaseModel):
@@ -99,7 +93,7 @@ class PromptProgram(Generic[InT, OutT]):
     order, as a tagged block (``<name>...</name>``; lists as numbered ``<item>`` blocks).
     Put the fields shared by many prompts first, so prompts share a cacheable prefix. Every
     value goes through a :class:`~localjury.neutralise.Neutraliser` (the judge's, when the
-    runner knows it): record text cannot close a block or open a chat turn.
+    run knows it): record text cannot close a block or open a chat turn.
 
     Args:
         instruction: The system message: what the judge is asked and how to answer.
@@ -116,10 +110,10 @@ class PromptProgram(Generic[InT, OutT]):
         examples: Sequence[tuple[InT, OutT]] = (),
     ) -> None:
         if not instruction or not instruction.strip():
-            raise ValueError("a prompt program needs a non-empty instruction")
+            raise MetricError("a prompt program needs a non-empty instruction")
         for i, (inp, out) in enumerate(examples, start=1):
             if not isinstance(inp, input_model) or not isinstance(out, output_model):
-                raise ValueError(
+                raise MetricError(
                     f"example {i} must be ({input_model.__name__}, {output_model.__name__}), "
                     f"got ({type(inp).__name__}, {type(out).__name__})"
                 )
@@ -242,27 +236,36 @@ def check_inputs(
     """
     for name, field in (sources or {}).items():
         if field not in RECORD_FIELDS:
-            raise ValueError(f"metric {metric!r}: source of {name!r} must be a record field, got {field!r}")
+            raise MetricError(f"metric {metric!r}: source of {name!r} must be a record field, got {field!r}")
     for name, info in model.model_fields.items():
         provided = name in computed or name in (constants or {}) or (sources or {}).get(name, name) in RECORD_FIELDS
         if info.is_required() and not provided:
-            raise ValueError(
+            raise MetricError(
                 f"metric {metric!r}: required input field {name!r} is no record field "
                 f"({', '.join(RECORD_FIELDS)}); give it in constants= or map it with sources="
             )
 
 
 class Metric:
-    """Anything the runner can judge: a name, samples per model (strictness), a tie-break."""
+    """Anything a run can judge: a name, samples per model (strictness), a tie-break.
+
+    ``kind`` names how a run judges it (:data:`localjury.run.judging.KINDS`): ``"judge"``
+    for a :class:`JudgeMetric`, ``"composite"`` for a ``CompositeMetric``.
+    """
+
+    kind: ClassVar[str | None] = None
 
     def __init__(self, name: str, *, strictness: int = 1, tie_break: TieBreak = "fail") -> None:
         if not name or not name.strip():
-            raise ValueError("a metric needs a non-empty name")
+            raise MetricError("a metric needs a non-empty name")
         if not isinstance(strictness, int) or isinstance(strictness, bool) or not 1 <= strictness <= MAX_STRICTNESS:
-            raise ValueError(f"strictness must be an integer from 1 to {MAX_STRICTNESS}, got {strictness!r}")
+            raise MetricError(f"strictness must be an integer from 1 to {MAX_STRICTNESS}, got {strictness!r}")
         self.name = name
         self.strictness = strictness
-        self.tie_break = check_tie_break(tie_break)
+        try:
+            self.tie_break = check_tie_break(tie_break)
+        except ValueError as exc:
+            raise MetricError(str(exc)) from None
 
     @property
     def description(self) -> str:
@@ -294,6 +297,8 @@ class JudgeMetric(Metric):
         description: One line for summaries.
     """
 
+    kind: ClassVar[str | None] = "judge"
+
     def __init__(
         self,
         name: str,
@@ -311,7 +316,7 @@ class JudgeMetric(Metric):
         super().__init__(name, strictness=strictness, tie_break=tie_break)
         verdict = output_model.model_fields.get("verdict")
         if verdict is None or verdict.annotation not in (Literal[0, 1], Literal[1, 0]):
-            raise ValueError(f"metric {name!r}: the output model needs a field `verdict: Literal[0, 1]`")
+            raise MetricError(f"metric {name!r}: the output model needs a field `verdict: Literal[0, 1]`")
         check_inputs(input_model, name, constants=constants, sources=sources)
         self.program: PromptProgram[BaseModel, BaseModel] = PromptProgram(
             instruction, input_model, output_model, examples

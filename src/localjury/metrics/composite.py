@@ -13,10 +13,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from localjury.errors import MetricError
 from localjury.metrics.base import Message, Metric, PromptProgram, bind_input, check_inputs
 from localjury.neutralise import DEFAULT, Neutraliser
 from localjury.records import Record
@@ -121,6 +122,8 @@ class CompositeMetric(Metric):
         description: One line for summaries.
     """
 
+    kind: ClassVar[str | None] = "composite"
+
     def __init__(
         self,
         name: str,
@@ -136,11 +139,11 @@ class CompositeMetric(Metric):
     ) -> None:
         super().__init__(name, strictness=strictness, tie_break=tie_break)
         if "statements" not in extract.output_model.model_fields:
-            raise ValueError(f"metric {name!r}: the extraction output model needs a `statements` list")
+            raise MetricError(f"metric {name!r}: the extraction output model needs a `statements` list")
         if not isinstance(verify, VerifyProgram):
-            raise ValueError(f"metric {name!r}: the verification program must be a VerifyProgram")
+            raise MetricError(f"metric {name!r}: the verification program must be a VerifyProgram")
         if "statements" not in verify.input_model.model_fields:
-            raise ValueError(f"metric {name!r}: the verification input model needs a `statements` field")
+            raise MetricError(f"metric {name!r}: the verification input model needs a `statements` field")
         check_inputs(extract.input_model, name, constants=constants, sources=extract_sources)
         check_inputs(verify.input_model, name, constants=constants, sources=verify_sources, computed=("statements",))
         self.extract = extract

@@ -5,7 +5,7 @@ Needs the ``ray`` extra (``pip install 'localjury[ray]'``); nothing here imports
 
 How one model's pass goes (a jury goes model by model, each on its own pool):
 
-1. The runner reads the records with localjury's own reader (the same ids, per-record errors
+1. The driver (run/sharded.py) reads the records with localjury's own reader (the same ids, per-record errors
    and duplicate check as a local run), cuts them into shards and looks each shard's prompts
    up in the judgment store. A shard with nothing to generate is done there; each of the
    others goes into Ray's object store with the stored generations it needs.

@@ -1,0 +1,219 @@
+"""Every setting of a run in one frozen object, :class:`RunConfig`, grouped by what it governs.
+
+:func:`localjury.evaluate`, the CLI and ``localjury bench`` build one, the manifest records
+it and the replicas of a sharded run receive it; the checks of each setting are its
+validators, so a bad value fails when the config is built, before any model loads.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from localjury.errors import ConfigError
+from localjury.metrics.base import MAX_STRICTNESS
+from localjury.registry import ModelSpec, localjury_home
+from localjury.run._ray import RayCluster
+from localjury.voting import TieBreak, check_tie_break
+
+#: Records per chunk: one engine call per chunk per model, one commit to the store.
+DEFAULT_CHUNK_SIZE = 1024
+OverflowPolicy = Literal["error", "truncate"]
+
+
+def default_cache_path() -> Path:
+    """``$LOCALJURY_CACHE``, else ``$LOCALJURY_HOME/cache/judgments.sqlite``: shared by every
+    run on this machine."""
+    if env := os.environ.get("LOCALJURY_CACHE"):
+        return Path(env).expanduser()
+    return localjury_home() / "cache" / "judgments.sqlite"
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+
+class SamplingConfig(_Group):
+    """How each model samples its judgments and how the samples are voted."""
+
+    seed: int = 0
+    """Run seed; the same inputs and seed give identical results."""
+    strictness: int | None = None
+    """Samples per model for every metric (default: each metric's own)."""
+    tie_break: TieBreak | None = None
+    """What an even split of valid votes gives, for every metric (default: each metric's own)."""
+    temperature: float | None = None
+    """The models' sampling temperature (default: each models.yaml entry's)."""
+    max_tokens: int | None = None
+    """The models' output token budget per sample (default: each models.yaml entry's)."""
+    adaptive: bool = False
+    """Draw k // 2 + 1 samples first, the rest only where those are not unanimous."""
+
+    @field_validator("strictness")
+    @classmethod
+    def _strictness(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= MAX_STRICTNESS:
+            raise ConfigError(f"strictness must be from 1 to {MAX_STRICTNESS}, got {value}")
+        return value
+
+    @field_validator("tie_break", mode="before")
+    @classmethod
+    def _tie_break(cls, value: Any) -> Any:
+        if value is not None:
+            try:
+                check_tie_break(value)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        return value
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature(cls, value: float | None) -> float | None:
+        if value is not None and value < 0:
+            raise ConfigError(f"temperature must be >= 0, got {value}")
+        return value
+
+    @field_validator("max_tokens")
+    @classmethod
+    def _max_tokens(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ConfigError(f"max_tokens must be >= 1, got {value}")
+        return value
+
+
+class StoreConfig(_Group):
+    """The judgment store: what is in it is not generated again (also how a run resumes)."""
+
+    cache: Path | None = None
+    """The store's file (default: :func:`default_cache_path`)."""
+    use_cache: bool = True
+    """False: a fresh, temporary store for this run only."""
+    fresh: bool = False
+    """Generate everything again, replacing what the store holds for these prompts."""
+
+    def path(self) -> Path | None:
+        """The store's file, or None for a temporary store."""
+        if not self.use_cache:
+            return None
+        return self.cache if self.cache is not None else default_cache_path()
+
+
+class InputConfig(_Group):
+    """How the records are read and fitted to the models."""
+
+    strict_input: bool = False
+    """Raise the first bad record's error instead of reporting it per record."""
+    on_overflow: OverflowPolicy = "error"
+    """A prompt longer than a model's context: an error, or cut the retrieved contexts."""
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    """Records per chunk (one engine call and one store commit per chunk)."""
+
+    @field_validator("on_overflow", mode="before")
+    @classmethod
+    def _on_overflow(cls, value: Any) -> Any:
+        if value not in ("error", "truncate"):
+            raise ConfigError(f"unknown overflow policy {value!r}; expected one of: error, truncate")
+        return value
+
+    @field_validator("chunk_size")
+    @classmethod
+    def _chunk_size(cls, value: int) -> int:
+        if value < 1:
+            raise ConfigError(f"chunk_size must be >= 1, got {value}")
+        return value
+
+
+class JuryConfig(_Group):
+    """Which models judge, on which engine."""
+
+    models: list[str | ModelSpec] | None = None
+    """Model names from models.yaml, or specs (default: ``smollm2-135m-instruct``)."""
+    registry: Path | None = None
+    """The models.yaml to read (default: see :mod:`localjury.registry`)."""
+    engine: str | None = None
+    """Run every model on this engine instead of its models.yaml entry's."""
+    extractor: str | None = None
+    """The jury model that extracts statements for composite metrics (default: the first)."""
+
+
+#: The group of each setting, by its keyword name.
+GROUPS: dict[str, type[_Group]] = {
+    "sampling": SamplingConfig,
+    "store": StoreConfig,
+    "input": InputConfig,
+    "jury": JuryConfig,
+}
+_GROUP_OF = {field: group for group, cls in GROUPS.items() for field in cls.model_fields}
+#: Settings the manifest records elsewhere (seed, models, cache) or that do not change a
+#: result (where the store is, whether it is reused, how bad input is reported).
+_NOT_IN_MANIFEST = {"seed", "models", "registry", "cache", "use_cache", "fresh", "strict_input"}
+
+
+class RunConfig(_Group):
+    """Every setting of one run. Build it with keywords (``RunConfig.of(strictness=3)``)
+    or by group (``RunConfig(sampling=SamplingConfig(strictness=3))``)."""
+
+    sampling: SamplingConfig = SamplingConfig()
+    """Seed, strictness, tie-break, temperature, token budget, adaptive strictness."""
+    store: StoreConfig = StoreConfig()
+    """The judgment store."""
+    input: InputConfig = InputConfig()
+    """Reading and fitting the records."""
+    jury: JuryConfig = JuryConfig()
+    """The models and their engine."""
+    cluster: RayCluster | None = None
+    """Shard each model's pass over engine replicas on Ray (see :class:`localjury.RayCluster`)."""
+
+    @classmethod
+    def of(cls, **settings: Any) -> RunConfig:
+        """A config from settings by keyword name (``seed``, ``strictness``, ``cache``...).
+
+        Raises:
+            ConfigError: A setting's value is invalid.
+            TypeError: An unknown setting.
+        """
+        return cls().replace(**settings)
+
+    def replace(self, **settings: Any) -> RunConfig:
+        """This config with some settings replaced, by keyword name.
+
+        Raises:
+            ConfigError: A setting's value is invalid.
+            TypeError: An unknown setting.
+        """
+        by_group: dict[str, dict[str, Any]] = {}
+        update: dict[str, Any] = {}
+        for name, value in settings.items():
+            if name == "cluster":
+                update["cluster"] = value
+            elif name in _GROUP_OF:
+                by_group.setdefault(_GROUP_OF[name], {})[name] = value
+            else:
+                raise TypeError(f"unknown run setting {name!r}; expected one of: {', '.join(self.flat())}")
+        try:
+            for group, values in by_group.items():
+                current = getattr(self, group)
+                update[group] = type(current).model_validate({**dict(current), **values})
+            return type(self).model_validate({**dict(self), **update})
+        except ValidationError as exc:
+            raise ConfigError(f"invalid run setting: {exc}") from None
+
+    def flat(self) -> dict[str, Any]:
+        """Every setting by keyword name, as :meth:`of` takes them."""
+        out: dict[str, Any] = {}
+        for group in GROUPS:
+            out.update(dict(getattr(self, group)))
+        out["cluster"] = self.cluster
+        return out
+
+    def manifest_settings(self, extractor: str | None) -> dict[str, Any]:
+        """The run-wide settings as the manifest records them, with the extractor the run
+        used (the first model when none was named)."""
+        settings = {k: v for k, v in self.flat().items() if k not in _NOT_IN_MANIFEST}
+        settings["extractor"] = extractor
+        dumped = self.model_dump(mode="json", include={"cluster"})["cluster"]
+        settings["cluster"] = None if dumped is None else {"backend": "ray", **dumped}
+        return settings

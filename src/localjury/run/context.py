@@ -1,0 +1,69 @@
+"""The run itself, as every stage sees it: settings, metrics and how each is judged, the jury,
+the store, and what the passes counted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from localjury.metrics.base import Metric
+from localjury.registry import ModelSpec
+from localjury.run.config import RunConfig
+from localjury.run.judging import Judging, judging_for
+from localjury.run.state import EngineFactory, JuryModel, ModelStats
+from localjury.store import GenerationStore
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from localjury.run._ray import RaySession
+
+
+@dataclass
+class Run:
+    """One evaluate() call: the settings, the jury, the store, and what the passes counted."""
+
+    config: RunConfig
+    metrics: list[Metric]
+    models: list[JuryModel]
+    extractor: JuryModel | None
+    """The model that extracts statements for composite metrics (None without one)."""
+    store: GenerationStore
+    factory: EngineFactory
+    progress: Progress | None = None
+    cluster: RaySession | None = None
+    judgings: list[Judging] = field(init=False)
+    """How each metric is judged, in the metrics' order."""
+    stats: dict[str, ModelStats] = field(init=False)
+    lost: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(model, record id) -> why that model has nothing for the record: its shard was lost
+    on the cluster (kept out of the store, so that a rerun tries again)."""
+
+    def __post_init__(self) -> None:
+        self.judgings = [judging_for(m, self.config.sampling) for m in self.metrics]
+        self.stats = {m.spec.name: ModelStats(m.spec) for m in self.models}
+
+    @property
+    def seed(self) -> int:
+        return self.config.sampling.seed
+
+    def missing(self, model: str, record_id: str) -> str:
+        """Why ``model`` has no generation for the record."""
+        return self.lost.get((model, record_id), f"no generation by {model!r} in the judgment store")
+
+    def portable(self, store: GenerationStore, split: bool = False) -> Run:
+        """A copy of this run to send to a replica of a sharded run: with ``store`` in place
+        of the driver's, without the progress display and the cluster (the driver keeps
+        those), and with each model's folder as an absolute path (a replica's
+        ``$LOCALJURY_HOME`` may differ). ``split``: the replicas split their model over
+        several GPUs, with vLLM's Ray executor unless models.yaml names another."""
+
+        def pinned_spec(spec: ModelSpec) -> ModelSpec:
+            update: dict[str, Any] = {"path": str(spec.local_dir().absolute()), "embedded": None}
+            if split and spec.vllm.distributed_executor_backend is None:
+                update["vllm"] = spec.vllm.model_copy(update={"distributed_executor_backend": "ray"})
+            return spec.model_copy(update=update)
+
+        pinned = {m.spec.name: replace(m, spec=pinned_spec(m.spec)) for m in self.models}
+        extractor = pinned[self.extractor.spec.name] if self.extractor is not None else None
+        return Run(self.config, self.metrics, list(pinned.values()), extractor, store, self.factory)

@@ -1,0 +1,291 @@
+"""One judging protocol per kind of metric: what a run asks the models and how it reads them.
+
+The run stages (:mod:`~localjury.run.plan`, :mod:`~localjury.run.generate`,
+:mod:`~localjury.run.assemble`) only call a :class:`Judging`; they never look at a metric's
+class. A new kind of metric is one new implementation here, registered in :data:`KINDS`
+under the metric's ``kind``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, ClassVar, Protocol
+
+from localjury.engines.base import Completion
+from localjury.errors import ConfigError
+from localjury.metrics.base import JudgeMetric, Metric
+from localjury.metrics.composite import EXTRACTION_TOKENS, TOKENS_PER_STATEMENT, CompositeMetric
+from localjury.records import Record
+from localjury.report import InvalidSample, ModelJudgment, RecordResult, StatementJudgment, StatementResult
+from localjury.run.config import OverflowPolicy, SamplingConfig
+from localjury.run.plan import fit
+from localjury.run.state import JuryModel, Request
+from localjury.store import Stored
+from localjury.voting import TieBreak, final_score, model_score, model_verdict, share_supported
+
+
+class Judging(Protocol):
+    """How one metric is judged: its requests, when its samples are unanimous, and how a
+    model's samples become that model's judgment and the models' judgments a result.
+
+    ``context`` is what a metric's first step gave for a record (a composite's statements),
+    None for a metric judged in one step.
+    """
+
+    kind: ClassVar[str]
+    """The ``kind`` of the metrics it judges; also the metric's kind in summaries and manifests."""
+    extracts: ClassVar[bool]
+    """Its first step is the extractor's (its results name the extractor)."""
+
+    @property
+    def metric(self) -> Metric:
+        """The metric judged."""
+        ...
+
+    @property
+    def k(self) -> int:
+        """Samples per model (strictness)."""
+        ...
+
+    @property
+    def tie(self) -> TieBreak:
+        """What an even split of valid votes gives."""
+        ...
+
+    def first_step(self, record: Record, first: JuryModel) -> Request | None:
+        """The request that comes before the models judge (a statement extraction by ``first``,
+        the extractor), or None. Raises the record's ``RecordError`` when it cannot be judged."""
+        ...
+
+    def read_first_step(self, record: Record, stored: Stored | None, by: str, lost: str | None) -> Any:
+        """The context from the first step's stored generation by model ``by``, or an error string."""
+        ...
+
+    def judged(self, context: Any) -> bool:
+        """Whether the models have anything to judge for this context."""
+        ...
+
+    def request(self, model: JuryModel, record: Record, context: Any, on_overflow: OverflowPolicy) -> Request:
+        """``model``'s request of k samples for the record."""
+        ...
+
+    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
+        """Whether these first samples already decide the majority (adaptive strictness)."""
+        ...
+
+    def judge(self, name: str, record: Record, context: Any, samples: list[Completion]) -> tuple[ModelJudgment, Any]:
+        """Model ``name``'s judgment from its samples, and what :meth:`result` needs beside it."""
+        ...
+
+    def unjudged(self, name: str, error: str) -> ModelJudgment:
+        """Model ``name``'s judgment when it has no samples for the record."""
+        ...
+
+    def result(
+        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
+    ) -> RecordResult:
+        """The record's result from each model's judgment (and its detail; None for an unjudged one)."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Base:
+    metric: Any
+    k: int
+    tie: TieBreak
+
+
+@dataclass(frozen=True)
+class VerdictJudging(_Base):
+    """A :class:`~localjury.metrics.base.JudgeMetric` (the Aspect Critic): one prompt, one
+    verdict per sample, the majority per model, the mean over the models."""
+
+    kind: ClassVar[str] = "judge"
+    extracts: ClassVar[bool] = False
+    metric: JudgeMetric
+
+    def first_step(self, record: Record, first: JuryModel) -> Request | None:
+        self.metric.messages(record, first.neutralise)  # raises the record's error
+        return None
+
+    def read_first_step(self, record: Record, stored: Stored | None, by: str, lost: str | None) -> Any:
+        return None
+
+    def judged(self, context: Any) -> bool:
+        return True
+
+    def request(self, model: JuryModel, record: Record, context: Any, on_overflow: OverflowPolicy) -> Request:
+        budget = model.max_tokens
+        render = partial(self.metric.messages, neutralise=model.neutralise)
+        messages = fit(on_overflow, model, record, budget, render(record), render)
+        schema = self.metric.json_schema()
+        return Request((record.id, self.metric.name), messages, schema, self.k, budget, model.temperature)
+
+    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
+        votes = [self.metric.parse(c.text, finished=c.finished).vote for c in samples]
+        return None not in votes and len(set(votes)) == 1
+
+    def judge(self, name: str, record: Record, context: Any, samples: list[Completion]) -> tuple[ModelJudgment, Any]:
+        parsed = [self.metric.parse(c.text, finished=c.finished) for c in samples]
+        votes = [p.vote for p in parsed]
+        verdict = model_verdict(votes, self.tie)
+        invalid = [
+            InvalidSample(sample=j, problem=p.problem or "invalid", raw=p.raw)
+            for j, p in enumerate(parsed)
+            if p.vote is None
+        ]
+        judgment = ModelJudgment(
+            model=name,
+            votes=votes,
+            reasons=[p.reason for p in parsed],
+            drawn=len(samples),
+            abstentions=len(invalid),
+            verdict=verdict,
+            score=model_score(verdict),
+            invalid=invalid,
+        )
+        return judgment, None
+
+    def unjudged(self, name: str, error: str) -> ModelJudgment:
+        k = self.k
+        return ModelJudgment(
+            model=name, votes=[None] * k, reasons=[None] * k, abstentions=k, verdict=None, score=None, error=error
+        )
+
+    def result(
+        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
+    ) -> RecordResult:
+        models = [j for j, _ in judged]
+        return RecordResult(
+            record_id=record.id,
+            metric=self.metric.name,
+            score=final_score([j.score for j in models]),
+            error=None,
+            models=models,
+            statements=None,
+            extracted_by=extracted_by,
+        )
+
+
+@dataclass(frozen=True)
+class StatementsJudging(_Base):
+    """A :class:`~localjury.metrics.composite.CompositeMetric`: the extractor breaks the
+    record into statements (one sample, temperature 0); each model verifies all of them in
+    k samples; the majority per statement and model, the share supported per model, the
+    mean over the models."""
+
+    kind: ClassVar[str] = "composite"
+    extracts: ClassVar[bool] = True
+    metric: CompositeMetric
+
+    def first_step(self, record: Record, first: JuryModel) -> Request | None:
+        self.metric.verify_input(record, [])  # a missing context is the record's error, before any load
+        messages = self.metric.extract_messages(record, first.neutralise)
+        return Request(
+            (record.id, self.metric.name),
+            messages,
+            self.metric.extract_schema(),
+            n=1,
+            max_tokens=max(first.max_tokens, EXTRACTION_TOKENS),
+            temperature=0.0,
+        )
+
+    def read_first_step(self, record: Record, stored: Stored | None, by: str, lost: str | None) -> Any:
+        if stored is None:
+            return f"no statement extraction by {by!r}" + (f": {lost}" if lost else " in the judgment store")
+        if isinstance(stored, str):
+            return f"statement extraction by {by!r} failed: {stored}"
+        (sample,) = stored
+        statements, problem = self.metric.parse_statements(sample.text, finished=sample.finished)
+        if statements is None:
+            return f"statement extraction by {by!r} abstained: {problem}; raw: {sample.text!r}"
+        return statements
+
+    def judged(self, context: Any) -> bool:
+        return bool(context)
+
+    def request(self, model: JuryModel, record: Record, context: Any, on_overflow: OverflowPolicy) -> Request:
+        statements: list[str] = context
+        budget = max(model.max_tokens, 64 + TOKENS_PER_STATEMENT * len(statements))
+        render = partial(self.metric.verify_messages, statements=statements, neutralise=model.neutralise)
+        verify = fit(on_overflow, model, record, budget, render(record), render)
+        schema = self.metric.verify_schema(record, statements)
+        return Request((record.id, self.metric.name), verify, schema, self.k, budget, model.temperature)
+
+    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
+        parsed = [self.metric.parse_verification(c.text, record, context, finished=c.finished) for c in samples]
+        if any(p.problem for p in parsed):
+            return False
+        return all(len({p.votes[i] for p in parsed}) == 1 for i in range(len(context)))
+
+    def judge(self, name: str, record: Record, context: Any, samples: list[Completion]) -> tuple[ModelJudgment, Any]:
+        checks = [self.metric.parse_verification(c.text, record, context, finished=c.finished) for c in samples]
+        verdicts: list[int | None] = []
+        per_statement: list[StatementJudgment] = []
+        for i in range(len(context)):
+            votes = [p.votes[i] for p in checks]
+            verdict = model_verdict(votes, self.tie)
+            verdicts.append(verdict)
+            reasons = [p.reasons[i] for p in checks]
+            per_statement.append(StatementJudgment(model=name, votes=votes, reasons=reasons, verdict=verdict))
+        invalid = [
+            InvalidSample(sample=j, problem=p.problem or "invalid", raw=p.raw)
+            for j, p in enumerate(checks)
+            if p.problem is not None
+        ]
+        judgment = ModelJudgment(
+            model=name,
+            votes=[],
+            reasons=[],
+            drawn=len(samples),
+            abstentions=len(invalid),
+            verdict=None,
+            score=share_supported(verdicts),
+            invalid=invalid,
+        )
+        return judgment, per_statement
+
+    def unjudged(self, name: str, error: str) -> ModelJudgment:
+        return ModelJudgment(
+            model=name, votes=[], reasons=[], abstentions=self.k, verdict=None, score=None, error=error
+        )
+
+    def result(
+        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
+    ) -> RecordResult:
+        statements: list[str] = context
+        by_statement = [[d[i] for _, d in judged if d is not None] for i in range(len(statements))]
+        return RecordResult(
+            record_id=record.id,
+            metric=self.metric.name,
+            score=final_score([j.score for j, _ in judged]),
+            error=None,
+            models=[j for j, _ in judged],
+            statements=[
+                StatementResult(statement=text, score=final_score([model_score(j.verdict) for j in js]), models=js)
+                for text, js in zip(statements, by_statement, strict=True)
+            ],
+            extracted_by=extracted_by,
+        )
+
+
+#: The judging of each kind of metric, by the metric's ``kind``.
+KINDS: dict[str, type[VerdictJudging] | type[StatementsJudging]] = {
+    VerdictJudging.kind: VerdictJudging,
+    StatementsJudging.kind: StatementsJudging,
+}
+
+
+def judging_for(metric: Metric, sampling: SamplingConfig) -> Judging:
+    """The metric's judging, with the run's strictness and tie-break where it sets them.
+
+    Raises:
+        ConfigError: The metric is of no kind a run can judge.
+    """
+    kind = KINDS.get(getattr(metric, "kind", None) or "")
+    if kind is None:
+        raise ConfigError(
+            f"metric {metric.name!r} is a {type(metric).__name__}; expected a JudgeMetric or CompositeMetric"
+        )
+    return kind(metric, sampling.strictness or metric.strictness, sampling.tie_break or metric.tie_break)  # type: ignore[arg-type]

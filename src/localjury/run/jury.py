@@ -1,0 +1,76 @@
+"""The jury: the models' specs as the run uses them, checked before anything loads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from localjury.engines import resolve_engine
+from localjury.errors import ConfigError
+from localjury.manifest import ModelRecord
+from localjury.metrics.base import Metric
+from localjury.neutralise import Neutraliser, tokenizer_markers
+from localjury.registry import DEFAULT_MODEL, ModelSpec, load_registry
+from localjury.run.config import RunConfig
+from localjury.run.judging import judging_for
+from localjury.run.state import JuryModel
+
+if TYPE_CHECKING:
+    from localjury.run._ray import RaySession
+
+
+def jury_specs(metrics: Sequence[Metric], config: RunConfig, session: RaySession | None) -> list[ModelSpec]:
+    """The jury's specs, each with the engine it runs on, checked against the settings.
+
+    Raises:
+        ConfigError: A model named twice or unknown, sampling at temperature 0 with a
+            strictness above 1, or an extractor not in the jury.
+    """
+    jury = config.jury
+    names = list(jury.models) if jury.models else [DEFAULT_MODEL]
+    reg = None
+    specs: list[ModelSpec] = []
+    for m in names:
+        if isinstance(m, ModelSpec):
+            specs.append(m)
+            continue
+        reg = reg or load_registry(jury.registry)
+        specs.append(reg.get(m))
+    seen = [s.name for s in specs]
+    if len(set(seen)) != len(seen):
+        raise ConfigError(f"a model is named twice in the jury: {', '.join(seen)}")
+    resolve = session.resolve_engine if session is not None else resolve_engine
+    specs = [spec.model_copy(update={"engine": resolve(spec, jury.engine)}) for spec in specs]
+    k = max(judging_for(m, config.sampling).k for m in metrics)
+    for spec in specs:
+        temp = spec.temperature if config.sampling.temperature is None else config.sampling.temperature
+        if temp <= 0 and k > 1:
+            raise ConfigError(
+                f"model {spec.name!r} samples at temperature {temp}: strictness above 1 needs a temperature "
+                "above 0 (set --temperature or temperature in models.yaml)"
+            )
+    if jury.extractor is not None and jury.extractor not in seen:
+        raise ConfigError(f"extractor {jury.extractor!r} is not in the jury; expected one of: {', '.join(seen)}")
+    return specs
+
+
+def jury_models(
+    specs: list[ModelSpec], records: list[ModelRecord], metrics: Sequence[Metric], config: RunConfig
+) -> tuple[list[JuryModel], JuryModel | None]:
+    """Each model as the run uses it (its identity is its files' hash, from ``records``),
+    and the extractor of the composite metrics (None without one)."""
+    sampling = config.sampling
+    jury = [
+        JuryModel(
+            spec=spec,
+            identity=rec.sha256 or f"unhashed:{spec.name}:{rec.path}",
+            temperature=spec.temperature if sampling.temperature is None else sampling.temperature,
+            top_p=spec.top_p,
+            max_tokens=spec.max_tokens if sampling.max_tokens is None else sampling.max_tokens,
+            neutralise=Neutraliser(tokenizer_markers(spec.tokenizer_dir())),
+        )
+        for spec, rec in zip(specs, records, strict=True)
+    ]
+    if not any(judging_for(m, sampling).extracts for m in metrics):
+        return jury, None
+    return jury, next(m for m in jury if m.spec.name == (config.jury.extractor or specs[0].name))

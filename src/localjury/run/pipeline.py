@@ -1,0 +1,311 @@
+"""evaluate(): a run as a list of stages.
+
+A run streams the dataset in chunks of ``chunk_size`` records and goes model by model (the
+extractor of the composite metrics first): for each chunk, every prompt the model has not
+already answered goes into ONE engine call per distinct (strictness, schema, token budget)
+with n = strictness, and what it generated is committed to the judgment store before the
+next chunk (see :mod:`localjury.store`). A model whose prompts are all in the store is not
+even loaded. Models run one after another in this process, so a jury needs the memory of
+one model. A last pass reads the store chunk by chunk, parses, votes and streams the
+results out: memory stays bounded by the chunk, not the dataset.
+
+Because a generation is keyed by its content and sampled from seeds derived from (run
+seed, prompt, sample index), a run killed at any point and run again — or run with one
+criterion changed — generates only what is missing and gives the same results.
+
+The stages and their modules: settings (:mod:`.config`), requests (:mod:`.plan`, through
+each metric's :mod:`.judging`), model passes (:mod:`.generate`, or :mod:`.sharded` on Ray),
+results (:mod:`.assemble`), summary (:mod:`.summary`), files (:mod:`.result`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from localjury._outputs import Staging, check_outputs
+from localjury.engines import load_engine
+from localjury.errors import ConfigError, RecordError
+from localjury.manifest import build_manifest, dataset_record, model_record
+from localjury.metrics.base import Metric
+from localjury.records import Record
+from localjury.registry import ModelSpec, localjury_home, registry_path
+from localjury.run.assemble import assemble_all
+from localjury.run.config import RunConfig
+from localjury.run.context import Run
+from localjury.run.generate import Worker
+from localjury.run.judging import judging_for
+from localjury.run.jury import jury_models, jury_specs
+from localjury.run.plan import Dataset
+from localjury.run.result import RunResult, commit, output_paths
+from localjury.run.sharded import sharded_pass
+from localjury.run.state import EngineFactory, JuryModel
+from localjury.run.summary import summarize
+from localjury.store import JudgmentStore
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from localjury.run._ray import RaySession
+
+
+def evaluate(
+    records: str | Path | Iterable[Record | Mapping[str, Any]],
+    metrics: Sequence[Metric],
+    models: Sequence[str | ModelSpec] | None = None,
+    *,
+    config: RunConfig | None = None,
+    out: str | Path | None = None,
+    summary: str | Path | None = None,
+    inputs: Mapping[str, str | Path] | None = None,
+    command: list[str] | None = None,
+    progress: Progress | None = None,
+    engine_factory: EngineFactory | None = None,
+    **settings: Any,
+) -> RunResult:
+    """Judge every record on every metric with every model, and vote.
+
+    Args:
+        records: A dataset path (JSONL, JSON, CSV, Parquet) or records as dicts/``Record``.
+        metrics: What to judge, e.g. ``[AspectCritic("dated", "The response includes a year."),
+            Faithfulness()]``.
+        models: Judge model names from models.yaml (or specs); default ``smollm2-135m-instruct``.
+        config: The run's settings (default: :class:`~localjury.run.config.RunConfig`'s defaults).
+        out: Stream the results to this JSONL file with its summary and manifest beside it,
+            and keep none in memory. The three files are written to temporary files and
+            renamed into place together at the end (the manifest, which holds the others'
+            SHA-256, last), so they are whole and belong together. Checked before any model
+            loads: an output path that is a folder, cannot be written, or resolves to an
+            input (the dataset, the judgment store, models.yaml, a model's files, ``inputs``)
+            or to another output is refused.
+        summary: The summary JSON (default: ``<out stem>.summary.json``); only with ``out``.
+        inputs: Other files the run depends on (e.g. a criteria file), by what they are:
+            no output may overwrite them.
+        command: The command line, for the manifest.
+        progress: A rich ``Progress`` to show each model's pass in.
+        engine_factory: Build an engine from a spec (default: the registry's engine).
+        **settings: Settings that replace ``config``'s, by name: ``seed``, ``strictness``,
+            ``tie_break``, ``temperature``, ``max_tokens``, ``adaptive`` (sampling);
+            ``cache``, ``use_cache``, ``fresh`` (the judgment store); ``strict_input``,
+            ``on_overflow``, ``chunk_size`` (input); ``registry``, ``engine``, ``extractor``
+            (the jury); ``cluster`` (a :class:`localjury.RayCluster`: shard each model's pass
+            over engine replicas on Ray; the results, store and files are those of a local
+            run). Each is documented on its field of :class:`~localjury.run.config.RunConfig`.
+
+    Returns:
+        The results, one per (record, metric) in input order, and the run summary.
+
+    Raises:
+        ConfigError: No metric, duplicate names, unknown model, invalid settings.
+        ModelNotAvailableError: A model's weights are not on this machine (before any loads).
+        RecordError: With ``strict_input``, the first bad record.
+        KeyboardInterrupt, or any error after generation started: re-raised with a note
+            (``exc.__notes__``) saying how many judgments the store kept and where.
+        MissingDependencyError: ``cluster`` without Ray installed, or an engine's packages.
+        EngineError: A model failed to load or generate (on a replica, too).
+        TypeError: An unknown setting.
+    """
+    if models is not None:
+        settings["models"] = models
+    config = (config or RunConfig()).replace(**settings)
+    session: RaySession | None = None
+    if config.cluster is not None:
+        from localjury.run._ray import RaySession
+
+        session = RaySession(config.cluster)
+    try:
+        wiring = _Wiring(out, summary, inputs, command, progress, engine_factory)
+        return _evaluate(records, metrics, config, wiring, session)
+    finally:
+        if session is not None:
+            session.close()
+
+
+class _Wiring:
+    """What a call of evaluate() connects the run to, beside its settings."""
+
+    def __init__(
+        self,
+        out: str | Path | None,
+        summary: str | Path | None,
+        inputs: Mapping[str, str | Path] | None,
+        command: list[str] | None,
+        progress: Progress | None,
+        engine_factory: EngineFactory | None,
+    ) -> None:
+        self.outputs = output_paths(out, summary)
+        self.inputs = inputs or {}
+        self.command = command
+        self.progress = progress
+        self.engine_factory = engine_factory
+
+
+def _evaluate(
+    records: str | Path | Iterable[Record | Mapping[str, Any]],
+    metrics: Sequence[Metric],
+    config: RunConfig,
+    wiring: _Wiring,
+    session: RaySession | None,
+) -> RunResult:
+    started = time.perf_counter()
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    _check_metrics(metrics, config)
+    specs = jury_specs(metrics, config, session)
+    if wiring.engine_factory is None:
+        for spec in specs:
+            spec.require_files(spec.engine)  # fail before loading anything, naming the fix
+
+    cache_path = config.store.path()
+    dataset = Dataset(records)
+    if wiring.outputs:
+        check_outputs(wiring.outputs, _protected(dataset, cache_path, config, specs, wiring))
+    # Hashed before it is read, and checked again at the end: the manifest describes the
+    # data the run judged, or the run fails.
+    dataset_before = dataset_record(dataset.path) if dataset.path is not None and dataset.path.is_file() else None
+
+    total = good = 0
+    for entry in dataset.entries():  # a cheap first pass: count, and check strict input
+        if isinstance(entry, RecordError) and config.input.strict_input:
+            raise entry
+        total += 1
+        good += isinstance(entry, Record)
+
+    manifests = [model_record(spec) for spec in specs]
+    jury, extractor = jury_models(specs, manifests, metrics, config)
+
+    tmpdir = None if cache_path is not None else Path(tempfile.mkdtemp(prefix="localjury-"))
+    store_path = cache_path or Path(tmpdir or ".") / "judgments.sqlite"
+    try:
+        store = JudgmentStore(store_path)
+    except BaseException:
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    factory = wiring.engine_factory or load_engine
+    run = Run(config, list(metrics), jury, extractor, store, factory, wiring.progress, session)
+    failed = True
+    try:
+        with Staging() as staging:
+            if good:  # nothing to judge (empty dataset, or every record bad): load no model
+                # The extractor runs first: every model judges the statements it extracted.
+                for model in sorted(jury, key=lambda m: m is not extractor):
+                    model_pass(run, model, dataset, total)
+            outputs = wiring.outputs
+            results_file = staging.file(outputs["results file"]) if outputs else None
+            results, acc = assemble_all(run, dataset, results_file)
+            if dataset_before is not None and dataset_record(Path(dataset_before["path"])) != dataset_before:
+                raise ConfigError(
+                    f"the dataset {dataset.path} changed while this run read it; nothing was written. "
+                    "Run again once it no longer changes (what was judged is in the judgment store)"
+                )
+            dataset_name = str(records) if isinstance(records, str | Path) else None
+            seconds = time.perf_counter() - started
+            run_summary = summarize(
+                run, acc, total, total - good, dataset=dataset_name, started_at=started_at, seconds=seconds
+            )
+            manifest = build_manifest(
+                command=wiring.command,
+                dataset=dataset_before,
+                seed=config.sampling.seed,
+                settings=config.manifest_settings(run_summary.extractor),
+                metrics=[
+                    {
+                        "name": j.metric.name,
+                        "kind": j.kind,
+                        "description": j.metric.description,
+                        "strictness": j.k,
+                        "tie_break": j.tie,
+                    }
+                    for j in run.judgings
+                ],
+                models=manifests,
+                cache=str(store_path) if config.store.use_cache else None,
+            )
+            result = RunResult(results=results, summary=run_summary, manifest=manifest)
+            if results_file is not None:
+                result.manifest = commit(staging, results_file, run_summary, manifest, outputs)
+                result.results_path = results_file.path
+        failed = False
+        return result
+    except BaseException as exc:
+        exc.add_note(_kept_note(run, store_path, temporary=tmpdir is not None))
+        raise
+    finally:
+        store.close()
+        if tmpdir is not None and not (failed and any(st.generated for st in run.stats.values())):
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def model_pass(run: Run, model: JuryModel, dataset: Dataset, total: int | None) -> None:
+    """Run one model over every chunk, generating only what the store lacks (on this
+    process's engine, or sharded over the cluster's replicas)."""
+    progress = run.progress
+    task = progress.add_task(f"{model.spec.name}", total=total) if progress is not None else None
+
+    def advance(count: int) -> None:
+        if progress is not None and task is not None:
+            progress.advance(task, count)
+
+    try:
+        if run.cluster is not None:
+            sharded_pass(run, run.cluster, model, dataset, total or 0, advance)
+            return
+        worker = Worker(run, model)
+        try:
+            for chunk in dataset.chunks(run.config.input.chunk_size):
+                worker.run(chunk)
+                advance(len(chunk))
+        finally:
+            worker.close()
+    finally:
+        if progress is not None and task is not None:
+            progress.update(task, description=f"{model.spec.name}: done")
+
+
+def _check_metrics(metrics: Sequence[Metric], config: RunConfig) -> None:
+    if not metrics:
+        raise ConfigError("no metric to judge: give at least one (--aspect, --criterion, --criteria or --metric)")
+    for m in metrics:
+        judging_for(m, config.sampling)  # a metric of no kind a run can judge
+    names = [m.name for m in metrics]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"metric names must be unique, got: {', '.join(names)}")
+
+
+def _protected(
+    dataset: Dataset, cache_path: Path | None, config: RunConfig, specs: list[ModelSpec], wiring: _Wiring
+) -> dict[str, Path | None]:
+    """The files no output of the run may overwrite, by what they are."""
+    return {
+        "dataset": dataset.path,
+        "judgment store": cache_path,
+        **{
+            f"judgment store's {suffix} file": Path(f"{cache_path}-{suffix}") if cache_path else None
+            for suffix in ("wal", "shm", "journal")
+        },
+        "models.yaml": registry_path(config.jury.registry),
+        "file-hash memo": localjury_home() / "file-hashes.json",
+        **{f"folder of model {spec.name!r}": spec.local_dir() for spec in specs},
+        **{what: Path(p) for what, p in wiring.inputs.items()},
+    }
+
+
+def _kept_note(run: Run, store: Path, *, temporary: bool) -> str:
+    """What a failed or interrupted run leaves for the next one."""
+    generated = sum(st.generated for st in run.stats.values())
+    if not generated:
+        return "no judgment was generated before this; no results file was written"
+    if temporary:
+        return (
+            f"the {generated} judgments generated before this are kept in the temporary store {store}; "
+            "use it as the judgment store of the same run to resume without generating them again"
+        )
+    return (
+        f"the {generated} judgments generated before this are kept in the judgment store {store}; "
+        "the same command resumes from there without generating them again"
+    )

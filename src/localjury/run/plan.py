@@ -1,0 +1,162 @@
+"""The requests of a chunk of records: records x metrics x models, in one place.
+
+:func:`plan_chunk` is what both a model's pass (:mod:`~localjury.run.generate`) and the
+assembly of results (:mod:`~localjury.run.assemble`) build: each (record, metric)'s error,
+or its first step's outcome (a composite's statements) and each model's requests, split in
+two under adaptive strictness. Because both build the same plan, the assembly finds in the
+store exactly what the passes put there.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from localjury.errors import RecordError
+from localjury.metrics.base import Message
+from localjury.records import Record, coerce_records, dedupe, iter_records
+from localjury.store import GenerationStore, Stored
+
+if TYPE_CHECKING:
+    from localjury.run.config import OverflowPolicy
+    from localjury.run.context import Run
+    from localjury.run.judging import Judging
+    from localjury.run.state import JuryModel, Request
+
+#: Characters per token assumed when fitting a prompt to a model's context by truncating its
+#: retrieved contexts; below the 3.5-4.5 of English text, so the estimate errs long.
+CHARS_PER_TOKEN = 3.0
+#: Put in place of what truncation removed from a context, so the judge (and you) can see it.
+TRUNCATION_MARK = " [... {n} characters cut by localjury to fit the model's context ...]"
+
+
+class Dataset:
+    """The records, read again for each pass (a file is streamed, never held in memory)."""
+
+    def __init__(self, records: str | Path | Iterable[Record | Mapping[str, Any]]) -> None:
+        self.path: Path | None = None
+        self._items: list[Record | Mapping[str, Any]] = []
+        if isinstance(records, str | Path):
+            self.path = Path(records)
+        else:
+            self._items = list(records)
+
+    def entries(self) -> Iterator[Record | RecordError]:
+        raw = iter_records(self.path) if self.path is not None else coerce_records(self._items)
+        return dedupe(raw)
+
+    def chunks(self, size: int) -> Iterator[list[Record | RecordError]]:
+        it = self.entries()
+        while chunk := list(itertools.islice(it, size)):
+            yield chunk
+
+
+def fit(
+    on_overflow: OverflowPolicy,
+    model: JuryModel,
+    record: Record,
+    budget: int,
+    messages: list[Message],
+    render: Callable[[Record], list[Message]],
+) -> list[Message]:
+    """Under ``on_overflow="truncate"``, cut the record's retrieved contexts (longest
+    first, each cut marked in the text) until the prompt's estimated length leaves
+    ``budget`` output tokens in the model's context. The estimate is by characters
+    (CHARS_PER_TOKEN), so it needs no tokenizer and every pass builds the same prompt;
+    a prompt still too long after it is the model's error for that record."""
+    if on_overflow != "truncate" or not record.retrieved_contexts:
+        return messages
+    allowed = int((model.spec.context_length - budget) * CHARS_PER_TOKEN)
+    excess = sum(len(m["content"]) for m in messages) - allowed
+    if excess <= 0:
+        return messages
+    contexts = list(record.retrieved_contexts)
+    while excess > 0:
+        i = max(range(len(contexts)), key=lambda j: len(contexts[j]))
+        room = len(contexts[i]) - len(TRUNCATION_MARK.format(n=10**9))
+        if room <= 0:
+            break  # nothing left to cut: the model reports the overflow
+        cut = min(excess + len(TRUNCATION_MARK.format(n=10**9)), len(contexts[i]))
+        keep = contexts[i][: len(contexts[i]) - cut]
+        contexts[i] = keep + TRUNCATION_MARK.format(n=len(record.retrieved_contexts[i]) - len(keep))
+        excess = sum(len(m["content"]) for m in render(record.model_copy(update={"retrieved_contexts": contexts})))
+        excess -= allowed
+    return render(record.model_copy(update={"retrieved_contexts": contexts}))
+
+
+@dataclass
+class Planned:
+    """One (record, metric) of a chunk, planned."""
+
+    record: Record
+    judging: Judging
+    error: str | None = None
+    """Why it cannot be judged: the record's error, or its first step's."""
+    context: Any = None
+    """What its first step gave (a composite's statements); None without one."""
+    requests: dict[str, list[Request]] = field(default_factory=dict)
+    """Each model's requests, by model name: one, or two under adaptive strictness."""
+
+
+#: Looks up (or generates) first-step requests: store key -> stored generation.
+FirstSteps = Callable[[list["Request"]], Mapping[str, Stored]]
+
+
+def read_first_steps(run: Run, store: GenerationStore, requests: list[Request]) -> Mapping[str, Stored]:
+    """What ``store`` holds of the first steps (the extractor's generations)."""
+    assert run.extractor is not None
+    return store.get_many(run.extractor.store_key(q, run.seed) for q in requests)
+
+
+def plan_chunk(
+    run: Run, chunk: list[Record | RecordError], models: list[JuryModel], first_steps: FirstSteps
+) -> list[Planned]:
+    """Plan every (record, metric) of the chunk's good records, in order, for ``models``.
+
+    ``first_steps`` resolves the first steps (the extractor's statement extractions) to what
+    the store holds; a pass of the extractor itself generates the missing ones there.
+    """
+    first = run.extractor or run.models[0]  # a record's error does not depend on the model
+    plans: list[Planned] = []
+    steps: list[tuple[Planned, Request]] = []
+    for record in (e for e in chunk if isinstance(e, Record)):
+        for judging in run.judgings:
+            plan = Planned(record, judging)
+            plans.append(plan)
+            try:
+                step = judging.first_step(record, first)
+            except RecordError as exc:
+                plan.error = str(exc)
+                continue
+            if step is not None:
+                steps.append((plan, step))
+    if steps:
+        found = first_steps([q for _, q in steps])
+        by = first.spec.name
+        for plan, q in steps:
+            stored = found.get(first.store_key(q, run.seed))
+            context = plan.judging.read_first_step(plan.record, stored, by, run.lost.get((by, plan.record.id)))
+            if isinstance(context, str):
+                plan.error = context
+            else:
+                plan.context = context
+    adaptive, on_overflow = run.config.sampling.adaptive, run.config.input.on_overflow
+    for plan in plans:
+        if plan.error is not None or not plan.judging.judged(plan.context):
+            continue
+        for model in models:
+            request = plan.judging.request(model, plan.record, plan.context, on_overflow)
+            plan.requests[model.spec.name] = _split(request, plan.judging.k, adaptive)
+    return plans
+
+
+def _split(request: Request, k: int, adaptive: bool) -> list[Request]:
+    """The request, or under adaptive strictness one for the first k // 2 + 1 samples and one
+    for the rest (drawn only where the first are not unanimous)."""
+    m = k // 2 + 1
+    if not adaptive or m >= k:
+        return [request]
+    return [replace(request, n=m), replace(request, n=k - m, first_sample=m)]

@@ -1,0 +1,47 @@
+"""The values that cross from one stage to another: a leaf module, imported by the metrics,
+the engines, the store and the run alike, so that none of them imports another for a type."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, TypedDict
+
+
+class Message(TypedDict):
+    """One chat turn."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling settings of one batched call."""
+
+    temperature: float
+    top_p: float
+    max_tokens: int
+    seed: int
+    first_sample: int = 0
+    """Index of the first sample drawn: a call for samples m..k-1 of a prompt (adaptive
+    strictness draws them after the first m) sets it to m, so that an engine that seeds per
+    (run seed, prompt, sample index) draws the same samples as one call for all k."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled output."""
+
+    text: str
+    n_tokens: int
+    """Output tokens generated, the end-of-sequence token excluded."""
+    finished: bool
+    """True when the model ended the output itself; False when max_tokens cut it off."""
+
+
+#: What a stored generation is: the samples, or why the prompt could not run at all.
+Stored = list[Completion] | str
+
+ProgressFn = Callable[[int], None]
+"""Called with the number of prompts just completed."""

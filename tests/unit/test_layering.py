@@ -1,0 +1,109 @@
+"""Imports flow one way (cli -> run -> metrics / engines / voting / results -> records /
+registry / types / errors), no module imports the package's __init__, and the modules'
+top-level imports have no cycle. Read from the source, without importing anything."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+#: Each module's layer, by the longest matching name prefix: a module imports only from
+#: its own layer or a lower one.
+LAYERS = {
+    "localjury.cli": 4,
+    "localjury.run": 3,
+    "localjury.runner": 3,
+    "localjury.bench": 3,
+    "localjury.metrics": 2,
+    "localjury.engines": 2,
+    "localjury.voting": 2,
+    "localjury.report": 2,
+    "localjury.store": 2,
+    "localjury.manifest": 2,
+    "localjury.records": 1,
+    "localjury.registry": 1,
+    "localjury._pull": 1,
+    "localjury.neutralise": 1,
+    "localjury._outputs": 1,
+    "localjury._files": 1,
+    "localjury._terminal": 1,
+    "localjury.types": 0,
+    "localjury.errors": 0,
+    "localjury._version": 0,
+    "localjury._hashing": 0,
+}
+#: Modules that never import an engine.
+ENGINE_FREE = ("localjury.voting", "localjury.records", "localjury.report", "localjury.metrics", "localjury.store")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> tuple[set[str], set[str]]:
+    """The localjury modules a file imports: at its top level, and anywhere (functions,
+    ``if TYPE_CHECKING:`` blocks included)."""
+    top: set[str] = set()
+    anywhere: set[str] = set()
+
+    def visit(node: ast.AST, at_top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            names: list[str] = []
+            if isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                names = [child.module]
+            elif isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            names = [n for n in names if n == "localjury" or n.startswith("localjury.")]
+            anywhere.update(names)
+            if at_top:
+                top.update(names)
+            type_checking = isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test)
+            nested = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            visit(child, at_top and not type_checking and not nested)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), True)
+    return top, anywhere
+
+
+MODULES = {module_name(p): imports(p) for p in sorted((SRC / "localjury").rglob("*.py"))}
+
+
+def layer(module: str) -> int:
+    prefix = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len, default=None)
+    assert prefix is not None, f"{module} is in no layer: add it to LAYERS"
+    return LAYERS[prefix]
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if m != "localjury"])
+def test_imports_flow_one_way(module):
+    _, anywhere = MODULES[module]
+    assert "localjury" not in anywhere, f"{module} imports the package's __init__"
+    upward = [m for m in anywhere if layer(m) > layer(module)]
+    assert not upward, f"{module} (layer {layer(module)}) imports from a higher layer: {upward}"
+    if module.startswith(ENGINE_FREE):
+        assert not [m for m in anywhere if m.startswith("localjury.engines")], f"{module} imports an engine"
+    if module.startswith("localjury.engines"):
+        assert not [m for m in anywhere if m.startswith(("localjury.metrics", "localjury.store"))]
+
+
+def test_no_import_cycle():
+    graph = {m: {i for i in top if i in MODULES and i != m} for m, (top, _) in MODULES.items()}
+    # A package's __init__ imports its modules and they import their siblings through it
+    # only by name: an edge into one's own parent package is not a cycle Python trips on.
+    graph = {m: {i for i in deps if not m.startswith(i + ".")} for m, deps in graph.items()}
+    done: set[str] = set()
+
+    def walk(m: str, path: list[str]) -> None:
+        if m in path:
+            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(m) :], m]))
+        if m in done:
+            return
+        for dep in sorted(graph[m]):
+            walk(dep, [*path, m])
+        done.add(m)
+
+    for m in sorted(graph):
+        walk(m, [])
