@@ -167,7 +167,8 @@ def run(
         typer.Option(
             "--models",
             "-m",
-            help="Comma-separated judge models from models.yaml (or model folders). Default: smollm2-135m-instruct.",
+            help="Comma-separated judge models from models.yaml (or model folders). "
+            "Default: qwen2.5-coder-1.5b-instruct.",
         ),
     ] = None,
     strictness: Annotated[
@@ -326,7 +327,7 @@ def bench(
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder for metrics.json, predictions.jsonl, reports.")],
     models: Annotated[
         str | None,
-        typer.Option("--models", "-m", help="Comma-separated judge models (default: smollm2-135m-instruct)."),
+        typer.Option("--models", "-m", help="Comma-separated judge models (default: qwen2.5-coder-1.5b-instruct)."),
     ] = None,
     metric: Annotated[
         str | None,
@@ -359,8 +360,9 @@ def bench(
     require()
     from localjury.bench.report import BASELINE, _header, _rows
     from localjury.bench.run import run_bench
+    from localjury.registry import DEFAULT_MODEL
 
-    names = [m.strip() for m in models.split(",") if m.strip()] if models else ["smollm2-135m-instruct"]
+    names = [m.strip() for m in models.split(",") if m.strip()] if models else [DEFAULT_MODEL]
     with _interruptible(), _progress(quiet) as progress:
         figures = run_bench(
             data,

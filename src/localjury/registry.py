@@ -23,7 +23,9 @@ from localjury.errors import ConfigError, ModelNotAvailableError
 EmbeddedName = Literal[
     "smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"
 ]
-DEFAULT_MODEL = "smollm2-135m-instruct"
+#: The judge when none is named: the best embedded judge measured on the demo's labelled cases
+#: (benchmarks/results/demo_panel.md). `localjury models pull` fetches it.
+DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
 PACKAGED_REGISTRY = Path(__file__).with_name("models.yaml")
 #: The GGUF file's name in a pulled model's folder (the llamacpp engine loads it).
 GGUF_NAME = "model.gguf"

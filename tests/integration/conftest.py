@@ -27,6 +27,16 @@ def smollm_eager(smollm):
 
 
 @pytest.fixture(scope="session")
+def default_judge(registry):
+    """The judge a run uses when no --models is given (scripts/test pulls it)."""
+    from localjury.registry import DEFAULT_MODEL
+
+    spec = registry.get(DEFAULT_MODEL)
+    spec.require_gguf()
+    return spec
+
+
+@pytest.fixture(scope="session")
 def gemma(registry):
     spec = registry.get("gemma-3-270m")
     spec.require_local_dir()

@@ -83,7 +83,7 @@ def test_a_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_results(s
     cache, out = tmp_path / "store.sqlite", tmp_path / "results.jsonl"
     args = [
         "run", str(data), "--criterion", "dated=The response must include a specific date or year.",
-        "--chunk-size", "3", "--seed", "2", "--quiet",
+        "--models", "smollm2-135m-instruct", "--chunk-size", "3", "--seed", "2", "--quiet",
     ]  # fmt: skip
     proc = cli(*args, "--cache", str(cache), "--out", str(out))
     committed = wait_for_commits(proc, cache, 3)
@@ -113,7 +113,8 @@ def test_the_network_guard_catches_a_connection():
     assert code != 0 and "tried to open a network connection" in err
 
 
-def test_a_run_needs_no_network(smollm, tmp_path):
+def test_a_run_needs_no_network(default_judge, tmp_path):
+    """The default judge (a GGUF on the llamacpp engine) loads and judges with no network."""
     data = tmp_path / "d.jsonl"
     data.write_text('{"id": "a", "user_input": "When?", "response": "In 1989."}\n')
     out = tmp_path / "r.jsonl"
@@ -152,11 +153,13 @@ def test_corrupt_weights_give_a_clear_error(smollm, tmp_path):
 
 def test_ctrl_c_keeps_what_was_judged_says_so_and_the_rerun_resumes(smollm, tmp_path):
     data = tmp_path / "d.jsonl"
-    data.write_text("".join(DATA.read_text().splitlines(keepends=True)[:12]))
+    # 10 chunks, interrupted after 3: room for the signal to land before the run could end.
+    data.write_text("".join(DATA.read_text().splitlines(keepends=True)[:30]))
     cache, out = tmp_path / "store.sqlite", tmp_path / "results.jsonl"
     args = [
         "run", str(data), "--criterion", "dated=The response must include a specific date or year.",
-        "--chunk-size", "3", "--seed", "2", "--quiet", "--cache", str(cache), "--out", str(out),
+        "--models", "smollm2-135m-instruct", "--chunk-size", "3", "--seed", "2", "--quiet", "--cache", str(cache),
+        "--out", str(out),
     ]  # fmt: skip
     proc = cli(*args)
     wait_for_commits(proc, cache, 3)
@@ -172,4 +175,4 @@ def test_ctrl_c_keeps_what_was_judged_says_so_and_the_rerun_resumes(smollm, tmp_
     code, _, err = finish(cli(*args))
     assert code == 0, err
     summary = json.loads((tmp_path / "results.summary.json").read_text())
-    assert summary["models"][0]["cached"] >= 3 and summary["models"][0]["judgments"] == 12
+    assert summary["models"][0]["cached"] >= 3 and summary["models"][0]["judgments"] == 30

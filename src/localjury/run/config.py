@@ -130,7 +130,7 @@ class JuryConfig(_Group):
     """Which models judge, on which engine."""
 
     models: list[str | ModelSpec] | None = None
-    """Model names from models.yaml, or specs (default: ``smollm2-135m-instruct``)."""
+    """Model names from models.yaml, or specs (default: ``qwen2.5-coder-1.5b-instruct``)."""
     registry: Path | None = None
     """The models.yaml to read (default: see :mod:`localjury.registry`)."""
     engine: str | None = None

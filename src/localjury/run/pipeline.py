@@ -74,7 +74,7 @@ def evaluate(
         records: A dataset path (JSONL, JSON, CSV, Parquet) or records as dicts/``Record``.
         metrics: What to judge, e.g. ``[AspectCritic("dated", "The response includes a year."),
             Faithfulness()]``.
-        models: Judge model names from models.yaml (or specs); default ``smollm2-135m-instruct``.
+        models: Judge model names from models.yaml (or specs); default ``qwen2.5-coder-1.5b-instruct``.
         config: The run's settings (default: :class:`~localjury.run.config.RunConfig`'s defaults).
         out: Stream the results to this JSONL file with its summary and manifest beside it,
             and keep none in memory. The three files are written to temporary files and
