@@ -25,7 +25,8 @@ def test_bench_on_the_embedded_model_writes_every_file(smollm, tmp_path):
     out = tmp_path / "bench"
     proc = subprocess.run(
         [sys.executable, "-m", "localjury.cli", "bench", str(data), "--format", "llmbar", "--limit", "4",
-         "--strictness", "2", "--sample-seed", "1", "--no-cache", "--quiet", "--out", str(out)],
+         "--models", "smollm2-135m-instruct", "--strictness", "2", "--sample-seed", "1", "--no-cache", "--quiet",
+         "--out", str(out)],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
