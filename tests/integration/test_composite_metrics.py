@@ -63,7 +63,7 @@ def test_custom_metrics_example_runs(smollm, tmp_path):
         [sys.executable, str(ROOT / "examples" / "custom_metrics.py"), "--out", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1800,  # it uses the default store: with no stored judgments it generates all of them
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
