@@ -254,6 +254,30 @@ def child(model: str, records: int, k: int, max_tokens: int, seed: int, rounds: 
             apply_clock[0] = 0.0
             masks[v].append(replay(v, [o for p in runs[v][0]["ids"] for o in p]))
     apply_share = apply_clock[0] / masks["grammar"][-1][0]
+
+    def allowed(variant: str, prefix: str) -> set[int]:
+        """The tokens the variant's mask lets through after ``prefix``."""
+        engine.variant = variant
+        guides = engine._index(schema).guides(1)
+        ids = engine.tokenizer(prefix, add_special_tokens=False)["input_ids"]
+        for t in ids:
+            guides.advance([t], [False])
+        return set(torch.isfinite(guides.mask(torch.zeros((1, engine.n_vocab))))[0].nonzero().flatten().tolist())
+
+    def show(tokens: set[int]) -> list[str]:
+        # The token's bytes, as llama.cpp's vocabulary holds them (a lone byte of UTF-8 shows).
+        pieces = [engine.model.token_to_piece(t, True).rstrip(b"\0") for t in sorted(tokens)[:12]]
+        return [repr(p)[1:].replace("|", "\\|") for p in pieces]
+
+    # Where the two languages differ: the tokens one allows and the other does not, at a few states.
+    differences = []
+    for prefix in ("", '{"reason": "a', '{"reason": "a", "verdict": 1', '{"reason": "a", "verdict": 1}'):
+        o, g = allowed("outlines", prefix), allowed("grammar", prefix)
+        differences.append({
+            "after": prefix, "outlines": len(o), "grammar": len(g),
+            "only_outlines": len(o - g), "only_outlines_examples": show(o - g),
+            "only_grammar": len(g - o), "only_grammar_examples": show(g - o),
+        })  # fmt: skip
     engine.close()
     mask_only = {
         v: round(1e6 * sum(s for s, _ in ms) / sum(r for _, r in ms), 1) for v, ms in masks.items()
@@ -330,6 +354,7 @@ def child(model: str, records: int, k: int, max_tokens: int, seed: int, rounds: 
             "sampled": agreement(runs["outlines"][0], runs["grammar"][0]),
             "sampled_rounds_repeat": {v: all(r["ids"] == runs[v][0]["ids"] for r in runs[v]) for v in VARIANTS},
         },
+        "allowed_differences": differences,
         "validity": {
             f"{mode}_{v}": validity(run)
             for mode, by in (("greedy", greedy_runs), ("sampled", {v: runs[v][0] for v in VARIANTS}))
@@ -414,7 +439,21 @@ def _report(results: dict, out: Path) -> None:
         valid = ", ".join(f"{k} {v['valid']}/{v['valid'] + len(v['invalid'])}" for k, v in d["validity"].items())
         lines.append(f"- valid against the schema (jsonschema): {valid}")
         repeat = d["agreement"]["sampled_rounds_repeat"]
-        lines += [f"- timed rounds reproduce their first round: {repeat}", ""]
+        lines += [
+            f"- timed rounds reproduce their first round: {repeat}",
+            "",
+            "Where the constraints differ (tokens allowed by one mask only, after a prefix):",
+            "",
+            "| after | allowed: Outlines | grammar | Outlines only | grammar only |",
+            "|---|---:|---:|---|---|",
+        ]
+        for x in d["allowed_differences"]:
+            lines.append(
+                f"| `{x['after']}` | {x['outlines']} | {x['grammar']} | {x['only_outlines']}: "
+                f"{' '.join(x['only_outlines_examples'])} | {x['only_grammar']}: "
+                f"{' '.join(x['only_grammar_examples'])} |"
+            )
+        lines.append("")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
