@@ -222,7 +222,7 @@ def model_record(spec: ModelSpec, *, memo: bool = True) -> ModelRecord:
     """
     settings = spec.model_dump(mode="json", exclude={"name", "description"})
     if spec.base_url is not None:
-        from localjury.engines.server import served_model  # HTTP only for a model on a server
+        from localjury.engines._server_client import served_model  # HTTP only for a model on a server
 
         served = served_model(spec)
         return ModelRecord(
@@ -347,7 +347,7 @@ class Check(BaseModel):
 
 def _check_served(model: ModelRecord) -> Check:
     """Ask a model's server again what it serves, and compare with the manifest."""
-    from localjury.engines.server import served_model
+    from localjury.engines._server_client import served_model
     from localjury.errors import LocaljuryError
 
     assert model.served is not None

@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
+import localjury.engines._server_client as client_module
 import localjury.engines.server as server_module
 from localjury import AspectCritic, evaluate
 from localjury.engines import resolve_engine
-from localjury.engines.server import ServerEngine, backoff, request_seed, served_model
+from localjury.engines._server_client import backoff, served_model
+from localjury.engines.server import ServerEngine, request_seed
 from localjury.errors import ConfigError, EngineError
 from localjury.manifest import verify
 from localjury.registry import ModelSpec, ServerSettings, is_loopback, load_registry
@@ -128,7 +130,7 @@ def ask(engine: ServerEngine, *questions: str, n: int = 1, seed: int = 1, first_
 def no_sleep(monkeypatch):
     """Record the waits between tries instead of waiting."""
     waits: list[float] = []
-    monkeypatch.setattr(server_module.time, "sleep", waits.append)
+    monkeypatch.setattr(client_module.time, "sleep", waits.append)
     return waits
 
 

@@ -70,7 +70,7 @@ def models_info(name: Annotated[str, typer.Argument(help="Model name.")], regist
     spec = load_registry(registry).get(name)
     info: dict[str, Any] = spec.model_dump()
     if spec.is_served:
-        from localjury.engines.server import served_model
+        from localjury.engines._server_client import served_model
 
         try:
             info["served"] = served_model(spec, retries=0).model_dump()

@@ -40,30 +40,28 @@ from __future__ import annotations
 import json
 import math
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from localjury._hashing import content_hash
+from localjury.engines._server_client import (
+    ServerClient,
+    Unreachable,
+    excerpt,
+    served_by,
+)
 from localjury.engines._verdicts import TOP_LOGPROBS, Decision, decision_of, verdict_probs_from_top
 from localjury.engines.base import BatchEngine, Completion, Message, ProgressFn, Sampling
 from localjury.errors import ConfigError, EngineError
-from localjury.manifest import ServedModel, ServerKind
-from localjury.registry import ModelSpec, is_loopback
+from localjury.manifest import ServerKind
+from localjury.registry import ModelSpec
 
 if TYPE_CHECKING:
     import httpx2
 
 T = TypeVar("T")
 
-#: Statuses worth another try: the server is busy or restarting.
-RETRY_STATUSES = frozenset({429, 502, 503, 504})
-#: First wait before a retry, in seconds; each further wait doubles, up to BACKOFF_CAP.
-BACKOFF_BASE = 0.5
-BACKOFF_CAP = 8.0
-#: The longest Retry-After a server may ask for that is honoured, in seconds.
-RETRY_AFTER_CAP = 60.0
 #: Tokens allowed per message for its chat template's markers, where the server counts text only.
 TEMPLATE_TOKENS = 8
 #: Characters per token of the estimate used where the server has no tokenize endpoint.
@@ -93,33 +91,6 @@ def request_seed(seed: int, prompt: str, first_sample: int) -> int:
     return int(content_hash(seed=seed, prompt=prompt, first=first_sample)[:8], 16) >> 1
 
 
-def backoff(attempt: int, retry_after: float | None = None) -> float:
-    """Seconds to wait before try ``attempt + 1`` (``attempt`` counts from 0): 0.5, 1, 2, 4,
-    8, 8 ..., or the server's Retry-After when it gives one (at most a minute)."""
-    if retry_after is not None and retry_after >= 0:
-        return min(retry_after, RETRY_AFTER_CAP)
-    return float(min(BACKOFF_CAP, BACKOFF_BASE * 2**attempt))
-
-
-def api_root(base_url: str) -> str:
-    """The server's root, where the endpoints outside the OpenAI API live (``/tokenize``):
-    ``base_url`` without its trailing ``/v1``."""
-    url = base_url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
-def flavour_of(entry: dict[str, Any]) -> ServerKind:
-    """Which server this is, from its ``/v1/models`` entry for the model."""
-    owner = entry.get("owned_by")
-    if owner == "vllm":
-        return "vllm"
-    if owner == "llamacpp":
-        return "llama.cpp"
-    if owner == "me" and "permissions" in entry:  # llama-cpp-python 0.3's ModelData
-        return "llama-cpp-python"
-    return "other"
-
-
 def structured(mode: str, schema: dict[str, Any]) -> dict[str, Any]:
     """The request fields that constrain the output to ``schema`` in one of the forms servers
     accept (see ``server.structured_outputs`` in models.yaml)."""
@@ -130,163 +101,6 @@ def structured(mode: str, schema: dict[str, Any]) -> dict[str, Any]:
     if mode == "vllm":
         return {"structured_outputs": {"json": schema}}
     raise ValueError(f"unknown structured output mode {mode!r}")
-
-
-def _excerpt(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-class _Unreachable(Exception):
-    """A request that got no usable answer after every try (internal: becomes an EngineError)."""
-
-    def __init__(self, reason: str, tries: int, seconds: float) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.tries = tries
-        self.seconds = seconds
-
-
-class ServerClient:
-    """HTTP to one server, and nowhere else: no proxy from the environment, no redirect
-    followed, retries with backoff.
-
-    Args:
-        spec: The models.yaml entry (``base_url``, ``server:`` timeouts and retries).
-        retries: Tries after the first (default: the entry's).
-        sleep: How to wait between tries (tests pass a recorder).
-
-    Raises:
-        ConfigError: ``base_url`` names another machine without ``allow_remote``.
-    """
-
-    def __init__(
-        self, spec: ModelSpec, *, retries: int | None = None, sleep: Callable[[float], None] | None = None
-    ) -> None:
-        import httpx2
-
-        assert spec.base_url is not None, "a server client needs a base_url"
-        host = httpx2.URL(spec.base_url).host
-        if not spec.allow_remote and not is_loopback(host):  # models.yaml checks it too; a spec may be built by hand
-            raise ConfigError(
-                f"model {spec.name!r}: base_url {spec.base_url} is not this machine; set allow_remote: true in "
-                "its models.yaml entry if records may go there"
-            )
-        self.spec = spec
-        self.base_url = spec.base_url.rstrip("/")
-        self.root = api_root(self.base_url)
-        settings = spec.server
-        self.retries = settings.retries if retries is None else retries
-        self.sleep = sleep if sleep is not None else time.sleep
-        self.http = httpx2.Client(
-            trust_env=False,
-            follow_redirects=False,
-            timeout=httpx2.Timeout(settings.request_timeout, connect=settings.connect_timeout),
-            limits=httpx2.Limits(max_connections=max(1, settings.max_concurrency or 16)),
-        )
-
-    def request(self, method: str, url: str, body: dict[str, Any] | None = None) -> httpx2.Response:
-        """Send one request, trying again on connection errors, timeouts and busy statuses;
-        any other answer (an error status included) is returned.
-
-        Raises:
-            _Unreachable: No usable answer after every try.
-        """
-        import httpx2
-
-        started = time.perf_counter()
-        reason = ""
-        for attempt in range(self.retries + 1):
-            retry_after: float | None = None
-            try:
-                response = self.http.request(method, url, json=body)
-            except httpx2.TransportError as exc:
-                reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            else:
-                if response.status_code not in RETRY_STATUSES:
-                    return response
-                reason = f"HTTP {response.status_code}: {_excerpt(response.text)}"
-                try:
-                    retry_after = float(response.headers.get("retry-after", ""))
-                except ValueError:
-                    retry_after = None
-            if attempt < self.retries:
-                self.sleep(backoff(attempt, retry_after))
-        raise _Unreachable(reason, self.retries + 1, time.perf_counter() - started)
-
-    def unreachable(self, exc: _Unreachable, what: str) -> EngineError:
-        """The error for a server that did not answer: its URL, what was tried, and the fix."""
-        return EngineError(
-            f"no answer from the server at {self.base_url} to {what} after {exc.tries} tries over "
-            f"{exc.seconds:.1f} s ({exc.reason}); start the server (or fix base_url in the models.yaml entry), "
-            "then run the same command again",
-            engine=ServerEngine.name,
-            model=self.spec.name,
-        )
-
-    def close(self) -> None:
-        self.http.close()
-
-
-def served_model(spec: ModelSpec, *, retries: int | None = None) -> ServedModel:
-    """What the server at ``spec.base_url`` reports of the model (``GET /v1/models``): the
-    identity its judgments are stored under.
-
-    Raises:
-        EngineError: The server does not answer, or not as an OpenAI-compatible server.
-        ConfigError: It does not serve ``served_model``, or serves several models and the
-            entry names none.
-    """
-    client = ServerClient(spec, retries=retries)
-    try:
-        return _served_model(client)
-    finally:
-        client.close()
-
-
-def _served_model(client: ServerClient) -> ServedModel:
-    spec = client.spec
-    url = f"{client.base_url}/models"
-    try:
-        response = client.request("GET", url)
-    except _Unreachable as exc:
-        raise client.unreachable(exc, "GET /models") from None
-    try:
-        entries = response.json()["data"] if response.status_code == 200 else None
-    except (ValueError, KeyError, TypeError):
-        entries = None
-    if not isinstance(entries, list) or not all(isinstance(e, dict) and "id" in e for e in entries):
-        raise EngineError(
-            f"GET {url} answered HTTP {response.status_code} ({_excerpt(response.text)}), not an OpenAI model "
-            "list; base_url must be an OpenAI-compatible API, usually ending in /v1",
-            engine=ServerEngine.name,
-            model=spec.name,
-        )
-    ids = [str(e["id"]) for e in entries]
-    if spec.served_model is not None:
-        if spec.served_model not in ids:
-            served = ", ".join(map(repr, ids)) or "nothing"
-            raise ConfigError(
-                f"model {spec.name!r}: the server at {client.base_url} serves {served}, not served_model "
-                f"{spec.served_model!r}; fix served_model in the models.yaml entry"
-            )
-        entry = entries[ids.index(spec.served_model)]
-    elif len(ids) == 1:
-        entry = entries[0]
-    else:
-        raise ConfigError(
-            f"model {spec.name!r}: the server at {client.base_url} serves "
-            f"{', '.join(map(repr, ids)) or 'no model'}; name one as served_model in the models.yaml entry"
-        )
-    max_len = entry.get("max_model_len")
-    return ServedModel(
-        base_url=client.base_url,
-        model=str(entry["id"]),
-        owned_by=str(entry["owned_by"]) if entry.get("owned_by") is not None else None,
-        root=str(entry["root"]) if entry.get("root") is not None else None,
-        max_model_len=max_len if isinstance(max_len, int) else None,
-        flavour=flavour_of(entry),
-    )
 
 
 class ServerEngine(BatchEngine):
@@ -306,7 +120,7 @@ class ServerEngine(BatchEngine):
         self.spec = spec
         self.client = ServerClient(spec)
         try:
-            self.served = _served_model(self.client)
+            self.served = served_by(self.client)
         except BaseException:
             self.client.close()
             raise
@@ -368,7 +182,7 @@ class ServerEngine(BatchEngine):
                 body = {"model": self.served.model, "input": text}
             try:
                 response = self.client.request("POST", url, body)
-            except _Unreachable as exc:
+            except Unreachable as exc:
                 raise self.client.unreachable(exc, f"POST {url}") from None
             count = self._json(response).get("count") if response.status_code == 200 else None
             if isinstance(count, int):
@@ -376,7 +190,7 @@ class ServerEngine(BatchEngine):
                 return count if way == "vllm" else count + allowance
             if self.tokenize is not None:
                 raise EngineError(
-                    f"POST {url} answered HTTP {response.status_code} ({_excerpt(response.text)}) where it "
+                    f"POST {url} answered HTTP {response.status_code} ({excerpt(response.text)}) where it "
                     "counted tokens before",
                     engine=self.name,
                     model=self.spec.name,
@@ -535,7 +349,7 @@ class ServerEngine(BatchEngine):
                         self.mode = mode
                 return self._completions(response, schema)
             if self.mode is None and _refuses_format(response):
-                refusals.append(f"{mode}: HTTP {response.status_code} {_excerpt(response.text, 200)}")
+                refusals.append(f"{mode}: HTTP {response.status_code} {excerpt(response.text, 200)}")
                 continue
             raise self._refused(response, mode)
         raise EngineError(
@@ -550,12 +364,12 @@ class ServerEngine(BatchEngine):
     def _post(self, url: str, body: dict[str, Any]) -> httpx2.Response:
         try:
             return self.client.request("POST", url, body)
-        except _Unreachable as exc:
+        except Unreachable as exc:
             raise self.client.unreachable(exc, "POST /chat/completions") from None
 
     def _refused(self, response: httpx2.Response, mode: str) -> EngineError:
         """The error for a request the server answered with an error status."""
-        text = _excerpt(response.text)
+        text = excerpt(response.text)
         if "logprob" in response.text.lower():
             fix = "if it refuses log-probabilities, set server.logprobs: false in the models.yaml entry"
         elif response.status_code in (400, 422):
@@ -589,7 +403,7 @@ class ServerEngine(BatchEngine):
         if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
             raise EngineError(
                 f"the server at {self.client.base_url} answered HTTP 200 without completions "
-                f"({_excerpt(response.text)}); is base_url an OpenAI-compatible API?",
+                f"({excerpt(response.text)}); is base_url an OpenAI-compatible API?",
                 engine=self.name,
                 model=self.spec.name,
             )
