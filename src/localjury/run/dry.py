@@ -15,19 +15,17 @@ requests, engine calls and store keys. What it generated stays in the judgment s
 run that follows does not generate it again; no results, summary or manifest file is written.
 A warm-up call first pays the one-time costs; then the first prompt alone and the others
 together give two engine batches of different sizes, from which the time of the run's
-batches is extrapolated (see :func:`_batch_costs`).
+batches is extrapolated (see :mod:`localjury.run.estimate`).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury.engines import load_engine, load_tokenizer
-from localjury.engines.base import Engine, PromptTokens, Sampling
+from localjury.engines.base import Engine, PromptTokens
 from localjury.errors import ConfigError, RecordError
 from localjury.manifest import model_record
 from localjury.metrics.base import Metric
@@ -36,12 +34,13 @@ from localjury.registry import ModelSpec
 from localjury.report import ModelEstimate, ModelPlan, RunPlan
 from localjury.run.config import RunConfig
 from localjury.run.context import Run
-from localjury.run.generate import NOT_GENERATED, Probe, Worker
+from localjury.run.estimate import Measured, measure
+from localjury.run.generate import NOT_GENERATED, Probe
 from localjury.run.jury import jury_models
 from localjury.run.pipeline import jury_order
 from localjury.run.plan import Dataset, Planned
 from localjury.run.prepare import count_records, prepare
-from localjury.run.state import EngineFactory, JuryModel, Key, ModelStats, Request
+from localjury.run.state import EngineFactory, JuryModel, Key, Request
 from localjury.store import JudgmentStore, Stored
 
 if TYPE_CHECKING:
@@ -129,7 +128,7 @@ def dry_run(
                 _plan_pass(planners[model.spec.name], dataset, total, progress)
         for model in ordered:
             planner = planners[model.spec.name]
-            measured = _measure(run, model, planner.sample, progress) if planner.sample else None
+            measured = measure(run, model, planner.sample, progress) if planner.sample else None
             plan.models.append(planner.summary(measured, kept=plan.kept))
     finally:
         close = getattr(store, "close", None)
@@ -209,20 +208,15 @@ class _Planner(Probe):
             self.counter.close()
             self.counter = None
 
-    def summary(self, measured: _Measured | None, *, kept: bool) -> ModelPlan:
+    def summary(self, measured: Measured | None, *, kept: bool) -> ModelPlan:
         """The model's plan; with ``measured`` (its sample), the estimate of its part of the run
         that follows (``kept``: the sample is in the judgment store by then)."""
         estimate = None
         if measured is not None and measured.whole.generated and measured.whole.generate_seconds > 0:
             whole = measured.whole
-            fixed, per_prompt = _batch_costs(measured)
+            fixed, per_prompt = measured.batch_costs()
             left = max(0, self.prompts - (len(self.sample) if kept else 0))
-            # The run's engine calls batch the prompts left batch_size at a time.
-            size = self.model.spec.batch_size
-            full, part = divmod(left, size)
-            seconds = full * (fixed + per_prompt * size) + (fixed + per_prompt * part if part else 0.0)
-            if left:  # the run loads the model and pays the one-time costs again
-                seconds += whole.load_seconds + measured.warmup_seconds
+            seconds = measured.run_seconds(left, self.model.spec.batch_size)
             estimate = ModelEstimate(
                 prompts=len(self.sample),
                 judgments=whole.generated,
@@ -262,65 +256,3 @@ def _plan_pass(planner: _Planner, dataset: Dataset, total: int, progress: Progre
         planner.close()
         if progress is not None and task is not None:
             progress.update(task, description=f"{name}: planned")
-
-
-@dataclass
-class _Measured:
-    """What a model did on its sample: the warm-up call, then two calls of the sample's requests."""
-
-    warmup_seconds: float
-    first: ModelStats
-    """The first request's call alone."""
-    whole: ModelStats
-    """All the sample's calls (the load included)."""
-    prompts: int
-
-
-def _measure(run: Run, model: JuryModel, sample: list[Request], progress: Progress | None) -> _Measured:
-    """Time the model on the sample, through the run's own pass (its store keys and engine
-    calls): after a warm-up call that pays the one-time costs (the schema's constraint index,
-    the first forward passes: one output token of the first prompt, not stored), the first
-    request alone, then the others together. Two calls of different sizes tell the part of an
-    engine batch's time that does not grow with its prompts from the part that does."""
-    name = model.spec.name
-    task = progress.add_task(f"{name}: measuring", total=len(sample)) if progress is not None else None
-    stats = ModelStats(model.spec)
-    worker = Worker(run, model, stats=stats)
-
-    def fetch(part: list[Request]) -> None:
-        worker.fetch(part)
-        if progress is not None and task is not None:
-            progress.advance(task, len(part))
-
-    try:
-        engine = worker.load()
-        q = sample[0]
-        sampling = Sampling(q.temperature, model.top_p, 1, run.seed, q.first_sample)
-        started = time.perf_counter()
-        engine.generate([engine.format_prompt(q.messages)], n=1, sampling=sampling, schema=q.schema)
-        warmup = time.perf_counter() - started
-        fetch(sample[:1])
-        first = replace(stats)
-        fetch(sample[1:])
-    finally:
-        worker.close()
-        if progress is not None and task is not None:
-            progress.update(task, description=f"{name}: measured")
-    return _Measured(warmup, first, stats, len(sample))
-
-
-def _batch_costs(m: _Measured) -> tuple[float, float]:
-    """Seconds of an engine batch of B prompts as ``fixed + per_prompt * B``, from the sample's
-    two calls (1 prompt, then the others). Decoding a small batch on a CPU reads every weight
-    once a step however many sequences run, so a batch takes nearly as long as one prompt
-    alone; a large batch on a GPU grows with its prompts. Without two sizes (a sample of 2
-    prompts or fewer) or with timings that contradict the model, the time is per prompt."""
-    first, whole = m.first, m.whole
-    t1, t2 = first.generate_seconds, whole.generate_seconds - first.generate_seconds
-    rest = m.prompts - 1
-    if rest >= 2:
-        per_prompt = (t2 - t1) / (rest - 1)
-        fixed = t1 - per_prompt
-        if per_prompt >= 0 and fixed >= 0:
-            return fixed, per_prompt
-    return 0.0, whole.generate_seconds / m.prompts
