@@ -1,7 +1,7 @@
 """Which embedded judges get the demo's obvious cases right: each candidate alone and as a
 jury, on examples/demo.jsonl's two criteria, strictness 3, seed 0, in one run.
 
-    python benchmarks/demo_panel.py [--models a,b,...] [--juries a+b,...]
+    python benchmarks/demo_panel.py [--models a,b,...] [--juries a+b,...] [--verdict-first]
 
 Prints and saves (benchmarks/results/demo_panel.{json,md}) per judge and jury the verdicts
 that match the expected ones (examples/demo_labels.jsonl: only the unambiguous cases), and
@@ -19,10 +19,17 @@ from localjury import AspectCritic, evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "examples" / "demo.jsonl"
-METRICS = [
-    AspectCritic("mentions_date", "The response must include a specific date or year."),
-    AspectCritic.predefined("conciseness"),
-]
+DATED = "The response must include a specific date or year."
+
+
+def metrics(verdict_first: bool) -> list[AspectCritic]:
+    """The demo's two criteria; ``verdict_first`` asks for the verdict before the reason."""
+    return [
+        AspectCritic("mentions_date", DATED, verdict_first=verdict_first),
+        AspectCritic.predefined("conciseness", verdict_first=verdict_first),
+    ]
+
+
 #: The verdict a judge must give: (record id, metric) -> 1 or 0. Borderline cases left out.
 EXPECTED: dict[tuple[str, str], int] = {
     (row["id"], row["metric"]): row["verdict"]
@@ -53,13 +60,14 @@ def main() -> None:
         "--juries", default="smollm2-135m-instruct+gemma-3-270m,qwen2.5-coder-0.5b-instruct+qwen2.5-coder-1.5b-instruct"
     )
     parser.add_argument("--strictness", type=int, default=3)
+    parser.add_argument("--verdict-first", action="store_true", help="ask for the verdict before the reason")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "demo_panel")
     args = parser.parse_args()
     rows = []
     panels = [[m] for m in args.models.split(",")] + [j.split("+") for j in args.juries.split(",") if j]
     for panel in panels:
         started = time.perf_counter()
-        result = evaluate(DATA, METRICS, panel, strictness=args.strictness, seed=0, use_cache=False)
+        result = evaluate(DATA, metrics(args.verdict_first), panel, strictness=args.strictness, seed=0, use_cache=False)
         seconds = time.perf_counter() - started
         right, wrong = correct(result)
         engines = ",".join(m.engine for m in result.summary.models)
@@ -77,9 +85,11 @@ def main() -> None:
         )
         print(f"{rows[-1]['panel']:60s} {right}/{len(EXPECTED)} right, {seconds:.0f} s; wrong: {', '.join(wrong)}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"strictness": args.strictness, "rows": rows}, indent=2) + "\n")
+    figures = {"strictness": args.strictness, "verdict_first": args.verdict_first, "rows": rows}
+    args.out.with_suffix(".json").write_text(json.dumps(figures, indent=2) + "\n")
     lines = [
-        f"# Demo panel: expected verdicts on examples/demo.jsonl (strictness {args.strictness}, seed 0)",
+        f"# Demo panel: expected verdicts on examples/demo.jsonl (strictness {args.strictness}, seed 0"
+        + (", verdict first)" if args.verdict_first else ")"),
         "",
         "| judge or jury | engines | right | seconds (load + judge) | wrong |",
         "|---|---|---|---|---|",
