@@ -31,7 +31,7 @@ def test_no_verdict_written():
 
 def test_a_pairwise_preference_is_read_after_its_opening_quote():
     # '"A' in one token, or '"' then 'A"': both write the preference; the A inside the reason does not.
-    tokens = ['{"reason": "', "A", ' is', ' better', '", "', "preferred", '": ', '"A', '"}']
+    tokens = ['{"reason": "', "A", " is", " better", '", "', "preferred", '": ', '"A', '"}']
     tops = [[(t, 0.0)] for t in tokens]
     tops[7] = [('"A', math.log(0.3)), ('"B', math.log(0.6)), ('"', math.log(0.1))]
     (p,) = verdict_probs_from_top(tokens, tops, PREFERENCE)

@@ -336,7 +336,8 @@ def html_report(fig: dict[str, Any]) -> str:
     if orders_rows:
         ohead = "".join(f"<th>{esc(c)}</th>" for c in ORDERS_HEADER)
         obody = "".join(
-            ('<tr class="published">' if "(published" in r[0] else "<tr>") + "".join(f"<td>{esc(c)}</td>" for c in r)
+            ('<tr class="published">' if "(published" in r[0] else "<tr>")
+            + "".join(f"<td>{esc(c)}</td>" for c in r)
             + "</tr>"
             for r in orders_rows
         )

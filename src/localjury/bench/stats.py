@@ -238,9 +238,7 @@ def both_orders(gold: Sequence[int], as_given: Sequence[Pred], swapped: Sequence
         "accuracy_swapped": swap,
         "accuracy": (given + swap) / 2,
         "both_right": sum(a and b for a, b in zip(right_given, right_swapped, strict=True)) / n,
-        "positional_agreement": sum(
-            a is not None and a == b for a, b in zip(as_given, swapped, strict=True)
-        ) / n,
+        "positional_agreement": sum(a is not None and a == b for a, b in zip(as_given, swapped, strict=True)) / n,
         "no_pick": sum((a is None) + (b is None) for a, b in zip(as_given, swapped, strict=True)),
     }
 

@@ -26,6 +26,7 @@ BACKOFF_CAP = 8.0
 #: The longest Retry-After a server may ask for that is honoured, in seconds.
 RETRY_AFTER_CAP = 60.0
 
+
 def backoff(attempt: int, retry_after: float | None = None) -> float:
     """Seconds to wait before try ``attempt + 1`` (``attempt`` counts from 0): 0.5, 1, 2, 4,
     8, 8 ..., or the server's Retry-After when it gives one (at most a minute)."""
@@ -51,7 +52,6 @@ def flavour_of(entry: dict[str, Any]) -> ServerKind:
     if owner == "me" and "permissions" in entry:  # llama-cpp-python 0.3's ModelData
         return "llama-cpp-python"
     return "other"
-
 
 
 def excerpt(text: str, limit: int = 300) -> str:
