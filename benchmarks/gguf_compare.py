@@ -66,10 +66,12 @@ def child(config: str, model: str, records: int, k: int, max_tokens: int, seed: 
         from llama_cpp.llama_grammar import LlamaGrammar
         from transformers import AutoTokenizer
 
+        from localjury.engines._llamacpp_kernels import kernel_choice, plain_llama
         from localjury.engines._prompts import PromptFormatter
         from localjury.engines._sampling import batch_seed
 
-        llama = llama_cpp.Llama(str(base.gguf_file()), n_ctx=4096, n_threads=os.cpu_count(), verbose=False)
+        with plain_llama(kernel_choice(base.gguf_file())):  # the kernels proven on this machine, as the engine
+            llama = llama_cpp.Llama(str(base.gguf_file()), n_ctx=4096, n_threads=os.cpu_count(), verbose=False)
         grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
         formatter = PromptFormatter(AutoTokenizer.from_pretrained(base.tokenizer_dir()), base)
         load = time.perf_counter() - started

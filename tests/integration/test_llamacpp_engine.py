@@ -9,6 +9,7 @@ pytest.importorskip("llama_cpp", reason="the llamacpp extra (scripts/test instal
 
 from localjury import AspectCritic, evaluate
 from localjury.engines import load_engine, resolve_engine
+from localjury.engines._llamacpp_kernels import kernel_choice, plain_llama
 from localjury.engines.base import Sampling, Usage
 from localjury.records import Record
 from localjury.registry import ModelSpec
@@ -87,7 +88,8 @@ def test_greedy_shared_prefix_path_matches_llama_cpps_own_completion(engine, smo
     import llama_cpp
 
     ours = engine.generate(prompts_for(engine, RECORDS), n=1, sampling=Sampling(0.0, 1.0, 24, 0), schema=None)
-    plain = llama_cpp.Llama(str(smollm_gguf.gguf_file()), n_ctx=2048, verbose=False, seed=0)
+    with plain_llama(kernel_choice(smollm_gguf.gguf_file())):  # the kernels proven here, as the engine
+        plain = llama_cpp.Llama(str(smollm_gguf.gguf_file()), n_ctx=2048, verbose=False, seed=0)
     try:
         for prompt, (completion,) in zip(prompts_for(engine, RECORDS), ours, strict=True):
             tokens = engine.tokenizer(prompt, add_special_tokens=False).input_ids
@@ -156,7 +158,8 @@ def test_p_pass_equals_a_direct_forward_pass(engine, smollm_gguf, case):
     schema = metric.json_schema()
     prompt = engine.format_prompt(metric.messages(record))
     (sample,) = engine.generate([prompt], n=1, sampling=Sampling(0.0, 1.0, 128, 0), schema=schema)[0]
-    llm = llama_cpp.Llama(str(smollm_gguf.require_gguf()), n_ctx=2048, n_threads=1, logits_all=True, verbose=False)
+    with plain_llama(kernel_choice(smollm_gguf.require_gguf())):
+        llm = llama_cpp.Llama(str(smollm_gguf.require_gguf()), n_ctx=2048, n_threads=1, logits_all=True, verbose=False)
 
     def next_logits(ids):
         llm.eval(ids[llm.n_tokens :])

@@ -58,7 +58,16 @@ class LlamaServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> None:
-        args = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--host", "127.0.0.1"]
+        # llama-cpp-python's server, with only the llama.cpp kernels proven on this machine
+        # (its own params would repack for AMX, which faults on some Xeons).
+        launch = (
+            "import runpy, sys; from pathlib import Path; "
+            "from localjury.engines._llamacpp_kernels import kernel_choice, plain_llama; "
+            "sys.argv[0] = 'llama_cpp.server'; "
+            "ctx = plain_llama(kernel_choice(Path(sys.argv[sys.argv.index('--model') + 1]))); ctx.__enter__(); "
+            "runpy.run_module('llama_cpp.server', run_name='__main__')"
+        )
+        args = [sys.executable, "-c", launch, "--model", str(self.gguf), "--host", "127.0.0.1"]
         args += ["--port", str(self.port), "--n_ctx", "2048", "--n_threads", "2", "--model_alias", "smollm2"]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(

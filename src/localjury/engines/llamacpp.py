@@ -41,6 +41,7 @@ from llama_cpp import _internals
 from transformers import AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from localjury.engines._llamacpp_kernels import announce, kernel_choice
 from localjury.engines._local import LocalDecoding
 from localjury.engines._outlines import GuidedRows, JsonSchemaIndex, vocabulary_of_tokenizer
 from localjury.engines._prompts import PromptFormatter
@@ -108,7 +109,19 @@ class LlamaCppEngine(LocalDecoding):
         self.prompts = PromptFormatter(self.tokenizer, spec)
         self.use_chat = self.prompts.use_chat
         llama_cpp.llama_backend_init()
-        params = llama_cpp.llama_model_default_params()
+        # Only kernels proven on this machine: a probe in a subprocess decides whether
+        # llama.cpp's repacked (AMX, AVX-512, NEON) weight buffers are safe here.
+        self.kernels = kernel_choice(gguf)
+        if not self.kernels.usable:
+            raise EngineError(
+                f"llama.cpp is not safe to run on this machine: {self.kernels.reason}. Run this model on the "
+                "transformers engine (--engine transformers, after `localjury models pull NAME --dequantize` for "
+                "an embedded GGUF model), or rebuild llama-cpp-python for this CPU; `localjury doctor` shows the probe",
+                engine=self.name,
+                model=spec.name,
+            )
+        announce(self.kernels, spec.name)
+        params = self.kernels.apply(llama_cpp.llama_model_default_params())
         params.n_gpu_layers = 0
         params.use_mmap = True
         try:
