@@ -1,4 +1,11 @@
+import os
+
 import pytest
+
+# `engine: auto` takes the fixed rule in the tests (subprocesses inherit it): which engine a test
+# exercises must not depend on which one measures fastest on the machine that runs it. The
+# measured choice has tests of its own (tests/unit/test_engine_choice.py).
+os.environ["LOCALJURY_AUTO_ENGINE"] = "rule"
 
 
 @pytest.fixture(autouse=True)

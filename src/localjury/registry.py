@@ -173,13 +173,15 @@ class ModelSpec(BaseModel):
 
     def ready(self) -> bool:
         """Whether the files the model's engine loads are here (the GGUF for an entry on the
-        llamacpp engine or a ``.gguf`` path, else the Hugging Face folder); a model on a
+        llamacpp engine or a ``.gguf`` path, the Hugging Face folder for transformers and vLLM,
+        either for ``auto``, which picks among the engines that can load what is here); a model on a
         server has no files to prepare (whether its server is up is checked when a run starts)."""
         if self.is_served:
             return True
         if self.engine == "llamacpp" or self.is_gguf_path:
             return self.gguf_file().is_file()
-        return (self.local_dir() / "config.json").is_file()
+        has_hf = (self.local_dir() / "config.json").is_file()
+        return has_hf or (self.engine == "auto" and self.gguf_file().is_file())
 
     def require_files(self, engine: str) -> Path | None:
         """What ``engine`` loads: the GGUF file for llamacpp (with its tokenizer ready), the

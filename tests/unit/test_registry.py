@@ -207,11 +207,11 @@ def test_damaged_weights_of_an_embedded_model_name_the_pull_command(tmp_path, mo
         spec.require_local_dir()
 
 
-def test_packaged_registry_has_the_qwen_judges_on_llamacpp():
+def test_packaged_registry_has_the_qwen_judges_on_the_measured_engine():
     reg = load_registry(PACKAGED_REGISTRY)
     for name in ("qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"):
         spec = reg.models[name]
-        assert spec.engine == "llamacpp" and spec.prompt_format == "chat" and spec.embedded == name
+        assert spec.engine == "auto" and spec.prompt_format == "chat" and spec.embedded == name
 
 
 def test_a_gguf_path_names_the_file_and_its_tokenizer_cache(tmp_path, monkeypatch):

