@@ -1,13 +1,13 @@
 """The ``localjury`` command. Thin: parse options, call the library, print.
 
-One module per group of commands (:mod:`.run`, :mod:`.bench`, :mod:`.models`);
+One module per group of commands (:mod:`.run`, :mod:`.bench`, :mod:`.models`, :mod:`.doctor`);
 :mod:`._common` holds the app and what they share."""
 
 from __future__ import annotations
 
 import sys
 
-from localjury.cli import bench, models, run  # noqa: F401  (each registers its commands on the app)
+from localjury.cli import bench, doctor, models, run  # noqa: F401  (each registers its commands on the app)
 from localjury.cli._common import FLAGS, _report, _state, app, cli_words
 from localjury.cli.run import _build_metrics
 from localjury.errors import ConfigError, LocaljuryError

