@@ -35,12 +35,16 @@ def test_bench_on_the_embedded_model_writes_every_file(smollm, tmp_path):
     judge = figures["judges"]["smollm2-135m-instruct"]
     # LLMBar benches pairwise by default: 4 pairs, each judged in both orders with 2 samples.
     assert figures["benchmark"]["mode"] == "pairwise"
-    assert figures["records"] == 4 and judge["decided"] + round(judge["abstention_rate"] * 4) == 4
+    assert figures["records"] == 4 and judge["records"] == 4
     assert judge["judgments_per_second"] > 0 and judge["self_consistency"]["judgments"] <= 8
     assert judge["orders"]["items"] == 4 and 0 <= judge["orders"]["accuracy"] <= 1
     assert figures["benchmark"]["models"][0]["source"]["embedded"] == "smollm2-135m-instruct"
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and all(len(r["models"]["smollm2-135m-instruct"]["votes"]) == 4 for r in rows)
+    # Whatever the samples (they differ between CPUs' kernels): a pair the judge decided has a
+    # prediction, the others count as abstained, and the figures agree with the rows.
+    predicted = sum(r["models"]["smollm2-135m-instruct"]["prediction"] is not None for r in rows)
+    assert judge["decided"] == predicted and judge["abstention_rate"] == (4 - predicted) / 4
     assert all(len(r["models"]["smollm2-135m-instruct"]["order_votes"]["BA"]) == 2 for r in rows)
     report = (out / "report.md").read_text()
     assert "majority baseline" in report and "## Both orders (pairwise)" in report and "smollm2" in proc.stdout

