@@ -173,3 +173,26 @@ def test_p_pass_equals_a_direct_forward_pass(engine, smollm_gguf, case):
     assert sample.text == text and len(probs) == 1
     assert sample.verdict_probs == pytest.approx(tuple(probs), abs=1e-4)
     assert 0.0 < probs[0] < 1.0
+
+
+def test_a_cpu_whose_repacked_kernels_crash_runs_without_them(smollm_gguf, monkeypatch, tmp_path, capfd):
+    """As on an AMX Xeon, where llama.cpp's AMX repack faults in the first matmul: the probe's
+    subprocess dies, the engine loads without the extra buffers, says so, and judges."""
+    from localjury.engines import _llamacpp_kernels as kernels
+
+    monkeypatch.setenv("LOCALJURY_CPU_FLAGS", "avx2 avx512f avx512_bf16 amx_tile amx_bf16 amx_int8")
+    monkeypatch.setenv("LOCALJURY_LLAMACPP_PROBE_FAULT", "extra")
+    monkeypatch.setattr(kernels, "cache_path", lambda gguf, cpu: tmp_path / "verdict.json")
+    engine = load_engine(smollm_gguf)
+    try:
+        assert not engine.kernels.extra_bufts and "killed by SIGSEGV" in engine.kernels.reason
+        assert "without llama.cpp's repacked kernels" in capfd.readouterr().err
+        schema = DATED.json_schema()
+        (samples,) = engine.generate(
+            prompts_for(engine, RECORDS[:1]), n=2, sampling=Sampling(0.7, 1.0, 256, 0), schema=schema
+        )
+        for c in samples:
+            jsonschema.validate(json.loads(c.text), schema)
+    finally:
+        engine.close()
+    assert json.loads((tmp_path / "verdict.json").read_text())["choice"]["extra_bufts"] is False
