@@ -1,16 +1,15 @@
 """The run summary and the dry-run plan as tables that read whole in an 80-column terminal:
-short headings, figures of at most 6 characters, a name column that folds."""
+short headings, figures of at most 6 characters, names whole (see :func:`print_table`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from localjury._terminal import Column, print_table
 from localjury.report import RunPlan, Summary
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table
 
 
 def _fmt(value: float | None, pct: bool = False) -> str:
@@ -44,35 +43,18 @@ def _rate(value: float | None) -> str:
     return f"{value:.2f}" if value < 99.995 else f"{value:.1f}" if value < 9999.95 else f"{value:.0f}"
 
 
-def _table(title: str, first: str, headings: Sequence[str]) -> Table:
-    """A table that fits 80 columns: the first column (names) folds when it must; the
-    figures, at most 6 characters under short headings, never do."""
-    from rich import box
-    from rich.table import Table
-
-    # Two spaces between columns (the box's divider and one of padding), none at the edges.
-    table = Table(
-        title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0)
-    )
-    table.add_column(first, overflow="fold")
-    for heading in headings:
-        table.add_column(heading, justify="right", no_wrap=True)
-    return table
-
-
 def print_summary(summary: Summary, console: Console) -> None:
     """Print the per-metric and per-model tables (they fit an 80-column terminal)."""
-    crit = _table("Metrics", "metric", ("k", "records", "scored", "mean", "pass"))
-    for m in summary.metrics:
-        crit.add_row(
-            m.metric,
-            str(m.strictness),
-            _count(m.records),
-            _count(m.scored),
-            _fmt(m.mean_score),
-            _fmt(m.pass_rate, True),
-        )
-    console.print(crit)
+    metrics = summary.metrics
+    crit = [
+        Column("metric", [m.metric for m in metrics], "name"),
+        Column("k", [str(m.strictness) for m in metrics]),
+        Column("records", [_count(m.records) for m in metrics]),
+        Column("scored", [_count(m.scored) for m in metrics]),
+        Column("mean", [_fmt(m.mean_score) for m in metrics]),
+        Column("pass", [_fmt(m.pass_rate, True) for m in metrics]),
+    ]
+    print_table(console, crit, title="Metrics")
     console.print("mean: mean score; pass: share of the scored records that pass (score above 0.5)", style="dim")
     for m in summary.metrics:
         if m.position_consistency is not None:
@@ -81,29 +63,27 @@ def print_summary(summary: Summary, console: Console) -> None:
                 f"position consistency {_fmt(m.position_consistency, True)}",
                 style="dim",
             )
-    verdicts = _table("Models", "model", ("judg", "cached", "abst", "no verd", "pass"))
-    cost = _table("Cost", "model", ("load s", "gen s", "judg/s", "prompt", "reused", "output"))
-    for s in summary.models:
-        name = s.model if s.replicas == 1 else f"{s.model} (x{s.replicas})"
-        verdicts.add_row(
-            name,
-            _count(s.judgments),
-            _count(s.cached),
-            _count(s.abstentions),
-            _count(s.abstained_verdicts),
-            _fmt(s.pass_rate, True),
-        )
-        cost.add_row(
-            name,
-            _secs(s.load_seconds),
-            _secs(s.generate_seconds),
-            _rate(s.judgments_per_second),
-            _count(s.prompt_tokens),
-            _count(s.prompt_tokens_reused),
-            _count(s.output_tokens),
-        )
+    models = summary.models
+    names = [s.model if s.replicas == 1 else f"{s.model} (x{s.replicas})" for s in models]
+    verdicts = [
+        Column("model", names, "name"),
+        Column("judg", [_count(s.judgments) for s in models]),
+        Column("cached", [_count(s.cached) for s in models]),
+        Column("abst", [_count(s.abstentions) for s in models]),
+        Column("no verd", [_count(s.abstained_verdicts) for s in models]),
+        Column("pass", [_fmt(s.pass_rate, True) for s in models]),
+    ]
+    cost = [
+        Column("model", names, "name"),
+        Column("load s", [_secs(s.load_seconds) for s in models]),
+        Column("gen s", [_secs(s.generate_seconds) for s in models]),
+        Column("judg/s", [_rate(s.judgments_per_second) for s in models]),
+        Column("prompt", [_count(s.prompt_tokens) for s in models]),
+        Column("reused", [_count(s.prompt_tokens_reused) for s in models]),
+        Column("output", [_count(s.output_tokens) for s in models]),
+    ]
     console.print()
-    console.print(verdicts)
+    print_table(console, verdicts, title="Models")
     console.print(
         "judg: samples judged (records x metrics x k); cached: of those, found in the judgment store; "
         "abst: samples that abstained; no verd: pairs without a verdict or score; pass: share of the verdicts "
@@ -111,7 +91,7 @@ def print_summary(summary: Summary, console: Console) -> None:
         style="dim",
     )
     console.print()
-    console.print(cost)
+    print_table(console, cost, title="Cost")
     console.print(
         "load s, gen s: seconds loading and generating; judg/s: samples generated per second of generation; "
         "prompt, output: tokens of the prompts generated (each once; samples from the store cost none) and of "
@@ -132,18 +112,21 @@ def print_summary(summary: Summary, console: Console) -> None:
 def print_plan(plan: RunPlan, console: Console) -> None:
     """Print a dry run's plan: a table per model (it fits an 80-column terminal), then what
     the counts leave out and what the estimate did."""
-    table = _table("Plan", "model", ("records", "prompts", "judg", "cached", "prompt", "est. s"))
-    for m in plan.models:
-        table.add_row(
-            m.model,
-            _count(m.records),
-            _count(m.prompts),
-            _count(m.judgments),
-            _count(m.cached),
-            _count(m.prompt_tokens),
-            _secs(m.estimate.seconds) if m.estimate is not None else ("0.0" if plan.kept and not m.judgments else "-"),
-        )
-    console.print(table)
+    models = plan.models
+    seconds = [
+        _secs(m.estimate.seconds) if m.estimate is not None else ("0.0" if plan.kept and not m.judgments else "-")
+        for m in models
+    ]
+    table = [
+        Column("model", [m.model for m in models], "name"),
+        Column("records", [_count(m.records) for m in models]),
+        Column("prompts", [_count(m.prompts) for m in models]),
+        Column("judg", [_count(m.judgments) for m in models]),
+        Column("cached", [_count(m.cached) for m in models]),
+        Column("prompt", [_count(m.prompt_tokens) for m in models]),
+        Column("est. s", seconds),
+    ]
+    print_table(console, table, title="Plan")
     console.print(
         "records: records with prompts for the model; prompts, judg: prompts to generate and the samples they draw; "
         "cached: samples already in the judgment store; prompt: tokens of the prompts to generate; "

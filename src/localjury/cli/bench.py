@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,6 +20,11 @@ from localjury.cli._common import (
     out,
 )
 from localjury.metrics.base import MAX_STRICTNESS
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from localjury.calibration import Calibrator
 
 
 @app.command()
@@ -76,7 +81,6 @@ def bench(
     from localjury.bench import require
 
     require()
-    from localjury.bench.report import BASELINE, ORDERS_HEADER, _header, _orders_rows, _rows
     from localjury.bench.run import run_bench
     from localjury.registry import DEFAULT_MODEL
 
@@ -99,21 +103,7 @@ def bench(
             verdict_first=verdict_first,
             mode=mode,  # type: ignore[arg-type]  # checked by run_bench, naming the choices
         )
-    from rich.table import Table
-
-    header = _header(figures)
-    keep = [i for i, c in enumerate(header) if c in ("judge", "accuracy [95% CI]", "Cohen's κ [95% CI]", "pair acc.")]
-    keep += [header.index("abstained"), header.index("judgments/s")]
-    table = Table(*[header[i] for i in keep], title=f"{fmt}: {figures['records']} records", title_justify="left")
-    for row in _rows(figures):
-        table.add_row(*[row[i] for i in keep], style="red" if row[0].startswith(BASELINE) else None)
-    out.print(table)
-    orders = _orders_rows(figures)
-    if orders:
-        both = Table(*ORDERS_HEADER, title="both orders (pairwise)", title_justify="left")
-        for row in orders:
-            both.add_row(*row, style="dim" if "(published" in row[0] else None)
-        out.print(both)
+    print_figures(figures, fmt, out)
     out.print(f"reports: {out_dir / 'report.html'}, {out_dir / 'report.md'}; figures: {out_dir / 'metrics.json'}")
 
 
@@ -149,8 +139,6 @@ def calibrate(
     from localjury.bench import require
 
     require()
-    from rich.table import Table
-
     from localjury.bench.calibrate import calibrate as fit_calibration
     from localjury.registry import DEFAULT_MODEL
 
@@ -160,20 +148,58 @@ def calibrate(
             data, names, out_path, metric=metric, fmt=fmt, strictness=strictness, folds=folds, limit=limit,
             sample_seed=sample_seed, seed=seed, registry=registry, use_cache=not no_cache, progress=progress,
         )  # fmt: skip
-    table = Table("model", "metric", "n", "thr.", "accuracy", "κ", title="calibration (held out: before → after)")
-    table.columns[0].overflow = table.columns[1].overflow = "fold"
-    for c in result.calibrators:
-        if c.model not in names:
-            continue
-        held = (c.held_out["uncalibrated"], c.held_out["calibrated"])
-        table.add_row(
-            c.model, c.metric, str(c.records), f"{c.threshold:.3f}", _both(held, "accuracy", ".1%"),
-            _both(held, "kappa", ".2f"),
-        )  # fmt: skip
-    out.print(table)
+    print_calibration([c for c in result.calibrators if c.model in names], out)
     out.print(f"n: labelled records; thr.: fitted threshold; held out: {folds}-fold\ncalibration: {out_path}")
 
 
 def _both(figures: tuple[dict[str, Any], dict[str, Any]], key: str, form: str) -> str:
     """A figure before and after calibration, "-" where undefined."""
     return " → ".join("-" if f[key] is None else format(f[key], form) for f in figures)
+
+
+def print_figures(figures: dict[str, Any], fmt: str, console: Console) -> None:
+    """Print a bench's figures: each judge's, and for pairwise benches both orders'."""
+    from localjury._terminal import Column, print_table
+    from localjury.bench.report import BASELINE, ORDERS_HEADER, _header, _orders_rows, _rows
+
+    header, rows = _header(figures), _rows(figures)
+    # The terminal's table, importance: the lowest goes first where the terminal is narrow (the
+    # reports have every column).
+    importance = {"judge": None, "accuracy [95% CI]": None, "Cohen's κ [95% CI]": 4, "pair acc.": 3}
+    importance |= {"abstained": 2, "judgments/s": 1}
+    columns = [
+        Column(
+            h,
+            [row[i] for row in rows],
+            "name" if h == "judge" else "figure",
+            importance[h],
+            justify="left",
+        )
+        for i, h in enumerate(header)
+        if h in importance
+    ]
+    styles = ["red" if row[0].startswith(BASELINE) else None for row in rows]
+    print_table(console, columns, title=f"{fmt}: {figures['records']} records", row_styles=styles)
+    orders = _orders_rows(figures)
+    if orders:
+        both = [
+            Column(h, [row[i] for row in orders], "name" if i == 0 else "figure") for i, h in enumerate(ORDERS_HEADER)
+        ]
+        styles = ["dim" if "(published" in row[0] else None for row in orders]
+        print_table(console, both, title="both orders (pairwise)", row_styles=styles)
+
+
+def print_calibration(calibrators: list[Calibrator], console: Console) -> None:
+    """Print each model's fitted calibration, measured on held-out folds (before → after)."""
+    from localjury._terminal import Column, print_table
+
+    held = [(c.held_out["uncalibrated"], c.held_out["calibrated"]) for c in calibrators]
+    columns = [
+        Column("model", [c.model for c in calibrators], "name"),
+        Column("metric", [c.metric for c in calibrators], "name"),
+        Column("n", [str(c.records) for c in calibrators]),
+        Column("thr.", [f"{c.threshold:.3f}" for c in calibrators]),
+        Column("accuracy", [_both(h, "accuracy", ".1%") for h in held]),
+        Column("κ", [_both(h, "kappa", ".2f") for h in held]),
+    ]
+    print_table(console, columns, title="calibration (held out: before → after)")

@@ -19,42 +19,47 @@ from localjury.cli._common import (
 @app.command()
 def aspects() -> None:
     """List the predefined aspects and their criteria."""
-    from rich.table import Table
-
+    from localjury._terminal import Column, print_table
     from localjury.metrics import PREDEFINED_ASPECTS
 
-    table = Table("aspect", "criterion (verdict 1 means it holds)")
-    for name, text in PREDEFINED_ASPECTS.items():
-        table.add_row(name, text)
-    out.print(table)
+    columns = [
+        Column("aspect", list(PREDEFINED_ASPECTS), "name"),
+        Column("criterion (verdict 1 means it holds)", list(PREDEFINED_ASPECTS.values()), "text"),
+    ]
+    print_table(out, columns)
 
 
 @models_app.command("list")
 def models_list(registry: RegistryOpt = None) -> None:
     """List the judge models of models.yaml and whether their weights are here."""
-    from rich.table import Table
-
-    from localjury.registry import load_registry
+    from localjury._terminal import Column, print_table
+    from localjury.registry import ModelSpec, load_registry
 
     reg = load_registry(registry)
-    table = Table(
-        "model", "for", "engine", "ready", "description", title=f"models from {reg.source}", title_justify="left"
-    )
-    for spec in reg.models.values():
+    specs = list(reg.models.values())
+    missing = [s.name for s in specs if s.embedded and not s.is_served and not s.ready()]
+
+    def ready(spec: ModelSpec) -> str:
         if spec.is_served:
-            hint = f"served at {spec.base_url}"
-        elif spec.ready():
-            hint = "yes"
-        else:
-            hint = f"no: localjury models pull {spec.name}" if spec.embedded else "no: path missing"
-        purpose = "judging" if spec.purpose == "judge" else "pipeline only"
-        table.add_row(spec.name, purpose, spec.engine, hint, spec.description)
-    out.print(table)
+            return f"served at {spec.base_url}"
+        return "yes" if spec.ready() else "no" if spec.embedded else "no: path missing"
+
+    # A column is one line; importance: where 80 columns are too few, the lowest goes first.
+    columns = [
+        Column("model", [s.name for s in specs], "name"),
+        Column("for", ["judging" if s.purpose == "judge" else "pipeline only" for s in specs], "figure", 2, "left"),
+        Column("engine", [s.engine for s in specs], "figure", 3, "left"),
+        Column("ready", [ready(s) for s in specs], "figure", 4, "left"),
+        Column("description", [s.description for s in specs], "text", importance=1),
+    ]
+    print_table(out, columns, title=f"models from {reg.source}")
     out.print(
         "for: judging = measured to judge well enough (see the README); pipeline only = too small to judge, "
         "shipped to exercise the pipeline on any machine",
         style="dim",
     )
+    if missing:
+        out.print(f"to pull the models not here yet: localjury models pull {' '.join(missing)}")
 
 
 @models_app.command("info")

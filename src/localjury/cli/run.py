@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -25,6 +25,11 @@ from localjury.cli._common import (
 )
 from localjury.errors import ConfigError
 from localjury.metrics.base import MAX_STRICTNESS
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from localjury.manifest import Check
 
 
 def _build_metrics(
@@ -338,7 +343,6 @@ def verify(
     Hashes every weight, config and tokenizer file again. Exits 1 when anything differs.
     """
     from pydantic import ValidationError
-    from rich.table import Table
 
     from localjury.manifest import Manifest, manifest_path_for
     from localjury.manifest import verify as check
@@ -352,13 +356,28 @@ def verify(
         raise ConfigError(f"{path} is not a localjury manifest: {str(exc).splitlines()[0]}") from None
     checks = check(recorded, manifest_path=path, results=results)
     bad = [c for c in checks if not c.ok]
-    table = Table("check", "ok", "manifest", "this machine", title=f"{path}", title_justify="left")
-    for c in checks if show_all else bad:
-        short = lambda v: v[:16] + "…" if v and len(v) > 40 else str(v)  # noqa: E731
-        ok = Text("yes") if c.ok else Text("NO", style="red")
-        table.add_row(c.what, ok, short(c.expected), short(c.found))
-    if table.row_count:
-        out.print(table)
+    shown = checks if show_all else bad
+    if shown:
+        print_checks(shown, path, out)
     out.print(f"{len(checks) - len(bad)} of {len(checks)} checks match" + ("" if not bad else f"; {len(bad)} differ"))
     if bad:
         raise typer.Exit(1)
+
+
+def print_checks(checks: Sequence[Check], path: Path, console: Console) -> None:
+    """Print ``localjury verify``'s checks: what, whether it matches, the manifest's value and
+    this machine's (a SHA-256 by its first 16 digits)."""
+    import re
+
+    from localjury._terminal import Column, print_table
+
+    def short(value: str | None) -> str:
+        return value[:16] + "…" if value and re.fullmatch(r"[0-9a-f]{64}", value) else str(value)
+
+    columns = [
+        Column("check", [c.what for c in checks], "name"),
+        Column("ok", [Text("yes") if c.ok else Text("NO", style="red") for c in checks], justify="left"),
+        Column("manifest", [short(c.expected) for c in checks], "text"),
+        Column("this machine", [short(c.found) for c in checks], "text"),
+    ]
+    print_table(console, columns, title=str(path))
