@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from importlib.util import find_spec
@@ -20,6 +23,15 @@ _PACKAGES = {
     "torch": ("torch", "torch"),
     "outlines": ("outlines", "outlines"),
 }
+
+
+#: The engine measurement's records: short, of the kind the judges see.
+_PROBE_RECORDS = (
+    ("When did the Berlin Wall fall?", "The Berlin Wall fell on 9 November 1989."),
+    ("What is the capital of Kenya?", "Nairobi is the capital of Kenya."),
+    ("Who painted The Starry Night?", "Vincent van Gogh painted The Starry Night."),
+    ("Why do trees shed leaves?", "Trees shed their leaves to save water through the cold months."),
+)
 
 
 @dataclass
@@ -85,8 +97,8 @@ def diagnose(registry: Registry, *, measure: bool = False, probe: bool = True) -
     Args:
         registry: The models to report on.
         measure: Time the engines of every ``auto`` model that more than one engine can load
-            and has no cached figures (a load and a dozen samples each); otherwise show the
-            cached figures or the rule's choice.
+            (a load and a dozen samples each; again where figures are cached); otherwise show
+            the cached figures or the rule's choice.
         probe: Run llama.cpp's kernel probe for GGUF files not probed here yet (seconds each).
     """
     from localjury.engines import explain_engine
@@ -122,3 +134,36 @@ def diagnose(registry: Registry, *, measure: bool = False, probe: bool = True) -
         "overridden": cpu.overridden,
     }
     return Report(info, packages, rates, cuda, models)
+
+
+def _time_engine(spec_json: str, engine_name: str) -> None:  # pragma: no cover - the subprocess
+    """Load ``spec`` on ``engine_name``, judge one prompt (one-time costs), then time the
+    probe's prompts with n samples each; print the rate as one JSON line
+    (:func:`localjury.engines._auto.measure` runs this in a subprocess)."""
+    from localjury.engines import load_engine
+    from localjury.engines._auto import PROBE_N, PROBE_PROMPTS
+    from localjury.metrics.aspect_critic import AspectCritic
+    from localjury.records import Record
+    from localjury.registry import ModelSpec
+    from localjury.types import Sampling
+
+    spec = ModelSpec.model_validate_json(spec_json)
+    metric = AspectCritic("mentions_date", "The response must include a specific date or year.", strictness=PROBE_N)
+    engine = load_engine(spec, engine_name)
+    prompts = [
+        engine.format_prompt(metric.messages(Record(id=f"probe-{i}", user_input=q, response=a)))
+        for i, (q, a) in enumerate(_PROBE_RECORDS[:PROBE_PROMPTS])
+    ]
+    schema = metric.json_schema()
+    sampling = Sampling(temperature=max(spec.temperature, 0.1), top_p=spec.top_p, max_tokens=spec.max_tokens, seed=0)
+    engine.generate(prompts[:1], n=1, sampling=sampling, schema=schema)  # one-time costs (index, caches)
+    start = time.perf_counter()
+    engine.generate(prompts, n=PROBE_N, sampling=sampling, schema=schema)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"judgments_per_s": len(prompts) * PROBE_N / seconds, "seconds": seconds}))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _time_engine(sys.argv[1], sys.argv[2])

@@ -151,6 +151,10 @@ def test_auto_measures_once_and_keeps_the_fastest(both):
     assert choice.engine == "transformers" and choice.measured and "2.50" in choice.reason and "1.40" in choice.reason
     again = _auto.choose(both, measure_fn=fake_measure({}, calls))
     assert again.engine == "transformers" and calls == ["transformers", "llamacpp"]
+    # doctor --measure: timed again (an idle machine may say otherwise), and the new figures kept.
+    redone = _auto.choose(both, fresh=True, measure_fn=fake_measure({"transformers": 1.0, "llamacpp": 1.4}, calls))
+    assert redone.engine == "llamacpp" and len(calls) == 4
+    assert _auto.choose(both, measure_fn=fake_measure({}, calls)).engine == "llamacpp"
 
 
 def test_auto_takes_llamacpp_where_it_measures_faster(both):

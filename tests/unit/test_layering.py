@@ -16,6 +16,7 @@ LAYERS = {
     "localjury.run": 3,
     "localjury.runner": 3,
     "localjury.bench": 3,
+    "localjury.doctor": 3,
     "localjury.metrics": 2,
     "localjury.engines": 2,
     "localjury.voting": 2,

@@ -15,8 +15,8 @@ def doctor(
         bool,
         typer.Option(
             "--measure",
-            help="Time the engines of each `engine: auto` model that more than one engine can load here and that "
-            "was not measured yet (a load and a dozen samples per engine; cached).",
+            help="Time the engines of each `engine: auto` model that more than one engine can load here, again if "
+            "they were timed before (a load and a dozen samples per engine; cached for runs). Best on an idle machine.",
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,

@@ -85,14 +85,15 @@ def resolve_engine(spec: ModelSpec, override: str | None = None) -> str:
 def explain_engine(spec: ModelSpec, *, measure: bool = False) -> tuple[str, str]:
     """The engine ``spec`` will run on here and why, in a few words (``models list``,
     ``doctor``). Without ``measure``, an ``auto`` entry that was never measured here is shown
-    with the rule's choice and says so, instead of measuring."""
+    with the rule's choice and says so, instead of measuring; with it, its engines are timed
+    now (again, if they were before)."""
     if spec.is_served:
         return "server", f"served at {spec.base_url}"
     if spec.engine != "auto":
         return spec.engine, "set in models.yaml"
     from localjury.engines._auto import choose
 
-    choice = choose(spec, run=measure)
+    choice = choose(spec, run=measure, fresh=measure)
     return choice.engine, choice.reason
 
 

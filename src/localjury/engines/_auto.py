@@ -23,7 +23,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib.util import find_spec
@@ -41,13 +40,6 @@ ORDER = ("vllm", "transformers", "llamacpp")
 PROBE_PROMPTS, PROBE_N = 4, 3
 #: Seconds one engine's measurement may take (a load included).
 PROBE_TIMEOUT = 600
-#: The probe's records: short, of the kind the judges see.
-_PROBE_RECORDS = (
-    ("When did the Berlin Wall fall?", "The Berlin Wall fell on 9 November 1989."),
-    ("What is the capital of Kenya?", "Nairobi is the capital of Kenya."),
-    ("Who painted The Starry Night?", "Vincent van Gogh painted The Starry Night."),
-    ("Why do trees shed leaves?", "Trees shed their leaves to save water through the cold months."),
-)
 
 
 @dataclass(frozen=True)
@@ -146,7 +138,9 @@ Measure = Callable[["ModelSpec", str], EngineOption]
 def measure(spec: ModelSpec, engine: str) -> EngineOption:
     """Time ``engine`` on the probe's judging job, in a subprocess (its memory is returned
     to the system, and a crash there is a failed option, not a dead run)."""
-    cmd = [sys.executable, "-m", "localjury.engines._auto", spec.model_dump_json(), engine]
+    # The timed job lives beside `localjury doctor`: it renders a metric's prompts, which an
+    # engine module does not import.
+    cmd = [sys.executable, "-m", "localjury.doctor", spec.model_dump_json(), engine]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -181,12 +175,14 @@ def _by_rule(spec: ModelSpec, found: list[EngineOption], why: str) -> EngineChoi
     return EngineChoice(usable[0].engine, reason, tuple(found))
 
 
-def choose(spec: ModelSpec, *, run: bool = True, measure_fn: Measure = measure) -> EngineChoice:
+def choose(spec: ModelSpec, *, run: bool = True, fresh: bool = False, measure_fn: Measure = measure) -> EngineChoice:
     """The engine ``auto`` means for ``spec`` here.
 
     Args:
         spec: The model (its files decide the candidates).
         run: Measure when no cached figures exist (False: take the rule instead, and say so).
+        fresh: Measure again even when figures are cached (``localjury doctor --measure``: a
+            measurement taken while the machine was busy can be redone on an idle one).
         measure_fn: Times one engine (tests pass a fake).
     """
     found = options(spec)
@@ -197,6 +193,8 @@ def choose(spec: ModelSpec, *, run: bool = True, measure_fn: Measure = measure) 
         return _by_rule(spec, found, "first of vllm, transformers, llamacpp (LOCALJURY_AUTO_ENGINE=rule)")
     path = cache_path(spec)
     try:
+        if fresh:
+            raise FileNotFoundError(path)
         cached = json.loads(path.read_text())
         if cached["engine"] in {o.engine for o in usable}:  # its files may have gone since
             return EngineChoice(
@@ -231,32 +229,3 @@ def choose(spec: ModelSpec, *, run: bool = True, measure_fn: Measure = measure) 
     except OSError:
         pass
     return choice
-
-
-def _probe_main(spec_json: str, engine_name: str) -> None:  # pragma: no cover - the subprocess
-    from localjury.engines import load_engine
-    from localjury.metrics.aspect_critic import AspectCritic
-    from localjury.records import Record
-    from localjury.registry import ModelSpec
-    from localjury.types import Sampling
-
-    spec = ModelSpec.model_validate_json(spec_json)
-    metric = AspectCritic("mentions_date", "The response must include a specific date or year.", strictness=PROBE_N)
-    engine = load_engine(spec, engine_name)
-    prompts = [
-        engine.format_prompt(metric.messages(Record(id=f"probe-{i}", user_input=q, response=a)))
-        for i, (q, a) in enumerate(_PROBE_RECORDS[:PROBE_PROMPTS])
-    ]
-    schema = metric.json_schema()
-    sampling = Sampling(temperature=max(spec.temperature, 0.1), top_p=spec.top_p, max_tokens=spec.max_tokens, seed=0)
-    engine.generate(prompts[:1], n=1, sampling=sampling, schema=schema)  # one-time costs (index, caches)
-    start = time.perf_counter()
-    engine.generate(prompts, n=PROBE_N, sampling=sampling, schema=schema)
-    seconds = time.perf_counter() - start
-    print(json.dumps({"judgments_per_s": len(prompts) * PROBE_N / seconds, "seconds": seconds}))
-    sys.stdout.flush()
-    os._exit(0)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _probe_main(sys.argv[1], sys.argv[2])
