@@ -91,6 +91,13 @@ class VllmEngine(BatchEngine):
                 kwargs["distributed_executor_backend"] = settings.distributed_executor_backend
             if on_cpu:
                 kwargs["kv_cache_memory_bytes"] = int(settings.cpu_kv_cache_gib * _GIB)
+                # No chunked prefill on CPU: a prompt prefilled in parts over several steps makes
+                # vLLM (0.32, gpu_model_runner) rewind its seeded generator by an offset, which a
+                # CPU torch.Generator refuses ("CPU Generator does not use offset") once a call's
+                # prompts exceed the step's token budget (4,096 on CPU). Whole prompts per step,
+                # and a budget that fits the longest.
+                kwargs["enable_chunked_prefill"] = False
+                kwargs["max_num_batched_tokens"] = max(kwargs["max_model_len"], 4096)
             else:
                 kwargs["gpu_memory_utilization"] = settings.gpu_memory_utilization
             self.llm = LLM(**kwargs)
