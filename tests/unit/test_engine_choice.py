@@ -203,3 +203,19 @@ def test_a_cached_choice_whose_files_went_is_measured_again(both):
     path.write_text(json.dumps(data))
     _auto.choose(both, measure_fn=fake_measure({"transformers": 3.0, "llamacpp": 1.0}, calls))
     assert len(calls) == 4
+
+
+def test_the_rule_keeps_a_gguf_model_on_llamacpp_beside_a_dequantized_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path))
+    monkeypatch.setenv("LOCALJURY_AUTO_ENGINE", "rule")
+    monkeypatch.setattr(_auto, "find_spec", lambda name: object() if name == "llama_cpp" else None)
+    spec = ModelSpec(name="q", embedded="qwen2.5-coder-1.5b-instruct")
+    spec.local_dir().mkdir(parents=True)
+    (spec.local_dir() / "model.gguf").write_bytes(b"GGUF")
+    (spec.local_dir() / "config.json").write_text("{}")  # `models pull q --dequantize` added it
+    assert _auto.choose(spec).engine == "llamacpp"
+    smol = ModelSpec(name="s", embedded="smollm2-135m-instruct")  # shipped converted: transformers
+    smol.local_dir().mkdir(parents=True)
+    (smol.local_dir() / "model.gguf").write_bytes(b"GGUF")
+    (smol.local_dir() / "config.json").write_text("{}")
+    assert _auto.choose(smol).engine == "transformers"

