@@ -19,6 +19,7 @@ from outlines.models.transformers import TransformerTokenizer
 from outlines_core import Guide, Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
+from localjury.engines._index_cache import VOCABULARIES, compiled_index, tokenizer_key
 from localjury.engines._verdicts import VERDICT, Decision
 
 #: The only whitespace allowed between JSON tokens: bounded, so the output length is too.
@@ -27,16 +28,35 @@ _SHIFTS = torch.arange(32, dtype=torch.int32)
 
 
 def vocabulary_of(outlines_model: Any) -> Vocabulary:
-    """The Outlines vocabulary of an Outlines model (as Outlines' own backend builds it)."""
+    """The Outlines vocabulary of an Outlines model, as Outlines' own backend builds it; for a
+    transformers model, that of its tokenizer (:func:`vocabulary_of_tokenizer`, cached)."""
+    tokenizer = getattr(outlines_model, "tokenizer", None)
+    if isinstance(tokenizer, TransformerTokenizer):
+        return vocabulary_of_tokenizer(tokenizer.tokenizer)
     return OutlinesCoreBackend(outlines_model).vocabulary
 
 
 def vocabulary_of_tokenizer(hf_tokenizer: Any) -> Vocabulary:
     """The Outlines vocabulary of a Hugging Face tokenizer, built as Outlines builds it for a
-    transformers model (byte-level pieces decoded exactly), without a model."""
+    transformers model (byte-level pieces decoded exactly), without a model.
+
+    Built once per process for a tokenizer's content (1.1 s for Qwen2.5's 151k tokens) and
+    shared by every engine that loads it again: callers must not modify it.
+    """
+    key = tokenizer_key(hf_tokenizer)
+    if key is None:
+        return _build_vocabulary(hf_tokenizer)
+    return VOCABULARIES.get_or_make(key, lambda: _build_vocabulary(hf_tokenizer))
+
+
+def _build_vocabulary(hf_tokenizer: Any) -> Vocabulary:
     tokenizer = TransformerTokenizer(hf_tokenizer)
+    # A fast tokenizer's get_vocab() comes in another order in each process, and a Vocabulary's
+    # encoding (whose digest names its indexes on disk) follows the insertion order: in token
+    # id order, the same tokenizer encodes the same in every process.
+    vocab = dict(sorted(tokenizer.get_vocab().items(), key=lambda item: item[1]))
     return OutlinesCoreBackend.create_outlines_core_vocabulary(
-        tokenizer.get_vocab(), tokenizer.eos_token_id, tokenizer.eos_token, tokenizer.convert_token_to_string
+        vocab, tokenizer.eos_token_id, tokenizer.eos_token, tokenizer.convert_token_to_string
     )
 
 
@@ -95,11 +115,13 @@ class VerdictTokens:
 
 
 class JsonSchemaIndex:
-    """The compiled index of one JSON schema over one tokenizer's vocabulary."""
+    """The compiled index of one JSON schema over one tokenizer's vocabulary, built once per
+    (vocabulary, schema) and kept in the process and on disk
+    (:func:`~localjury.engines._index_cache.compiled_index`)."""
 
     def __init__(self, vocabulary: Vocabulary, schema: dict[str, Any], verdicts: VerdictTokens | None = None) -> None:
         self.regex = build_regex_from_schema(json.dumps(schema), WHITESPACE)
-        self.index = Index(self.regex, vocabulary)
+        self.index = compiled_index(self.regex, vocabulary)
         self.verdicts = verdicts
 
     def guides(self, rows: int) -> GuidedRows:
