@@ -10,9 +10,11 @@ from .fakes import factory, judgment, spec
 
 
 def test_auto_picks_vllm_only_with_vllm_and_cuda(monkeypatch):
-    monkeypatch.setattr(engines, "vllm_usable", lambda: True)
+    from localjury.engines import _auto
+
+    monkeypatch.setattr(_auto, "_cuda", lambda: True)
     assert engines.resolve_engine(spec("A")) == "vllm"
-    monkeypatch.setattr(engines, "vllm_usable", lambda: False)
+    monkeypatch.setattr(_auto, "_cuda", lambda: False)
     assert engines.resolve_engine(spec("A")) == "transformers"
     assert engines.resolve_engine(spec("A", engine="transformers")) == "transformers"
 
@@ -34,7 +36,7 @@ def test_unknown_engine():
 
 
 def test_the_resolved_engine_is_in_the_summary_and_the_store_key(monkeypatch):
-    monkeypatch.setattr(engines, "vllm_usable", lambda: False)
+    monkeypatch.setattr(engines._auto, "_cuda", lambda: False)
     result = evaluate(
         [{"response": "x"}],
         [AspectCritic("d", "d")],
@@ -47,7 +49,7 @@ def test_the_resolved_engine_is_in_the_summary_and_the_store_key(monkeypatch):
 def test_auto_picks_llamacpp_for_a_gguf_path(monkeypatch):
     from localjury.registry import ModelSpec
 
-    monkeypatch.setattr(engines, "vllm_usable", lambda: True)  # even beside vLLM: it cannot load a GGUF path
+    monkeypatch.setattr(engines._auto, "_cuda", lambda: True)  # even beside vLLM: it cannot load a GGUF path
     monkeypatch.setattr(engines, "find_spec", lambda name: object())
     assert engines.resolve_engine(ModelSpec(name="g", path="/m/judge.Q4_K_M.gguf")) == "llamacpp"
     assert engines.resolve_engine(ModelSpec(name="g", path="/m/judge.gguf", engine="transformers")) == "transformers"

@@ -156,12 +156,13 @@ def measure(spec: ModelSpec, engine: str) -> EngineOption:
 
 def _native_engine(spec: ModelSpec) -> str:
     """The engine of the files ``spec`` ships as: llamacpp for a GGUF path or an embedded model
-    kept as GGUF, else transformers (before a pull, so a run names the right missing files)."""
+    kept as GGUF, else vLLM where CUDA is and transformers elsewhere (also before a pull, so a
+    run names the right missing files)."""
     from localjury._embedded import EMBEDDED
 
     if spec.is_gguf_path or (spec.embedded is not None and not EMBEDDED[spec.embedded].convert):
         return "llamacpp"
-    return "transformers"
+    return "vllm" if _cuda() else "transformers"
 
 
 def _by_rule(spec: ModelSpec, found: list[EngineOption], why: str) -> EngineChoice:
@@ -177,7 +178,7 @@ def _by_rule(spec: ModelSpec, found: list[EngineOption], why: str) -> EngineChoi
     # vLLM where CUDA is, else the engine of the files the model ships as (a GGUF-only embedded
     # model stays on llamacpp when a dequantized folder was added beside it).
     native = _native_engine(spec)
-    pick = next((o for o in usable if o.engine == "vllm"), next((o for o in usable if o.engine == native), usable[0]))
+    pick = next((o for o in usable if o.engine == native), usable[0])
     return EngineChoice(pick.engine, why, tuple(found))
 
 
