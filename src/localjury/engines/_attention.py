@@ -7,6 +7,11 @@ per layer; on SmolLM2-135M (9 query heads over 3 KV heads) it was half of all ge
 time. For one query token the copy is avoidable: fold the query heads of each KV group into
 the query-length axis, ``(B, H, 1, D) -> (B, KVH, H/KVH, D)``, and let the mask broadcast.
 Prefill (several query tokens) goes through the stock ``sdpa`` function unchanged.
+
+The KV cache itself: transformers' ``DynamicLayer`` appends each step's token with
+``torch.cat``, a copy of the layer's whole cache per layer per step. A decode loop knows how
+many tokens it can still add, so :func:`reserve` gives every layer buffers with that room and
+writes each new token in place.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 import torch
 from transformers import AttentionInterface
+from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
@@ -55,3 +61,63 @@ def register() -> str:
     AttentionInterface.register(NAME, grouped_sdpa_attention)
     ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, sdpa_mask)
     return NAME
+
+
+class ReservedLayer(DynamicLayer):
+    """A ``DynamicLayer`` whose keys and values are views of buffers with room for more tokens:
+    an update writes the new tokens into the room instead of concatenating (on the 1.5B judge
+    at 48 rows x 450 tokens, the concatenations copied ~0.6 GB a step, a quarter of the
+    profiled CPU time). Full, it grows by half again (a copy, as cat would make)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, room: int) -> None:
+        super().__init__()
+        self.dtype, self.device = keys.dtype, keys.device
+        self.is_initialized = True
+        self._length = keys.shape[-2]
+        self._keys = self._buffer(keys, room)
+        self._values = self._buffer(values, room)
+        self._views()
+
+    @staticmethod
+    def _buffer(states: torch.Tensor, room: int) -> torch.Tensor:
+        batch, heads, length, dim = states.shape
+        buffer = states.new_empty((batch, heads, length + room, dim))
+        buffer[:, :, :length] = states
+        return buffer
+
+    def _views(self) -> tuple[torch.Tensor, torch.Tensor]:
+        self.keys = keys = self._keys[:, :, : self._length]
+        self.values = values = self._values[:, :, : self._length]
+        return keys, values
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write the new tokens' keys and values after the cached ones; return all of them."""
+        new = key_states.shape[-2]
+        if self._length + new > self._keys.shape[-2]:
+            room = new + self._keys.shape[-2] // 2
+            keys, values = self._views()
+            self._keys, self._values = self._buffer(keys, room), self._buffer(values, room)
+        self._keys[:, :, self._length : self._length + new] = key_states
+        self._values[:, :, self._length : self._length + new] = value_states
+        self._length += new
+        return self._views()
+
+    def get_seq_length(self) -> int:
+        """The number of cached tokens."""
+        return self._length
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        """Keep only the ``indices`` rows (with their room)."""
+        self._keys, self._values = self._keys[indices], self._values[indices]
+        self._views()
+
+
+def reserve(cache: Any, room: int) -> None:
+    """Give each plain (full-attention) layer of a ``DynamicCache`` room for ``room`` more
+    tokens; sliding-window and other layers are left as they are."""
+    for i, layer in enumerate(cache.layers):
+        keys, values = layer.keys, layer.values
+        if type(layer) is DynamicLayer and keys is not None and values is not None and keys.numel():
+            cache.layers[i] = ReservedLayer(keys, values, room)

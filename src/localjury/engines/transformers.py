@@ -31,7 +31,7 @@ from localjury.engines import _attention
 from localjury.engines._local import LocalDecoding
 from localjury.engines._outlines import GuidedRows, JsonSchemaIndex, vocabulary_of
 from localjury.engines._prompts import PromptFormatter
-from localjury.engines._sampling import sample, sample_generators
+from localjury.engines._sampling import Sampler, sample_generators
 from localjury.engines.base import Completion, ProgressFn, Sampling, Usage
 from localjury.errors import EngineError
 from localjury.registry import ModelSpec
@@ -172,6 +172,8 @@ class TransformersEngine(LocalDecoding):
         current = ids[:, -1:]
         positions = mask.sum(-1, keepdim=True) - 1
         eos = torch.tensor(self.eos_ids)
+        _attention.reserve(cache, sampling.max_tokens)  # each step's token written in place, not concatenated
+        sample = Sampler()
         for _ in range(sampling.max_tokens):
             logits = (
                 self.model(
