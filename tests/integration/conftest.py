@@ -5,6 +5,28 @@ from localjury.registry import load_registry
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(scope="session", autouse=True)
+def engines_loaded_once():
+    """Each (model entry, engine) on transformers or llama.cpp loads once for the whole session
+    and is shared by every run that asks for it (vLLM reserves its KV memory up front, so its
+    tests load their own). A test of loading itself is marked ``fresh_engines``."""
+    from localjury.engines.pool import keep_loaded
+
+    with keep_loaded({"transformers", "llamacpp"}):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def fresh_engines_where_marked(request):
+    if request.node.get_closest_marker("fresh_engines") is None:
+        yield
+        return
+    from localjury.engines.pool import suspended
+
+    with suspended():
+        yield
+
+
 @pytest.fixture(scope="session")
 def registry():
     return load_registry()

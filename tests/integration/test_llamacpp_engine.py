@@ -105,6 +105,7 @@ def test_greedy_shared_prefix_path_matches_llama_cpps_own_completion(engine, smo
         plain.close()
 
 
+@pytest.mark.fresh_engines
 def test_load_close_reload_in_one_process(smollm_gguf):
     schema = DATED.json_schema()
     first = load_engine(smollm_gguf)
@@ -175,6 +176,7 @@ def test_p_pass_equals_a_direct_forward_pass(engine, smollm_gguf, case):
     assert 0.0 < probs[0] < 1.0
 
 
+@pytest.mark.fresh_engines
 def test_a_cpu_whose_repacked_kernels_crash_runs_without_them(smollm_gguf, monkeypatch, tmp_path, capfd):
     """As on an AMX Xeon, where llama.cpp's AMX repack faults in the first matmul: the probe's
     subprocess dies, the engine loads without the extra buffers, says so, and judges."""

@@ -95,6 +95,7 @@ def test_a_prompts_samples_do_not_depend_on_its_batch(smollm_engine):
     assert together[-1][0] != together[-1][1] or together[0][0] != together[0][1]  # samples do differ
 
 
+@pytest.mark.fresh_engines
 def test_close_frees_the_model(smollm):
     engine = load_engine(smollm)
     ref = weakref.ref(engine.model)

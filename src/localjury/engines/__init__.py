@@ -103,12 +103,15 @@ def engine_names() -> list[str]:
 
 
 def load_engine(spec: ModelSpec, engine: str | None = None) -> Engine:
-    """Load ``spec``'s model into the named engine (default: the one models.yaml names).
+    """Load ``spec``'s model into the named engine (default: the one models.yaml names);
+    inside :func:`localjury.engines.pool.keep_loaded`, the one already loaded for it.
 
     Raises:
         ConfigError: Unknown engine name.
         MissingDependencyError: The engine's packages are not installed.
     """
+    from localjury.engines.pool import kept
+
     name = resolve_engine(spec, engine)
     module_name, cls_name, install = _ENGINES[name]
     try:
@@ -116,7 +119,7 @@ def load_engine(spec: ModelSpec, engine: str | None = None) -> Engine:
     except ImportError as exc:
         raise MissingDependencyError(f"the {name} engine needs {exc.name!r}: {install}") from exc
     cls = getattr(module, cls_name)
-    return cls(spec)  # type: ignore[no-any-return]
+    return kept(spec, name, lambda: cls(spec))
 
 
 def load_tokenizer(spec: ModelSpec) -> PromptTokens:
