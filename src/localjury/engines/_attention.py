@@ -109,8 +109,19 @@ class ReservedLayer(DynamicLayer):
         return self._length
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        """Keep only the ``indices`` rows (with their room)."""
-        self._keys, self._values = self._keys[indices], self._values[indices]
+        """Keep only the ``indices`` rows, in that order. Where every row that moves comes from
+        past the new end (a row that ended replaced by one from the end), only those rows are
+        copied, in place; otherwise the whole cache is gathered (with its room)."""
+        order = indices.tolist()
+        rows = len(order)
+        moves = [(to, of) for to, of in enumerate(order) if to != of]
+        if all(of >= rows for _, of in moves) and len(set(order)) == rows:
+            for to, of in moves:
+                self._keys[to, :, : self._length] = self._keys[of, :, : self._length]
+                self._values[to, :, : self._length] = self._values[of, :, : self._length]
+            self._keys, self._values = self._keys[:rows], self._values[:rows]
+        else:
+            self._keys, self._values = self._keys[indices], self._values[indices]
         self._views()
 
 

@@ -46,6 +46,19 @@ KV_BUDGET_BYTES = 3 << 30
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 
+def _fill_holes(ended: list[bool]) -> list[int]:
+    """The rows to keep, in their new order: each row that ended is replaced by a running row
+    from the end of the batch, so the KV cache moves one row per row that ended (in place,
+    :class:`~localjury.engines._attention.ReservedLayer`) instead of shifting all the rows
+    after it. A row's samples do not depend on its place in the batch (its own generator)."""
+    alive = [r for r, end in enumerate(ended) if not end]
+    keep = list(range(len(alive)))
+    holes = [r for r in keep if ended[r]]
+    for hole, moved in zip(holes, alive[len(alive) - len(holes) :], strict=True):
+        keep[hole] = moved
+    return keep
+
+
 class TransformersEngine(LocalDecoding):
     """Run a local Hugging Face model with transformers, constrained by Outlines.
 
@@ -197,7 +210,7 @@ class TransformersEngine(LocalDecoding):
                     done[orig] = True
                 else:
                     out[orig].append(token_list[r])
-            keep = [r for r in range(len(active)) if not ended[r]]
+            keep = _fill_holes(ended)
             if not keep:
                 break
             if guides is not None:
