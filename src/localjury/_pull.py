@@ -245,11 +245,21 @@ def _keep(gguf: Path, workdir: Path, target: Path) -> None:
 
 
 def _convert(spec: ModelSpec, gguf: Path, out: Path, say: Callable[[str], None]) -> None:
-    """Dequantize a GGUF file into a Hugging Face folder (the transformers and vLLM engines)."""
+    """Dequantize a GGUF file into a Hugging Face folder (the transformers and vLLM engines),
+    in the entry's dtype: bfloat16 weights for an entry that runs in bfloat16 (the Qwen
+    judges: 3.3 GB instead of 6.7 for the 1.5B), float32 otherwise.
+
+    The engines load a folder in the entry's dtype; written in another, every load reads
+    and converts all of it, and the file pages it read count in the process's resident memory
+    beside the converted weights (10.7 GiB peak for the 1.5B's 3.3 GiB of bfloat16 weights
+    from a float32 folder). The entry's dtype is the one the engines would round to anyway;
+    running a bfloat16 folder in float32 computes with the bfloat16-rounded weights.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
-    say(f"{spec.name}: converting {gguf.name} to a Hugging Face folder (dequantized)")
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(spec.dtype, torch.float32)
+    say(f"{spec.name}: converting {gguf.name} to a Hugging Face folder (dequantized, {str(dtype)[6:]})")
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(
@@ -257,7 +267,7 @@ def _convert(spec: ModelSpec, gguf: Path, out: Path, say: Callable[[str], None])
             gguf_file=gguf.name,
             # dequantize=True: save_pretrained refuses a model left in GGUF blocks.
             quantization_config=GgufConfig(dequantize=True),
-            dtype=torch.float32,
+            dtype=dtype,
         )
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
