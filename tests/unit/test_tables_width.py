@@ -107,13 +107,20 @@ def test_aspects(width):
 def test_models_list_at_80_columns_leaves_out_the_description(tmp_path):
     text = cli(80, "models", "list", LOCALJURY_HOME=str(tmp_path))
     assert_whole(text, MODELS, ["model", "for", "engine", "ready"])
-    assert left_out(text) == "description"
+    assert left_out(text) == "engine chosen because, description"
     assert "localjury models pull smollm2-135m-instruct gemma-3-270m" in " ".join(text.split())
 
 
-def test_models_list_at_120_columns_has_every_column(tmp_path):
+def test_models_list_at_120_columns_says_why_each_engine(tmp_path):
     text = cli(120, "models", "list", LOCALJURY_HOME=str(tmp_path))
-    assert_whole(text, MODELS, ["model", "for", "engine", "ready", "description"], 120)
+    assert_whole(text, MODELS, ["model", "for", "engine", "ready", "engine chosen because"], 120)
+    assert left_out(text) == "description"
+    assert "not pulled: localjury models pull gemma-3-270m" in " ".join(text.split())
+
+
+def test_models_list_at_150_columns_has_every_column(tmp_path):
+    text = cli(150, "models", "list", LOCALJURY_HOME=str(tmp_path))
+    assert_whole(text, MODELS, ["model", "for", "engine", "ready", "engine chosen because", "description"], 150)
     assert left_out(text) is None
     assert "SmolLM2-135M-Instruct (Apache-2.0)" in " ".join(text.split())
 
