@@ -5,11 +5,12 @@ from localjury.registry import load_registry
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def engines_loaded_once():
-    """Each (model entry, engine) on transformers or llama.cpp loads once for the whole session
-    and is shared by every run that asks for it (vLLM reserves its KV memory up front, so its
-    tests load their own). A test of loading itself is marked ``fresh_engines``."""
+    """Each (model entry, engine) on transformers or llama.cpp loads once per test module and
+    is shared by every run in it that asks for it (per module, not per session: a session held
+    every model the suite uses at once, 10 GB resident). vLLM reserves its KV memory up front,
+    so its tests load their own. A test of loading itself is marked ``fresh_engines``."""
     from localjury.engines.pool import keep_loaded
 
     with keep_loaded({"transformers", "llamacpp"}):
