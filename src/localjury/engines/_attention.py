@@ -116,7 +116,9 @@ class ReservedLayer(DynamicLayer):
         rows = len(order)
         moves = [(to, of) for to, of in enumerate(order) if to != of]
         if all(of >= rows for _, of in moves) and len(set(order)) == rows:
-            for to, of in moves:
+            if moves:  # one gather and one write per tensor, whatever the rows moved
+                to = torch.tensor([t for t, _ in moves], device=self._keys.device)
+                of = torch.tensor([o for _, o in moves], device=self._keys.device)
                 self._keys[to, :, : self._length] = self._keys[of, :, : self._length]
                 self._values[to, :, : self._length] = self._values[of, :, : self._length]
             self._keys, self._values = self._keys[:rows], self._values[:rows]
