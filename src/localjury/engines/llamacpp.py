@@ -41,6 +41,7 @@ from llama_cpp import _internals
 from transformers import AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from localjury.engines import _cpu
 from localjury.engines._llamacpp_kernels import announce, kernel_choice
 from localjury.engines._local import LocalDecoding
 from localjury.engines._outlines import GuidedRows, JsonSchemaIndex, vocabulary_of_tokenizer
@@ -73,13 +74,6 @@ def _pieces(total: int, cap: int) -> list[int]:
         sizes[-2] -= 1
         sizes[-1] = 2
     return sizes
-
-
-def _threads() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 class LlamaCppEngine(LocalDecoding):
@@ -163,7 +157,7 @@ class LlamaCppEngine(LocalDecoding):
         cparams.n_seq_max = sequences
         cparams.kv_unified = False
         cparams.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        cparams.n_threads = cparams.n_threads_batch = _threads()
+        cparams.n_threads = cparams.n_threads_batch = _cpu.detect().threads
         try:
             self.ctx = _internals.LlamaContext(model=self.model, params=cparams, verbose=False)
         except Exception as exc:
