@@ -16,7 +16,7 @@ __all__ = ["LOOPBACK_NAMES", "ServerSettings", "VllmSettings", "is_loopback"]
 class VllmSettings(BaseModel):
     """How the vLLM engine runs a model (the ``vllm:`` block of a models.yaml entry)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
     """Share of the GPU's memory vLLM may take (weights + KV cache)."""
@@ -47,7 +47,7 @@ class ServerSettings(BaseModel):
     """How the server engine talks to an OpenAI-compatible server (the ``server:`` block of a
     models.yaml entry with ``base_url``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     max_concurrency: int | None = Field(None, gt=0)
     """Requests in flight at once; default: 1 for llama-cpp-python's server (it runs one

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -35,8 +36,42 @@ def _unreadable(path: Path, what: str, exc: OSError | ValueError) -> ConfigError
         return ConfigError(f"{what} not found: {path}")
     if isinstance(exc, ValueError):  # os.stat refuses a path with a NUL byte this way
         return ConfigError(f"{what} path {str(path)!r} is not a valid path: {exc}")
+    if is_symlink_loop(exc):
+        return symlink_loop_error(path, what)
     fix = "; check its permissions" if isinstance(exc, PermissionError) else ""
     return ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}{fix}")
+
+
+def is_symlink_loop(exc: BaseException) -> bool:
+    """Whether ``exc`` says that a path leads into a loop of symbolic links: ELOOP from the
+    operating system, or the RuntimeError ``Path.resolve`` raises for one (Python 3.11, 3.12)."""
+    if isinstance(exc, OSError):
+        return exc.errno == errno.ELOOP
+    return isinstance(exc, RuntimeError) and str(exc).startswith("Symlink loop")
+
+
+def symlink_loop_error(path: Path | str, what: str) -> ConfigError:
+    """The error for a path that leads into a loop of symbolic links, naming what it is."""
+    return ConfigError(
+        f"{what} {path} leads into a loop of symbolic links (or more links in a row than the system follows); "
+        "fix or remove the link"
+    )
+
+
+def check_no_symlink_loop(path: Path, what: str) -> None:
+    """Refuse a path that leads into a loop of symbolic links, at its end or in a folder above
+    it (``a -> b -> a``; ``a/results.jsonl``). A path that does not exist yet passes.
+
+    Raises:
+        ConfigError: Naming ``what`` the path is and the path.
+    """
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if is_symlink_loop(exc):
+            raise symlink_loop_error(path, what) from None
+    except ValueError:
+        pass  # a NUL byte: the helpers that read or write the path name it
 
 
 def check_regular_file(path: Path, what: str, hint: str) -> None:

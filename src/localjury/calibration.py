@@ -79,7 +79,8 @@ def fit_threshold(scores: Sequence[float], gold: Sequence[int]) -> float:
 class Calibrator(BaseModel):
     """One (model, metric)'s fit: Platt scaling of its graded score, then a threshold."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # A file's NaN or Infinity (Python's json reads both) is refused: every score would be NaN.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     model: str
     """The model's name in models.yaml."""

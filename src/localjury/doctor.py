@@ -98,7 +98,9 @@ def diagnose(registry: Registry, *, measure: bool = False, probe: bool = True) -
         registry: The models to report on.
         measure: Time the engines of every ``auto`` model that more than one engine can load
             (a load and a dozen samples each; again where figures are cached); otherwise show
-            the cached figures or the rule's choice.
+            the cached figures or the rule's choice. A model whose entry says
+            ``trust_remote_code: true`` is never loaded here: only a run that names it runs its
+            code (``--trust-remote-code``).
         probe: Run llama.cpp's kernel probe for GGUF files not probed here yet (seconds each).
     """
     from localjury.engines import explain_engine
@@ -115,7 +117,7 @@ def diagnose(registry: Registry, *, measure: bool = False, probe: bool = True) -
         rates = {name: round(matmul_rate(name), 1) for name in ("float32", "bfloat16")}
     models = []
     for spec in registry.models.values():
-        engine, why = explain_engine(spec, measure=measure)
+        engine, why = explain_engine(spec, measure=measure and not spec.trust_remote_code)
         opts = [] if spec.is_served or spec.engine != "auto" else [asdict(o) for o in choose(spec, run=False).options]
         kernels = None
         if not spec.is_served and packages["llamacpp"] is not None and spec.gguf_file().is_file():

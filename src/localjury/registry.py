@@ -2,14 +2,17 @@
 embedded models.
 
 Which models.yaml is read, first match wins: the ``registry`` argument (CLI ``--registry``),
-``$LOCALJURY_MODELS``, ``./models.yaml`` in the working directory, then the copy packaged
-with localjury.
+``$LOCALJURY_MODELS``, ``$LOCALJURY_HOME/models.yaml``, then the copy packaged with localjury.
+A ``models.yaml`` in the working directory is read only when named: it may have come with the
+data. Only a registry the caller names may give a packaged model's name other settings (see
+:mod:`localjury._trust`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from functools import cache
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -20,6 +23,7 @@ from localjury._embedded import EmbeddedName
 from localjury._engine_settings import ServerSettings, VllmSettings, is_loopback
 from localjury._files import read_yaml
 from localjury._safetensors import safetensors_problem
+from localjury._trust import check_shadowing
 from localjury.errors import ConfigError, ModelNotAvailableError
 
 #: The judge when none is named: the best embedded judge measured on the demo's labelled cases
@@ -33,7 +37,8 @@ GGUF_NAME = "model.gguf"
 class ModelSpec(BaseModel):
     """One judge model of models.yaml."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: an infinite or NaN setting (temperature: .inf) fails here, not after a load.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str
     """The name used on the command line (``--models NAME``)."""
@@ -296,10 +301,21 @@ class Registry(BaseModel):
         folder = Path(name).expanduser()
         if (folder / "config.json").is_file() or (folder.suffix.lower() == ".gguf" and folder.is_file()):
             return ModelSpec(name=folder.name, path=str(folder.resolve()))
+        unread = _unread_local(self.source)
+        hint = "; the models.yaml in the working directory is read only when named with `registry`" if unread else ""
         raise ConfigError(
             f"unknown model {name!r} (registry {self.source}); expected one of: "
-            f"{', '.join(self.models)}, or the path of a Hugging Face model folder or a .gguf file"
+            f"{', '.join(self.models)}, or the path of a Hugging Face model folder or a .gguf file{hint}"
         )
+
+
+def _unread_local(source: str) -> bool:
+    """Whether a models.yaml in the working directory is not the registry read."""
+    local = Path("models.yaml")
+    try:
+        return local.is_file() and not local.samefile(source)
+    except OSError:
+        return local.is_file()
 
 
 def localjury_home() -> Path:
@@ -307,14 +323,20 @@ def localjury_home() -> Path:
     return Path(os.environ.get("LOCALJURY_HOME") or Path.home() / ".cache" / "localjury").expanduser()
 
 
+def registry_source(registry: str | Path | None = None) -> tuple[Path, bool]:
+    """Return the models.yaml to read (see the module docstring for the order) and whether
+    the caller named it."""
+    if registry is not None:
+        return Path(registry), True
+    if env := os.environ.get("LOCALJURY_MODELS"):
+        return Path(env), False
+    home = localjury_home() / "models.yaml"
+    return (home if home.is_file() else PACKAGED_REGISTRY), False
+
+
 def registry_path(registry: str | Path | None = None) -> Path:
     """Return the models.yaml to read (see the module docstring for the order)."""
-    if registry is not None:
-        return Path(registry)
-    if env := os.environ.get("LOCALJURY_MODELS"):
-        return Path(env)
-    local = Path.cwd() / "models.yaml"
-    return local if local.is_file() else PACKAGED_REGISTRY
+    return registry_source(registry)[0]
 
 
 def load_registry(registry: str | Path | None = None) -> Registry:
@@ -322,9 +344,10 @@ def load_registry(registry: str | Path | None = None) -> Registry:
 
     Raises:
         ConfigError: The file is missing, not YAML, or an entry is invalid (unknown keys
-            included, so a typo fails loudly).
+            included, so a typo fails loudly); or a registry the caller did not name gives a
+            packaged model's name other settings (one the caller named says so on stderr).
     """
-    path = registry_path(registry)
+    path, named = registry_source(registry)
     data = read_yaml(path, "models registry")
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         raise ConfigError(f"models registry {path} must have a top-level 'models:' mapping of name -> settings")
@@ -342,4 +365,12 @@ def load_registry(registry: str | Path | None = None) -> Registry:
                 f"{'.'.join(str(p) for p in err['loc']) or 'entry'}: {err['msg']}" for err in exc.errors()
             )
             raise ConfigError(f"models.yaml entry {name!r} in {path}: {problems}") from None
+    if path != PACKAGED_REGISTRY:
+        check_shadowing(path, named, specs, _packaged())
     return Registry(source=str(path), models=specs)
+
+
+@cache
+def _packaged() -> dict[str, ModelSpec]:
+    """The packaged registry's entries (read once)."""
+    return load_registry(PACKAGED_REGISTRY).models

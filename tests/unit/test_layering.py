@@ -32,6 +32,7 @@ LAYERS = {
     "localjury.neutralise": 1,
     "localjury._outputs": 1,
     "localjury._files": 1,
+    "localjury._trust": 1,
     "localjury._terminal": 1,
     "localjury.types": 0,
     "localjury.errors": 0,
@@ -39,6 +40,7 @@ LAYERS = {
     "localjury._hashing": 0,
     "localjury._embedded": 0,
     "localjury._engine_settings": 0,
+    "localjury._safetensors": 0,
 }
 #: Modules that never import an engine.
 ENGINE_FREE = (

@@ -1,4 +1,6 @@
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -23,12 +25,17 @@ def test_repo_models_yaml_is_the_packaged_one():
 def test_registry_resolution_order(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("LOCALJURY_MODELS", raising=False)
+    monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path / "home"))
     assert registry_path() == PACKAGED_REGISTRY
     (tmp_path / "models.yaml").write_text("models: {}\n")
-    assert registry_path() == tmp_path / "models.yaml"
+    assert registry_path() == PACKAGED_REGISTRY  # the working directory's is read only when named
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "models.yaml").write_text("models: {}\n")
+    assert registry_path() == tmp_path / "home" / "models.yaml"
     monkeypatch.setenv("LOCALJURY_MODELS", str(tmp_path / "env.yaml"))
     assert registry_path() == tmp_path / "env.yaml"
     assert registry_path(tmp_path / "cli.yaml") == tmp_path / "cli.yaml"
+    assert registry_path("models.yaml") == Path("models.yaml")
 
 
 def test_typo_in_an_entry_fails_loudly(tmp_path):
@@ -64,6 +71,33 @@ def test_missing_weights_name_the_fix(tmp_path, monkeypatch):
 def test_unknown_model_lists_the_known_ones():
     with pytest.raises(ConfigError, match=r"unknown model 'qwen'.*smollm2-135m-instruct, gemma-3-270m"):
         load_registry(PACKAGED_REGISTRY).get("qwen")
+
+
+def test_an_unknown_model_says_that_the_working_directory_s_models_yaml_was_not_read(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models.yaml").write_text("models:\n  mine:\n    path: ./w\n")
+    with pytest.raises(ConfigError, match=r"the models\.yaml in the working directory is read only when named with"):
+        load_registry().get("mine")
+    assert load_registry("models.yaml").get("mine").local_dir() == Path("w")
+
+
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ("temperature: .inf", "temperature: Input should be a finite number"),
+        ("temperature: .nan", "temperature: Input should be a finite number"),
+        ("top_p: .nan", "top_p: Input should be a finite number"),
+        ("temperature: -1", "temperature: Input should be greater than or equal to 0"),
+        ("max_tokens: 0", "max_tokens: Input should be greater than 0"),
+        ("context_length: .inf", "context_length: Input should be a finite number"),
+        ("vllm:\n      cpu_kv_cache_gib: .inf", "vllm.cpu_kv_cache_gib: Input should be a finite number"),
+        ("server:\n      request_timeout: .nan", "server.request_timeout: Input should be a finite number"),
+    ],
+)
+def test_a_setting_that_is_not_a_finite_number_in_range_is_refused_at_load(tmp_path, entry, field):
+    (tmp_path / "m.yaml").write_text(f"models:\n  mine:\n    path: /m\n    {entry}\n")
+    with pytest.raises(ConfigError, match=rf"models.yaml entry 'mine' in .*m.yaml: {re.escape(field)}"):
+        load_registry(tmp_path / "m.yaml")
 
 
 def test_a_model_folder_can_be_named_directly(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 
+from localjury._files import is_symlink_loop
 from localjury.cli import bench, doctor, models, run  # noqa: F401  (each registers its commands on the app)
 from localjury.cli._common import FLAGS, _report, _state, app, cli_words
 from localjury.cli.run import _build_metrics
@@ -29,9 +30,25 @@ def main() -> None:
             raise
         _report(exc, "error: ", str(exc))
         sys.exit(2 if isinstance(exc, ConfigError) else 1)
-    except OSError as exc:
+    except Exception as exc:
         if _state["debug"]:
             raise
+        _unexpected(exc)
+
+
+def _unexpected(exc: Exception) -> None:
+    """Print an error localjury did not raise as one line and exit: 2 for a path that leads
+    into a loop of symbolic links (one the options' checks could not see, such as the summary
+    beside ``--out``), 1 for any other."""
+    if is_symlink_loop(exc):
+        where = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) else str(exc)
+        _report(
+            exc,
+            "error: ",
+            f"a path leads into a loop of symbolic links ({where}){_origin(exc)}; fix or remove the link",
+        )
+        sys.exit(2)
+    if isinstance(exc, OSError):
         # The operating system refused a read or a write (a full disk, permissions, a file
         # that vanished): name the file and what it said.
         where = f" ({exc.filename})" if exc.filename else ""
@@ -42,13 +59,10 @@ def main() -> None:
             "command again",
         )
         sys.exit(1)
-    except Exception as exc:
-        if _state["debug"]:
-            raise
-        # Not an error localjury raises on purpose: one line saying what failed and where.
-        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        _report(exc, "error: ", f"unexpected {what}{_origin(exc)}; run again with --debug for the traceback")
-        sys.exit(1)
+    # Not an error localjury raises on purpose: one line saying what failed and where.
+    what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    _report(exc, "error: ", f"unexpected {what}{_origin(exc)}; run again with --debug for the traceback")
+    sys.exit(1)
 
 
 def _origin(exc: BaseException) -> str:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from localjury._files import check_no_symlink_loop
 from localjury._terminal import SafeConsole, escape_controls
 from localjury.errors import ConfigError
 
@@ -29,10 +30,38 @@ err = SafeConsole(stderr=True)
 out = SafeConsole()
 _state = {"debug": False}
 
+
+def checked_path(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """The callback of every path parameter: a path that leads into a loop of symbolic links
+    is a configuration error naming the option, before the command starts."""
+    what = param.opts[0] if param.opts and param.opts[0].startswith("-") else (param.name or "path").upper()
+    for item in value if isinstance(value, list | tuple) else [value]:
+        if item is not None:
+            check_no_symlink_loop(Path(item), what)
+    return value
+
+
 RegistryOpt = Annotated[
     Path | None,
-    typer.Option("--registry", help="models.yaml to use (default: $LOCALJURY_MODELS, ./models.yaml, packaged)."),
+    typer.Option(
+        "--registry",
+        callback=checked_path,
+        help="models.yaml to use (default: $LOCALJURY_MODELS, else $LOCALJURY_HOME/models.yaml, else the packaged "
+        "one; a models.yaml in the working directory is read only when named here). Only a registry named here "
+        "may redefine a packaged model's name.",
+    ),
 ]
+TrustOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--trust-remote-code",
+        metavar="NAME",
+        help="Let model NAME run the Python code shipped with its weights (repeatable); its models.yaml entry must "
+        "say trust_remote_code: true. Without it such a model is refused before anything loads.",
+    ),
+]
+#: The largest seed (NumPy's and scikit-learn's bound; see localjury.run.config.MAX_SEED).
+MAX_SEED = 2**32 - 1
 
 ClusterOpt = Annotated[
     str | None,
@@ -147,6 +176,8 @@ FLAGS = {
     "`metrics`": "--aspect, --criterion, --criteria, --metric or --pairwise",
     "`metric`": "--metric",
     "`limit`": "--limit",
+    "`trust_remote_code`": "--trust-remote-code",
+    "`registry`": "--registry",
 }
 
 

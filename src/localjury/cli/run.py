@@ -11,15 +11,18 @@ import typer
 from rich.text import Text
 
 from localjury.cli._common import (
+    MAX_SEED,
     AddressOpt,
     ClusterOpt,
     RegistryOpt,
     ReplicaCpusOpt,
     ReplicasOpt,
+    TrustOpt,
     _cluster,
     _interruptible,
     _progress,
     app,
+    checked_path,
     err,
     out,
 )
@@ -80,8 +83,9 @@ def run(
     data: Annotated[
         Path,
         typer.Argument(
+            callback=checked_path,
             help="Records to judge: .jsonl, .json, .csv or .parquet, or a Hugging Face datasets folder "
-            "(save_to_disk; needs the datasets extra)."
+            "(save_to_disk; needs the datasets extra).",
         ),
     ],
     aspect: Annotated[
@@ -94,6 +98,7 @@ def run(
         Path | None,
         typer.Option(
             "--criteria",
+            callback=checked_path,
             help="YAML file of criteria: name: text, or a list of {name, definition, strictness, tie_break}.",
         ),
     ] = None,
@@ -163,6 +168,7 @@ def run(
         Path | None,
         typer.Option(
             "--calibration",
+            callback=checked_path,
             help="A calibration file from `localjury calibrate`: calibrated scores and fitted thresholds for every "
             "(model, criterion).",
         ),
@@ -172,19 +178,32 @@ def run(
         typer.Option("--verdict-first", help="Ask --aspect and --criterion judges for the verdict before the reason."),
     ] = False,
     seed: Annotated[
-        int, typer.Option("--seed", help="Run seed: the same command and seed give identical results.")
+        int,
+        typer.Option(
+            "--seed",
+            min=0,
+            max=MAX_SEED,
+            help="Run seed (0 to 2**32-1): the same command and seed give identical results.",
+        ),
     ] = 0,
     temperature: Annotated[
-        float | None, typer.Option("--temperature", min=0.0, help="Override the models' sampling temperature.")
+        float | None,
+        typer.Option(
+            "--temperature", min=0.0, help="Override the models' sampling temperature (a finite number >= 0)."
+        ),
     ] = None,
     max_tokens: Annotated[
         int | None, typer.Option("--max-tokens", min=1, help="Override the models' output token budget per sample.")
     ] = None,
     out_path: Annotated[
-        Path, typer.Option("--out", "-o", help="Results file (JSONL, one line per record and criterion).")
+        Path,
+        typer.Option(
+            "--out", "-o", callback=checked_path, help="Results file (JSONL, one line per record and criterion)."
+        ),
     ] = Path("results.jsonl"),
     summary: Annotated[
-        Path | None, typer.Option("--summary", help="Summary JSON (default: <out stem>.summary.json).")
+        Path | None,
+        typer.Option("--summary", callback=checked_path, help="Summary JSON (default: <out stem>.summary.json)."),
     ] = None,
     engine: Annotated[
         str | None,
@@ -203,6 +222,7 @@ def run(
         ),
     ] = None,
     registry: RegistryOpt = None,
+    trust_remote_code: TrustOpt = [],  # noqa: B006
     strict_input: Annotated[
         bool, typer.Option("--strict-input", help="Stop at the first bad record instead of reporting it and going on.")
     ] = False,
@@ -210,6 +230,7 @@ def run(
         Path | None,
         typer.Option(
             "--cache",
+            callback=checked_path,
             help="Judgment store (SQLite); what it holds is not generated again, so a killed run resumes. "
             "Default: $LOCALJURY_CACHE, else $LOCALJURY_HOME/cache/judgments.sqlite.",
         ),
@@ -284,6 +305,7 @@ def run(
         registry=registry,
         engine=engine,
         extractor=extractor,
+        trust_remote_code=trust_remote_code,
         cluster=_cluster(cluster, address, replicas, replica_cpus),
     )
     if dry_run:
@@ -332,9 +354,10 @@ def _dry_run(data: Path, metrics: list[Any], config: Any, estimate: int | None, 
 
 @app.command()
 def verify(
-    results: Annotated[Path, typer.Argument(help="A results file written by `localjury run`.")],
+    results: Annotated[Path, typer.Argument(callback=checked_path, help="A results file written by `localjury run`.")],
     manifest: Annotated[
-        Path | None, typer.Option("--manifest", help="The manifest (default: <results stem>.manifest.json).")
+        Path | None,
+        typer.Option("--manifest", callback=checked_path, help="The manifest (default: <results stem>.manifest.json)."),
     ] = None,
     show_all: Annotated[bool, typer.Option("--all", help="List the checks that pass too.")] = False,
 ) -> None:

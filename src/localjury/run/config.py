@@ -7,6 +7,7 @@ validators, so a bad value fails when the config is built, before any model load
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +24,9 @@ from localjury.voting import SCORINGS, Scoring, TieBreak, check_tie_break
 #: Records per chunk: one engine call per chunk per model, one commit to the store.
 DEFAULT_CHUNK_SIZE = 1024
 OverflowPolicy = Literal["error", "truncate"]
+#: The largest seed: seeds are from 0 to 2**32 - 1, the range NumPy and scikit-learn take
+#: (``localjury calibrate`` shuffles its folds with the judging seed).
+MAX_SEED = 2**32 - 1
 
 
 def default_cache_path() -> Path:
@@ -81,11 +85,18 @@ class SamplingConfig(_Group):
                 raise ConfigError(str(exc)) from None
         return value
 
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, value: int) -> int:
+        if not 0 <= value <= MAX_SEED:
+            raise ConfigError(f"seed must be from 0 to {MAX_SEED}, got {value}")
+        return value
+
     @field_validator("temperature")
     @classmethod
     def _temperature(cls, value: float | None) -> float | None:
-        if value is not None and value < 0:
-            raise ConfigError(f"temperature must be >= 0, got {value}")
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"temperature must be a finite number >= 0, got {value}")
         return value
 
     @field_validator("scoring", mode="before")
@@ -98,7 +109,7 @@ class SamplingConfig(_Group):
     @field_validator("threshold")
     @classmethod
     def _threshold(cls, value: float) -> float:
-        if not 0 <= value < 1:
+        if not 0 <= value < 1:  # NaN included
             raise ConfigError(f"threshold must be from 0 up to (not including) 1, got {value}")
         return value
 
@@ -170,6 +181,10 @@ class JuryConfig(_Group):
     """Run every model on this engine instead of its models.yaml entry's."""
     extractor: str | None = None
     """The jury model that extracts statements for composite metrics (default: the first)."""
+    trust_remote_code: list[str] = []
+    """Models that may run the Python code shipped with their weights: each must be a model of
+    the run whose models.yaml entry says ``trust_remote_code: true``. Such an entry not named
+    here is refused before anything loads (a spec given as an object is taken as it is)."""
 
 
 #: The group of each setting, by its keyword name.
@@ -181,8 +196,9 @@ GROUPS: dict[str, type[_Group]] = {
 }
 _GROUP_OF = {field: group for group, cls in GROUPS.items() for field in cls.model_fields}
 #: Settings the manifest records elsewhere (seed, models, cache) or that do not change a
-#: result (where the store is, whether it is reused, how bad input is reported).
-_NOT_IN_MANIFEST = {"seed", "models", "registry", "cache", "use_cache", "fresh", "strict_input"}
+#: result (where the store is, whether it is reused, how bad input is reported, which models
+#: may run their own code: a run without that leave stops before it starts).
+_NOT_IN_MANIFEST = {"seed", "models", "registry", "trust_remote_code", "cache", "use_cache", "fresh", "strict_input"}
 
 
 class RunConfig(_Group):

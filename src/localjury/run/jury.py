@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from localjury._trust import check_remote_code
 from localjury.engines import resolve_engine
 from localjury.errors import ConfigError
 from localjury.manifest import ModelRecord
@@ -19,24 +21,49 @@ if TYPE_CHECKING:
     from localjury.run._ray import RaySession
 
 
+def resolve_models(
+    models: Sequence[str | ModelSpec] | None,
+    registry: str | Path | None = None,
+    trust_remote_code: Sequence[str] = (),
+) -> list[ModelSpec]:
+    """The specs of a jury: names looked up in the registry (a model folder's path gives an
+    ad-hoc spec), specs taken as they are; no name: the default judge.
+
+    Args:
+        models: Model names or specs.
+        registry: The models.yaml to read (default: see :mod:`localjury.registry`).
+        trust_remote_code: The models that may run the Python code shipped with their weights.
+
+    Raises:
+        ConfigError: An unknown name; a registry entry with ``trust_remote_code: true`` that
+            ``trust_remote_code`` does not name, or a name there that is no such model of
+            the jury (see :func:`localjury._trust.check_remote_code`).
+    """
+    reg = None
+    specs: list[ModelSpec] = []
+    sources: dict[str, str] = {}
+    for m in list(models) if models else [DEFAULT_MODEL]:
+        if isinstance(m, ModelSpec):
+            specs.append(m)
+            continue
+        reg = reg or load_registry(registry)
+        specs.append(reg.get(m))
+        sources[specs[-1].name] = reg.source
+    check_remote_code(specs, sources, trust_remote_code)
+    return specs
+
+
 def jury_specs(metrics: Sequence[Metric], config: RunConfig, session: RaySession | None) -> list[ModelSpec]:
     """The jury's specs, each with the engine it runs on, checked against the settings.
 
     Raises:
-        ConfigError: A model named twice or unknown, sampling at temperature 0 with a
+        ConfigError: A model named twice or unknown, a model asking to run its own code that
+            the run does not name in ``trust_remote_code``, sampling at temperature 0 with a
             strictness above 1, an extractor not in the jury, or a calibration without a fit
             for a (model, judge metric) of the run.
     """
     jury = config.jury
-    names = list(jury.models) if jury.models else [DEFAULT_MODEL]
-    reg = None
-    specs: list[ModelSpec] = []
-    for m in names:
-        if isinstance(m, ModelSpec):
-            specs.append(m)
-            continue
-        reg = reg or load_registry(jury.registry)
-        specs.append(reg.get(m))
+    specs = resolve_models(jury.models, jury.registry, jury.trust_remote_code)
     seen = [s.name for s in specs]
     if len(set(seen)) != len(seen):
         raise ConfigError(f"a model is named twice in the jury: {', '.join(seen)}")

@@ -97,8 +97,8 @@ def evaluate(
         **settings: Settings that replace ``config``'s, by name: ``seed``, ``strictness``,
             ``tie_break``, ``temperature``, ``max_tokens``, ``adaptive`` (sampling);
             ``cache``, ``use_cache``, ``fresh`` (the judgment store); ``strict_input``,
-            ``on_overflow``, ``chunk_size`` (input); ``registry``, ``engine``, ``extractor``
-            (the jury); ``cluster`` (a :class:`localjury.RayCluster`: shard each model's pass
+            ``on_overflow``, ``chunk_size`` (input); ``registry``, ``engine``, ``extractor``,
+            ``trust_remote_code`` (the jury); ``cluster`` (a :class:`localjury.RayCluster`: shard each model's pass
             over engine replicas on Ray; the results, store and files are those of a local
             run). Each is documented on its field of :class:`~localjury.run.config.RunConfig`.
 
