@@ -10,7 +10,7 @@ import sys
 from localjury._files import is_symlink_loop
 from localjury.cli import bench, doctor, models, run  # noqa: F401  (each registers its commands on the app)
 from localjury.cli._common import FLAGS, _report, _state, app, cli_words
-from localjury.cli.run import _build_metrics
+from localjury.cli._metrics import _build_metrics
 from localjury.errors import ConfigError, LocaljuryError
 
 __all__ = ["FLAGS", "_build_metrics", "app", "cli_words", "main"]

@@ -1,0 +1,60 @@
+"""The metrics a command line names: ``--aspect``, ``--criterion``, ``--criteria``,
+``--metric`` and ``--pairwise``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from localjury.errors import ConfigError
+
+
+def _build_metrics(
+    aspects: Sequence[str],
+    criteria: Sequence[str],
+    criteria_file: Path | None,
+    composites: Sequence[str] = (),
+    verdict_first: bool = False,
+    pairwise: Sequence[str] = (),
+) -> list[Any]:
+    """The metrics of ``run``'s options, in this order: the predefined aspects, the criteria,
+    the criteria file's, the composite metrics, the pairwise criteria.
+
+    Raises:
+        ConfigError: An unknown aspect or composite metric, a criterion not ``NAME=TEXT``, or
+            a bad criteria file.
+    """
+    from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCritic, Metric
+    from localjury.metrics.spec import criteria_metrics, named_criterion
+
+    metrics: list[Metric] = []
+    for name in aspects:
+        if name not in PREDEFINED_ASPECTS:
+            raise ConfigError(
+                f"unknown aspect {name!r}; expected one of: {', '.join(PREDEFINED_ASPECTS)} (see `localjury aspects`)"
+            )
+        metrics.append(AspectCritic.predefined(name, verdict_first=verdict_first))
+    for item in criteria:
+        named = named_criterion(item)
+        if named is None:
+            raise ConfigError(
+                f'--criterion expects NAME=TEXT, e.g. dated="The response includes a year."; got {item!r}'
+            )
+        metrics.append(AspectCritic(*named, verdict_first=verdict_first))
+    if criteria_file is not None:
+        metrics += criteria_metrics(criteria_file)
+    for name in composites:
+        if name not in COMPOSITE_METRICS:
+            raise ConfigError(f"unknown metric {name!r}; expected one of: {', '.join(COMPOSITE_METRICS)}")
+        metrics.append(COMPOSITE_METRICS[name]())
+    for item in pairwise:
+        from localjury.metrics.pairwise import PairwiseCritic
+
+        named = named_criterion(item)
+        if named is None:
+            raise ConfigError(
+                f'--pairwise expects NAME=TEXT, e.g. helpful="The response is more helpful."; got {item!r}'
+            )
+        metrics.append(PairwiseCritic(*named))
+    return metrics
