@@ -13,6 +13,7 @@ import codecs
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
@@ -27,6 +28,12 @@ _DATASET_HINT = (
     + ", ".join(SUPPORTED_SUFFIXES[:-1])
     + f" or {SUPPORTED_SUFFIXES[-1]} file, or a folder that Hugging Face datasets' save_to_disk wrote"
 )
+#: The longest line of a JSONL file read as a record: a longer one is that record's error,
+#: read past a MiB at a time and never held whole. Far above what any judge reads (a record's
+#: text is bounded by its judges' context, :data:`localjury.run.plan.MAX_TOKEN_BYTES` bytes a
+#: token: 32 MiB a field for a context of 131,072 tokens), and low enough that reading,
+#: decoding and parsing one line stays a few GiB.
+MAX_LINE_BYTES = 1 << 30
 #: Rows read from a Hugging Face dataset at a time: what a pass holds of it beside its chunk.
 HF_BATCH_ROWS = 256
 #: The fields read from a RAGAS-shaped sample (attributes of the same names).
@@ -183,26 +190,51 @@ def load_saved_dataset(path: Path) -> Any:
     return loaded
 
 
-def _lines(fh: IO[bytes], path: Path) -> Iterator[bytes]:
-    """Yield the file's lines, the first without a UTF-8 byte order mark."""
+@dataclass(frozen=True)
+class _Overlong:
+    """A line over :data:`MAX_LINE_BYTES`, read past."""
+
+    size: int
+    """Its bytes, the newline excluded."""
+    head: bytes
+    """Its first bytes, for the record's id."""
+
+
+def _lines(fh: IO[bytes], path: Path) -> Iterator[bytes | _Overlong]:
+    """Yield the file's lines, the first without a UTF-8 byte order mark; a line over
+    :data:`MAX_LINE_BYTES` as an :class:`_Overlong`, without holding more of it than that."""
     first = True
-    while True:
-        try:
-            line = fh.readline()
-        except OSError as exc:
-            raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
-        if not line:
-            return
-        if first:
-            line = line.removeprefix(codecs.BOM_UTF8)
-            first = False
-        yield line
+    limit = MAX_LINE_BYTES
+    try:
+        while line := fh.readline(limit + 1):
+            whole = len(line) <= limit or line.endswith(b"\n")
+            if first:
+                line = line.removeprefix(codecs.BOM_UTF8)
+                first = False
+            if whole:
+                yield line
+                continue
+            head, size = line[:4096], len(line)
+            del line
+            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                size += len(rest)
+            yield _Overlong(size + len(rest.rstrip(b"\n")), head)
+    except OSError as exc:
+        raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
 
 
 def _iter_jsonl(path: Path) -> Iterator[Record | RecordError]:
     with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
         for lineno, line_bytes in enumerate(_lines(fh, path), start=1):
             location = f"{path.name} line {lineno}"
+            if isinstance(line_bytes, _Overlong):
+                yield RecordError(
+                    f"the line is {line_bytes.size:,} bytes, over the {MAX_LINE_BYTES:,}-byte bound on a JSONL "
+                    "record; it is skipped unread (no judge could read a record this long)",
+                    record_id=raw_id(f"{line_bytes.size} bytes: " + line_bytes.head.decode("utf-8", "replace")),
+                    location=location,
+                )
+                continue
             try:
                 line = line_bytes.decode("utf-8")
             except UnicodeDecodeError as exc:

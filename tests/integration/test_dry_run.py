@@ -62,3 +62,30 @@ def test_dry_run_then_run_on_a_datasets_folder(smollm, tmp_path):
     (m,) = again["models"]
     assert (m["prompts"], m["judgments"], m["cached"], m["estimate"]) == (0, 0, 6, None)
     assert again["seconds"] == 0.0
+
+
+def test_a_huge_record_never_reaches_the_real_tokenizer(smollm, tmp_path, monkeypatch):
+    """A 64 MiB response between two small records: the dry run plans the two with SmolLM2's
+    real tokenizer, and the big one is the record's error before the tokenizer sees it (a
+    tokenizer given a few hundred MB aborts the process)."""
+    from localjury import AspectCritic, dry_run
+    from localjury.engines.base import PromptTokens
+    from localjury.run.plan import MAX_TOKEN_BYTES
+
+    bound = smollm.context_length * MAX_TOKEN_BYTES
+    count = PromptTokens.count_tokens
+
+    def guarded(self, prompts):
+        assert all(len(p.encode()) <= bound for p in prompts), "a prompt over the byte bound tokenized"
+        return count(self, prompts)
+
+    monkeypatch.setattr(PromptTokens, "count_tokens", guarded)
+    data = tmp_path / "d.jsonl"
+    with data.open("w") as fh:
+        fh.write(json.dumps(ROWS[0]) + "\n")
+        fh.write(json.dumps({"id": "huge", "response": "word " * ((64 << 20) // 5)}) + "\n")
+        fh.write(json.dumps(ROWS[1]) + "\n")
+    critic = AspectCritic("dated", "The response must include a specific date or year.")
+    plan = dry_run(data, [critic], [smollm], estimate=0, use_cache=False)
+    (m,) = plan.models
+    assert (plan.records, plan.record_errors, m.records, m.prompts, m.over_context) == (3, 0, 2, 2, 0)

@@ -8,15 +8,18 @@ import csv
 import io
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from localjury import AspectCritic, evaluate
+from localjury import AspectCritic, PairwiseCritic, dry_run, evaluate, readers
 from localjury.errors import RecordError
+from localjury.neutralise import Neutraliser
 from localjury.readers import iter_records
 from localjury.records import Record
+from localjury.run.plan import MAX_TOKEN_BYTES
 
-from .fakes import factory, judgment, spec
+from .fakes import ScriptedEngine, factory, judgment, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -114,3 +117,142 @@ def test_an_injected_response_cannot_change_the_schema_or_escape_its_block():
         assert task.count("<response>") == 1 and task.count("</response>") == 1
         assert task.count("<criterion>") == 1 and task.count("</criterion>") == 1
         assert task.rstrip().endswith("</response>\n\n### Judgment")
+
+
+# A record too long for any judge's context is its own error, found before any tokenizer (or
+# the neutraliser) sees its text: a tokenizer given a few hundred MB aborts the whole process.
+SMALL_CONTEXT = 4096
+BOUND = SMALL_CONTEXT * MAX_TOKEN_BYTES  # 1 MiB
+
+
+class Guarded(ScriptedEngine):
+    """The scripted engine, whose formatting and counting (the tokenizer's calls on a real
+    engine) fail the test if they are given a text over the bound."""
+
+    def format_prompt(self, messages):
+        assert all(len(m["content"].encode()) <= BOUND for m in messages), "record text over the bound formatted"
+        return super().format_prompt(messages)
+
+    def count_tokens(self, prompts):
+        assert all(len(p.encode()) <= BOUND for p in prompts), "a prompt over the bound tokenized"
+        return super().count_tokens(prompts)
+
+
+def guarded(calls=None):
+    return lambda s: Guarded(s, lambda m, p, j: judgment(1), [], calls)
+
+
+@pytest.fixture
+def no_huge_neutralising(monkeypatch):
+    """The neutraliser is never given a text over the bound either (on a non-ASCII text it
+    builds a list of each character)."""
+    real = Neutraliser.__call__
+
+    def checked(self, text):
+        assert len(text.encode()) <= BOUND, "a text over the bound neutralised"
+        return real(self, text)
+
+    monkeypatch.setattr(Neutraliser, "__call__", checked)
+
+
+def test_a_record_over_the_byte_bound_is_its_error_and_the_others_are_judged(tmp_path, no_huge_neutralising):
+    data = tmp_path / "d.jsonl"
+    rows = [
+        {"id": "a", "response": "In 1989."},
+        {"id": "big", "response": "x" * (2 << 20)},
+        {"id": "c", "response": "1990"},
+    ]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    calls: list = []
+    result = evaluate(
+        data, [DATED], [spec("A", context_length=SMALL_CONTEXT)], use_cache=False, engine_factory=guarded(calls)
+    )
+    a, big, c = result.results
+    assert (a.record_id, a.score, c.record_id, c.score) == ("a", 1.0, "c", 1.0)
+    assert big.score is None and big.models == []
+    assert big.error == (
+        "record 'big' (d.jsonl line 2), field 'response': 2,097,152 bytes, over the 1,048,576-byte bound for the "
+        "context of model 'A' (4,096 tokens of at most 256 bytes each); it is not tokenized or judged: shorten it, "
+        "or judge it with a model of a longer context_length"
+    )
+    assert sum(len(call["prompts"]) for call in calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("record", "field", "size"),
+    [
+        ({"response": "é" * 600_000}, "response", "1,200,000 bytes"),  # 600,000 characters: bytes count
+        ({"response": "ok", "user_input": "q" * (BOUND + 1)}, "user_input", "1,048,577 bytes"),
+        ({"response": "ok", "reference": "r" * (BOUND + 1)}, "reference", "1,048,577 bytes"),
+        (
+            {"response": "ok", "retrieved_contexts": ["p" * 400_000] * 3},
+            "retrieved_contexts",
+            "3 passages of 1,200,000",
+        ),
+        ({"response": "ok", "question": "\U0001f600" * 300_000}, "user_input", "1,200,000 bytes"),  # an alias
+    ],
+)
+def test_every_text_field_is_bounded_in_utf8_bytes(record, field, size, no_huge_neutralising):
+    result = evaluate(
+        [{"id": "r", **record}], [DATED], [spec("A", context_length=SMALL_CONTEXT)], use_cache=False,
+        engine_factory=guarded(),
+    )  # fmt: skip
+    (row,) = result.results
+    assert row.error is not None and row.error.startswith(f"record 'r' (item 1), field '{field}': {size}")
+
+
+def test_a_pair_over_the_bound_is_its_error(no_huge_neutralising):
+    pair = {"id": "p", "user_input": "q", "response_a": "a", "response_b": "b" * (BOUND + 1)}
+    result = evaluate(
+        [pair, {"id": "ok", "user_input": "q", "response_a": "a", "response_b": "b"}],
+        [PairwiseCritic("better", "More helpful.")],
+        [spec("A", context_length=SMALL_CONTEXT)],
+        use_cache=False,
+        engine_factory=lambda s: Guarded(s, lambda m, p, j: '{"reason": "r", "preferred": "A"}', []),
+    )
+    big, ok = result.results
+    assert "field 'response_b': 1,048,577 bytes" in (big.error or "") and ok.error is None
+
+
+def test_the_bound_is_the_longest_context_in_the_jury_and_a_text_at_it_is_judged():
+    at, over = "x" * (4 * BOUND), "x" * (4 * BOUND + 1)
+    result = evaluate(
+        [{"id": "at", "response": at}, {"id": "over", "response": over}],
+        [DATED],
+        [spec("A", context_length=SMALL_CONTEXT), spec("B", context_length=4 * SMALL_CONTEXT)],
+        use_cache=False,
+        engine_factory=factory(lambda m, p, j: judgment(1), []),
+    )
+    at_row, over_row = result.results
+    assert at_row.error is None  # each model's own context is its prompt count's business
+    assert "4,194,305 bytes, over the 4,194,304-byte bound for the context of model 'B' (the longest in the jury, " in (
+        over_row.error or ""
+    )
+
+
+def test_a_dry_run_counts_no_record_over_the_bound_and_tokenizes_none(no_huge_neutralising):
+    records = [{"id": "a", "response": "In 1989."}, {"id": "big", "response": "x" * (2 << 20)}]
+    plan = dry_run(
+        records, [DATED], [spec("A", context_length=SMALL_CONTEXT)], estimate=0, use_cache=False,
+        engine_factory=guarded(), tokenizer_factory=guarded(),
+    )  # fmt: skip
+    (m,) = plan.models
+    assert (plan.records, m.records, m.prompts, m.over_context) == (2, 1, 1, 0)
+
+
+def test_a_jsonl_line_over_the_line_bound_is_its_error_read_past_in_bounded_memory(tmp_path, monkeypatch):
+    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 1000)
+    data = tmp_path / "d.jsonl"
+    long = json.dumps({"id": "long", "response": "x" * 5000})
+    data.write_text(json.dumps({"id": "a", "response": "1989"}) + "\n" + long + "\n" + '{"id": "c", "response": "z"}')
+    a, long_error, c = iter_records(data)
+    assert isinstance(a, Record) and isinstance(c, Record) and c.id == "c"
+    assert isinstance(long_error, RecordError)
+    assert str(long_error).endswith(
+        f"(d.jsonl line 2): the line is {len(long):,} bytes, over the 1,000-byte bound on a JSONL record; it is "
+        "skipped unread (no judge could read a record this long)"
+    )
+    # A line at the bound is read, and the bound holds on the last line (no newline) too.
+    data.write_text(json.dumps({"id": "at", "response": "x" * (1000 - 28)}) + "\n" + long)
+    at, last = iter_records(data)
+    assert isinstance(at, Record) and isinstance(last, RecordError) and "line 2" in str(last)

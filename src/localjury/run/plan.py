@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from localjury.errors import RecordError
 from localjury.metrics.base import Message
 from localjury.readers import record_reader
-from localjury.records import Record, dedupe
+from localjury.records import FIELDS, Record, dedupe
 from localjury.store import GenerationStore, Stored
 
 if TYPE_CHECKING:
@@ -32,6 +32,16 @@ if TYPE_CHECKING:
 CHARS_PER_TOKEN = 3.0
 #: Put in place of what truncation removed from a context, so the judge (and you) can see it.
 TRUNCATION_MARK = " [... {n} characters cut by localjury to fit the model's context ...]"
+#: The most bytes of text one token stands for, which bounds a record's text fields by the
+#: judge's context before any tokenizer sees them (:func:`over_bound`): a Hugging Face
+#: tokenizer given a text of a few hundred MB aborts the whole process (a failed allocation
+#: in Rust). The longest tokens of the embedded judges' vocabularies are runs of spaces or
+#: dashes: 128 bytes in Qwen2.5's (128 spaces), 81 in SmolLM2's, 48 in Gemma 3's; twice the
+#: longest leaves room for other vocabularies. Each token of a byte-level BPE or SentencePiece
+#: tokenizer covers its own span of the text, so a text of more than context x 256 bytes
+#: holds more tokens than the context whatever it says (for tokenizers that fold or drop
+#: characters first, such as NFKC normalisers, the bound is a near one, not a proof).
+MAX_TOKEN_BYTES = 256
 
 
 class Dataset:
@@ -86,6 +96,47 @@ def fit(
     return render(record.model_copy(update={"retrieved_contexts": contexts}))
 
 
+def _utf8_size(text: str) -> int:
+    """The UTF-8 size of ``text``, encoded a MiB at a time (a huge field is not copied whole)."""
+    if text.isascii():
+        return len(text)
+    step = 1 << 20
+    return sum(len(text[i : i + step].encode("utf-8", "surrogatepass")) for i in range(0, len(text), step))
+
+
+def over_bound(record: Record, models: list[JuryModel]) -> str | None:
+    """The record's error when one of its text fields (``retrieved_contexts`` all its passages
+    together) is longer than :data:`MAX_TOKEN_BYTES` bytes a token of the longest context in
+    the jury: no judge could read it whole, and tokenizing it could end the process. None
+    when every field is under the bound; a field under it but over a model's context is that
+    model's error, found when its prompt is counted."""
+    widest = max(models, key=lambda m: m.spec.context_length)
+    context = widest.spec.context_length
+    bound = context * MAX_TOKEN_BYTES
+    for name in FIELDS:
+        value = getattr(record, name)
+        if value is None:
+            continue
+        texts = value if isinstance(value, list) else [value]
+        if sum(len(t) for t in texts) * 4 <= bound:
+            continue  # under the bound whatever the characters (4 bytes at most each in UTF-8)
+        size = sum(_utf8_size(t) for t in texts)
+        if size <= bound:
+            continue
+        what = f"{len(texts):,} passages of {size:,} bytes in all" if isinstance(value, list) else f"{size:,} bytes"
+        whose = "the longest in the jury, " if len(models) > 1 else ""
+        error = RecordError(
+            f"{what}, over the {bound:,}-byte bound for the context of model {widest.spec.name!r} "
+            f"({whose}{context:,} tokens of at most {MAX_TOKEN_BYTES} bytes each); it is not tokenized or "
+            "judged: shorten it, or judge it with a model of a longer context_length",
+            record_id=record.id,
+            field=name,
+            location=record._location,
+        )
+        return str(error)
+    return None
+
+
 @dataclass
 class Planned:
     """One (record, metric) of a chunk, planned."""
@@ -123,9 +174,14 @@ def plan_chunk(
     plans: list[Planned] = []
     steps: list[tuple[Planned, Request]] = []
     for record in (e for e in chunk if isinstance(e, Record)):
+        # Before any prompt is rendered or tokenized, and against the whole jury (not the
+        # models of this pass), so that every pass and the assembly agree on the error.
+        too_long = over_bound(record, run.models)
         for judging in run.judgings:
-            plan = Planned(record, judging)
+            plan = Planned(record, judging, error=too_long)
             plans.append(plan)
+            if too_long is not None:
+                continue
             try:
                 step = judging.first_step(record, first)
             except RecordError as exc:
