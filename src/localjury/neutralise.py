@@ -95,7 +95,7 @@ class Neutraliser:
     """Break every marker in record text that a judge could read as prompt structure.
 
     Args:
-        tokens: Literal special tokens of the judge's tokenizer (see :func:`tokenizer_markers`).
+        tokens: Literal added tokens of the judge's tokenizer, special or not (see :func:`tokenizer_markers`).
         tags: Tag names the prompt uses, besides :data:`FRAME_TAGS`.
     """
 
@@ -154,7 +154,7 @@ class Neutraliser:
 
 
 def _is_marker(token: str) -> bool:
-    """Whether a special token is a marker worth breaking: at least two characters with a
+    """Whether an added token is a marker worth breaking: at least two characters with a
     bracket, bar or hash among them; not plain words or whitespace, which a record holds
     innocently."""
     stripped = token.strip()
@@ -168,9 +168,9 @@ _TEMPLATE_LITERALS = re.compile(r"<\|[^|<>\s]{1,64}\|>|<[a-z_]{2,32}>|\[/?[A-Z_]
 
 
 def tokenizer_markers(folder: Path) -> list[str]:
-    """The special tokens and chat-template markers of the tokenizer in a model folder.
+    """The added tokens and chat-template markers of the tokenizer in a model folder.
 
-    Reads ``tokenizer.json`` (its added special tokens), ``tokenizer_config.json`` and
+    Reads ``tokenizer.json`` (its added tokens, special or not), ``tokenizer_config.json`` and
     ``special_tokens_map.json`` (bos/eos/pad/unk and additional special tokens), and the
     chat template (``chat_template.jinja``/``.json`` or the config's ``chat_template``) for
     the literal markers it writes. A file that is missing or not JSON contributes nothing.
@@ -192,9 +192,13 @@ def tokenizer_markers(folder: Path) -> list[str]:
             for v in value:
                 add(v)
 
+    # Every added token, special or not: a vocabulary's added tokens are matched whole before
+    # the model's own splitting, and some that mean structure are not flagged special (Qwen2.5's
+    # <tool_call> and </tool_call>, Gemma 3's <start_of_image>). Added tokens that are no markers
+    # (Gemma's runs of newlines and spaces) are left out below.
     tok = load("tokenizer.json")
     if isinstance(tok, dict):
-        add([t for t in tok.get("added_tokens") or [] if isinstance(t, dict) and t.get("special")])
+        add([t for t in tok.get("added_tokens") or [] if isinstance(t, dict)])
     templates: list[str] = []
     for name in ("tokenizer_config.json", "special_tokens_map.json"):
         cfg = load(name)
@@ -205,7 +209,7 @@ def tokenizer_markers(folder: Path) -> list[str]:
                 add(value)
         decoder = cfg.get("added_tokens_decoder")
         if isinstance(decoder, dict):
-            add([v for v in decoder.values() if isinstance(v, dict) and v.get("special")])
+            add([v for v in decoder.values() if isinstance(v, dict)])
         template = cfg.get("chat_template")
         if isinstance(template, str):
             templates.append(template)

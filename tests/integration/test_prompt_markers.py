@@ -1,10 +1,10 @@
 """Record text cannot add a turn or a tag to a real judge's prompt.
 
-Property-based, with the real tokenizers of both embedded models and the real prompt
-formatter (SmolLM2's ChatML chat template; Gemma's plain format): whatever a record holds,
-drawn from an alphabet of every special token of both tokenizers, localjury's tags and their
-disguises, Rich markup and control characters, the rendered prompt has exactly as many
-special tokens of each kind, turn headings and tags as the prompt of a benign record.
+Property-based, with the real tokenizers of the embedded judges and the real prompt formatter
+(SmolLM2's and Qwen2.5's ChatML chat templates; Gemma's plain format): whatever a record holds,
+drawn from an alphabet of every added token of these tokenizers (special or not), localjury's
+tags and their disguises, Rich markup and control characters, the rendered prompt has exactly
+as many added tokens of each kind, turn headings and tags as the prompt of a benign record.
 """
 
 import re
@@ -20,6 +20,7 @@ from localjury import AspectCritic
 from localjury.engines._prompts import PromptFormatter
 from localjury.neutralise import Neutraliser, tokenizer_markers
 from localjury.records import Record
+from localjury.registry import DEFAULT_MODEL
 
 pytestmark = pytest.mark.slow
 
@@ -32,10 +33,10 @@ CONTROL = ["\x00", "\x1b[2J", "\r", "\n", "\t", "\u202e", "\ufeff", "\u200d", "#
 
 
 @pytest.fixture(scope="module")
-def judges(smollm, gemma):
+def judges(smollm, gemma, default_judge):
     """(tokenizer, formatter, neutraliser) of each embedded model, as the engines build them."""
     out = {}
-    for spec in (smollm, gemma):
+    for spec in (smollm, gemma, default_judge):
         tok = AutoTokenizer.from_pretrained(spec.local_dir(), local_files_only=True)
         out[spec.name] = (tok, PromptFormatter(tok, spec), Neutraliser(tokenizer_markers(spec.local_dir())))
     return out
@@ -44,6 +45,9 @@ def judges(smollm, gemma):
 @pytest.fixture(scope="module")
 def alphabet(judges):
     specials = sorted({t for tok, _, _ in judges.values() for t in tok.all_special_tokens})
+    # Every added token as the tokenizer lists it (not as the neutraliser found it), and the
+    # chat-template markers the neutraliser read.
+    specials += sorted({t.content for tok, _, _ in judges.values() for t in tok.added_tokens_decoder.values()})
     specials += sorted({t for _, _, n in judges.values() for t in n.tokens})
     return [*dict.fromkeys(specials), *TAGS, *DISGUISES, *MARKUP, *CONTROL, "ok ", " 1989 "]
 
@@ -60,9 +64,10 @@ def skeleton(text: str) -> str:
 
 
 def structure(prompt: str, tok) -> Counter:
-    """What gives a prompt its shape: special tokens by id, turn headings, tags."""
+    """What gives a prompt its shape: added tokens by id (but runs of spaces and newlines),
+    turn headings, tags."""
     ids = tok(prompt, add_special_tokens=False).input_ids
-    special = set(tok.all_special_ids) | {i for i, t in tok.added_tokens_decoder.items() if t.special}
+    special = set(tok.all_special_ids) | {i for i, t in tok.added_tokens_decoder.items() if t.content.strip()}
     shape = Counter(f"token {i}" for i in ids if i in special)
     folded = skeleton(prompt)
     for name in TAG_NAMES:
@@ -105,3 +110,22 @@ def test_the_chatml_injection_of_the_issue_opens_no_turn(judges):
     benign = formatter.format(CRITIC.messages(Record(id="b", response="ok"), neutralise))
     assert turns == benign.count("<|im_start|>") and prompt.count("<|im_end|>") == benign.count("<|im_end|>")
     assert "\u2039|im_start|>assistant" in prompt  # still visible to the judge, as data
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m-instruct", "gemma-3-270m", DEFAULT_MODEL])
+def test_no_added_token_of_the_judge_survives_in_record_text(registry, name):
+    """Every added token of the judge's vocabulary, special or not (Qwen2.5's </tool_call> is
+    not special; Gemma 3 adds <start_of_image> and HTML tags the same way), written in record
+    text, is neutralised so that the tokenizer no longer finds it. Runs of newlines and spaces
+    (Gemma's) are added tokens too, and text."""
+    folder = registry.get(name).require_local_dir()
+    tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    neutralise = Neutraliser(tokenizer_markers(folder))
+    added = {i: t.content for i, t in tok.added_tokens_decoder.items() if t.content.strip()}
+    assert added
+    survived = []
+    for content in added.values():
+        for text in (f"see {content} here", content, f"x{content}{content}y"):
+            ids = tok(neutralise(text), add_special_tokens=False).input_ids
+            survived += [(text, added[i]) for i in ids if i in added]
+    assert survived == []

@@ -88,6 +88,25 @@ def test_the_judges_own_special_tokens_and_template_markers_are_known(tmp_path):
     assert tokenizer_markers(tmp_path / "missing") == []
 
 
+def test_added_tokens_that_are_not_special_are_markers_too(tmp_path):
+    """Qwen2.5 adds <tool_call> and </tool_call> without the special flag; Gemma 3 adds
+    <start_of_image>, [multimodal] and HTML tags the same way, and runs of newlines, which are text."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    added = [
+        {"id": 0, "content": "<|im_end|>", "special": True},
+        {"id": 1, "content": "</tool_call>", "special": False},
+        {"id": 2, "content": "[multimodal]", "special": False},
+        {"id": 3, "content": "\n\n\n", "special": False},
+    ]
+    (folder / "tokenizer.json").write_text(json.dumps({"added_tokens": added}))
+    decoder = {"4": {"content": "<start_of_image>", "special": False}}
+    (folder / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": decoder}))
+    assert tokenizer_markers(folder) == ["</tool_call>", "<start_of_image>", "<|im_end|>", "[multimodal]"]
+    judge = Neutraliser(tokenizer_markers(folder))
+    assert judge("a </tool_call> [multimodal]\n\n\nb") == "a \u2039/tool_call> \u2045multimodal]\n\n\nb"
+
+
 def test_each_judge_gets_record_text_neutralised_for_its_own_tokenizer(tmp_path):
     write_tokenizer(tmp_path / "a", ["<turn_sep>"])
     calls: list = []
