@@ -6,6 +6,8 @@ import html
 import io
 from typing import Any
 
+from localjury.bench._markdown import md_text
+
 BASELINE = "majority baseline"
 
 
@@ -154,24 +156,30 @@ NOTE = (
 )
 
 
+def _md_row(row: list[str]) -> str:
+    """A table row: its first cell (a judge's name) escaped; the others are localjury's figures."""
+    return "| " + " | ".join([md_text(row[0]), *row[1:]]) + " |"
+
+
 def markdown(fig: dict[str, Any]) -> str:
-    """The report as Markdown."""
-    lines = [f"# Judge benchmark — {fig['benchmark']['format']}", ""]
-    lines += [f"- **{k}**: {v}" for k, v in _intro(fig)]
-    lines += [f"- **model {k}**: {v}" for k, v in _models(fig)]
+    """The report as Markdown; names, paths and descriptions from outside are escaped
+    (:func:`~localjury.bench._markdown.md_text`), as the HTML report escapes them."""
+    lines = [f"# Judge benchmark — {md_text(fig['benchmark']['format'])}", ""]
+    lines += [f"- **{k}**: {md_text(v)}" for k, v in _intro(fig)]
+    lines += [f"- **model {md_text(k)}**: {md_text(v)}" for k, v in _models(fig)]
     lines += ["", "| " + " | ".join(_header(fig)) + " |", "|" + "---|" * len(_header(fig))]
-    lines += ["| " + " | ".join(r) + " |" for r in _rows(fig)]
+    lines += [_md_row(r) for r in _rows(fig)]
     agreement = fig["agreement"]["fleiss"]
     lines += ["", NOTE, ""]
     orders = _orders_rows(fig)
     if orders:
         lines += ["## Both orders (pairwise)", "", "| " + " | ".join(ORDERS_HEADER) + " |"]
-        lines += ["|" + "---|" * len(ORDERS_HEADER)] + ["| " + " | ".join(r) + " |" for r in orders]
-        lines += ["", ORDERS_NOTE + (" " + _published_note(fig) if fig.get("published") else ""), ""]
+        lines += ["|" + "---|" * len(ORDERS_HEADER)] + [_md_row(r) for r in orders]
+        lines += ["", md_text(ORDERS_NOTE + (" " + _published_note(fig) if fig.get("published") else "")), ""]
     graded = _graded_rows(fig)
     if graded:
         lines += ["## Graded scores", "", "| " + " | ".join(GRADED_HEADER) + " |", "|" + "---|" * len(GRADED_HEADER)]
-        lines += ["| " + " | ".join(r) + " |" for r in graded]
+        lines += [_md_row(r) for r in graded]
         lines += ["", GRADED_NOTE, ""]
     if agreement["models"] > 1:
         lines.append(
@@ -182,7 +190,7 @@ def markdown(fig: dict[str, Any]) -> str:
     for name, j in fig["judges"].items():
         if j["confusion"]:
             (tn, fp), (fn, tp) = j["confusion"]
-            lines.append(f"- {name}: gold 0 → [{tn}, {fp}], gold 1 → [{fn}, {tp}]")
+            lines.append(f"- {md_text(name)}: gold 0 → [{tn}, {fp}], gold 1 → [{fn}, {tp}]")
     lines.append("")
     return "\n".join(lines)
 
