@@ -222,6 +222,12 @@ def test_auto_engine_follows_the_clusters_gpus_not_the_drivers(monkeypatch):
     assert s.resolve_engine(spec("m"), "transformers") == "transformers"
     s.gpus = 0
     assert s.resolve_engine(spec("m"), None) == "transformers"
+    # A model that ships only as GGUF runs on llamacpp replicas, GPUs or not: transformers
+    # and vLLM could not load its files (the same rule as a local run's).
+    for gpus in (0, 4):
+        s.gpus = gpus
+        assert s.resolve_engine(ModelSpec(name="g", path="/m/judge.Q4_K_M.gguf"), None) == "llamacpp"
+        assert s.resolve_engine(ModelSpec(name="q", embedded="qwen2.5-coder-1.5b-instruct"), None) == "llamacpp"
 
 
 def test_cluster_settings_are_checked():

@@ -154,15 +154,16 @@ def measure(spec: ModelSpec, engine: str) -> EngineOption:
     return EngineOption(engine, True, judgments_per_s=float(json.loads(lines[-1])["judgments_per_s"]))
 
 
-def _native_engine(spec: ModelSpec) -> str:
+def native_engine(spec: ModelSpec, *, gpu: bool | None = None) -> str:
     """The engine of the files ``spec`` ships as: llamacpp for a GGUF path or an embedded model
-    kept as GGUF, else vLLM where CUDA is and transformers elsewhere (also before a pull, so a
-    run names the right missing files)."""
+    kept as GGUF, else vLLM where there is a GPU (``gpu``; None: CUDA on this machine) and
+    transformers elsewhere (also before a pull, so a run names the right missing files). A
+    Ray run passes its cluster's GPUs, which its driver may lack."""
     from localjury._embedded import EMBEDDED
 
     if spec.is_gguf_path or (spec.embedded is not None and not EMBEDDED[spec.embedded].convert):
         return "llamacpp"
-    return "vllm" if _cuda() else "transformers"
+    return "vllm" if (_cuda() if gpu is None else gpu) else "transformers"
 
 
 def _by_rule(spec: ModelSpec, found: list[EngineOption], why: str) -> EngineChoice:
@@ -172,12 +173,12 @@ def _by_rule(spec: ModelSpec, found: list[EngineOption], why: str) -> EngineChoi
             missing = f"not pulled: localjury models pull {spec.name}"
         else:
             missing = "no engine can load it here: " + "; ".join(f"{o.engine} {o.why_not}" for o in found)
-        return EngineChoice(_native_engine(spec), missing, tuple(found))
+        return EngineChoice(native_engine(spec), missing, tuple(found))
     if len(usable) == 1:
         return EngineChoice(usable[0].engine, "the only engine that can load its files here", tuple(found))
     # vLLM where CUDA is, else the engine of the files the model ships as (a GGUF-only embedded
     # model stays on llamacpp when a dequantized folder was added beside it).
-    native = _native_engine(spec)
+    native = native_engine(spec)
     pick = next((o for o in usable if o.engine == native), usable[0])
     return EngineChoice(pick.engine, why, tuple(found))
 

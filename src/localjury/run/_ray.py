@@ -163,6 +163,7 @@ class RaySession:
             ConfigError: A model on a server (a sharded run has nothing to shard for it).
         """
         from localjury.engines import resolve_engine
+        from localjury.engines._auto import native_engine
 
         if spec.is_served:
             raise ConfigError(
@@ -171,7 +172,9 @@ class RaySession:
             )
         name = override or spec.engine
         if name == "auto":
-            return "vllm" if self.gpus > 0 and find_spec("vllm") is not None else "transformers"
+            # The local rule (the engine of the model's files), with the cluster's GPUs: a
+            # GGUF-only model runs on llamacpp replicas, where transformers could not load it.
+            return native_engine(spec, gpu=self.gpus > 0 and find_spec("vllm") is not None)
         return resolve_engine(spec, name)
 
     def placement(self, spec: ModelSpec) -> Placement:
