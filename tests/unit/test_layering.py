@@ -25,6 +25,7 @@ LAYERS = {
     "localjury.tables": 2,
     "localjury.store": 2,
     "localjury.manifest": 2,
+    "localjury.gate": 2,
     "localjury.records": 1,
     "localjury.readers": 1,
     "localjury.registry": 1,

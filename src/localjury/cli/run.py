@@ -33,7 +33,9 @@ from localjury.metrics.base import MAX_STRICTNESS
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from localjury.gate import Gate
     from localjury.manifest import Check
+    from localjury.run.result import RunResult
 
 
 @app.command()
@@ -235,14 +237,27 @@ def run(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="With --dry-run: print the plan as JSON.")] = False,
+    fail_under: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-under",
+            metavar="METRIC=RATE",
+            help="A CI gate (repeatable): after writing every output, exit 3 when METRIC's pass rate (as in the "
+            "summary) is under RATE (0.9 or 90%), listing the records that failed; a metric with no scored record "
+            "fails its bar.",
+        ),
+    ] = None,
 ) -> None:
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary
     (with --dry-run: plan the run and estimate its time instead)."""
+    from localjury.gate import Gate, check_names
     from localjury.report import summary_path_for
     from localjury.run import RunConfig, evaluate
     from localjury.tables import print_summary
 
     metrics = _build_metrics(aspect, criterion, criteria, metric, verdict_first, pairwise)
+    gates = [Gate.parse(text) for text in fail_under or []]
+    check_names(gates, [m.name for m in metrics])
     config = RunConfig.of(
         seed=seed,
         strictness=strictness,
@@ -288,6 +303,20 @@ def run(
     if errors:
         err.print(f"{errors} bad record(s): see the 'error' field in {out_path}", style="yellow")
     out.print(f"results: {out_path}\nsummary: {summary or summary_path_for(out_path)}")
+    if gates:
+        _gate(gates, result)
+
+
+def _gate(gates: list[Gate], result: RunResult) -> None:
+    """Check the run's pass rates against its ``--fail-under`` bars: each met bar on stdout,
+    each missed one on stderr with its failing records, then exit 3 if one was missed."""
+    from localjury.gate import GATE_EXIT, check, describe
+
+    outcomes = check(gates, result.summary, result.iter_results())
+    for outcome in outcomes:
+        (out if outcome.met else err).print(describe(outcome), style=None if outcome.met else "red", soft_wrap=True)
+    if not all(o.met for o in outcomes):
+        raise typer.Exit(GATE_EXIT)
 
 
 def _dry_run(data: Path, metrics: list[Any], config: Any, estimate: int | None, as_json: bool, quiet: bool) -> None:
