@@ -13,6 +13,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 #: its own layer or a lower one.
 LAYERS = {
     "localjury.cli": 4,
+    "localjury.integrations": 4,
     "localjury.run": 3,
     "localjury.runner": 3,
     "localjury.bench": 3,

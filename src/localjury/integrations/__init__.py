@@ -1,0 +1,1 @@
+"""localjury where evaluators already are: a pytest plugin (:mod:`.pytest_plugin`)."""
