@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from localjury._files import check_regular_file, open_regular_file
+from localjury.conversation import from_ragas_turns
 from localjury.errors import ConfigError, MissingDependencyError, RecordError
 from localjury.records import Record, coerce_records, parse_record, raw_id, too_deep
 
@@ -125,8 +126,9 @@ def iter_ragas(dataset: Any) -> Iterator[Record | RecordError]:
     """Read a RAGAS ``EvaluationDataset``-shaped object: each of its ``samples`` (RAGAS's
     ``SingleTurnSample``, or any object or mapping with the same fields) is a record. Its
     ``user_input``, ``response``, ``retrieved_contexts`` and ``reference`` are read; a sample
-    whose ``user_input`` is a conversation (RAGAS's ``MultiTurnSample``) is that record's
-    error. A sample's place in messages is its index in ``samples``: "sample index 3"."""
+    whose ``user_input`` is a conversation (RAGAS's ``MultiTurnSample``: ``HumanMessage``,
+    ``AIMessage`` with its ``tool_calls``, ``ToolMessage``) is a conversation record, its turns
+    the record's ``messages``. A sample's place in messages is its index in ``samples``: "sample index 3"."""
     for i, sample in enumerate(dataset.samples):
         location = f"sample index {i}"
         if isinstance(sample, Mapping):
@@ -135,15 +137,18 @@ def iter_ragas(dataset: Any) -> Iterator[Record | RecordError]:
             raw = {f: v for f in _SAMPLE_FIELDS if (v := getattr(sample, f, None)) is not None}
         turns = raw.get("user_input") if isinstance(raw, Mapping) else None
         if isinstance(turns, list):
-            yield RecordError(
-                f"a multi-turn sample ({type(sample).__name__}: user_input is a conversation of "
-                f"{len(turns)} messages) cannot be judged; localjury judges single-turn samples, a user_input "
-                "string and its response",
-                record_id=raw_id(repr(sample), location),
-                field="user_input",
-                location=location,
-            )
-            continue
+            # A MultiTurnSample: its user_input is the conversation, read as messages.
+            raw = {k: v for k, v in raw.items() if k != "user_input"}
+            try:
+                raw["messages"] = from_ragas_turns(turns)
+            except Exception as exc:
+                yield RecordError(
+                    f"a multi-turn sample whose turns cannot be read as messages ({type(exc).__name__}: {exc})",
+                    record_id=raw_id(repr(sample), location),
+                    field="user_input",
+                    location=location,
+                )
+                continue
         try:
             yield parse_record(raw, location=location)
         except RecordError as exc:

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from localjury.conversation import ChatMessage, parse_messages
 from localjury.errors import RecordError
 
 #: Older field names (RAGAS v1 and many datasets) accepted as aliases of the current ones.
@@ -28,7 +29,8 @@ FIELD_ALIASES: dict[str, str] = {
     "ground_truth": "reference",
 }
 TEXT_FIELDS = ("user_input", "response", "reference", "response_a", "response_b")
-#: The fields a record may hold (besides ``id``); anything else in a row is left to the caller.
+#: The text fields a record may hold (besides ``id`` and ``messages``); anything else in a row
+#: is left to the caller.
 FIELDS = ("user_input", "response", "retrieved_contexts", "reference", "response_a", "response_b")
 _TOO_DEEP = (
     "nested too deeply to read (JSON arrays and objects more than about {limit} levels deep); "
@@ -60,6 +62,9 @@ class Record(BaseModel):
     """Pairwise metrics: the first of the two responses compared."""
     response_b: str | None = None
     """Pairwise metrics: the second of the two responses compared."""
+    messages: list[ChatMessage] | None = None
+    """A conversation, in the OpenAI chat format (see :mod:`localjury.conversation`): its last
+    assistant turn is the response unless ``response`` is given."""
 
     _location: str | None = PrivateAttr(default=None)
     """Where the loader found the record ("d.jsonl line 7", "item 3"), for messages only."""
@@ -77,6 +82,10 @@ def content_id(fields: Mapping[str, Any]) -> str:
     canon = {k: fields.get(k) for k in ("user_input", "response", "retrieved_contexts", "reference")}
     # The pair's fields only where present, so the ids of records without them stay as they were.
     canon.update({k: fields[k] for k in ("response_a", "response_b") if fields.get(k) is not None})
+    if fields.get("messages") is not None:
+        canon["messages"] = [
+            m.model_dump(exclude_none=True) if isinstance(m, ChatMessage) else m for m in fields["messages"]
+        ]
     blob = json.dumps(canon, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
@@ -171,7 +180,7 @@ def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
         if value is None or key == "id":
             continue
         name = FIELD_ALIASES.get(key, key)
-        if name not in FIELDS:
+        if name not in FIELDS and name != "messages":
             continue  # extra columns (labels, metadata) are the caller's business
         if name in fields:
             try:
@@ -195,8 +204,14 @@ def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
                 f'CSV cell must hold a JSON list of strings, e.g. ["passage one"]; got {cell[:60]!r} ({detail})',
             ) from None
 
+    if "messages" in fields:
+        try:
+            fields["messages"] = parse_messages(fields["messages"])
+        except ValueError as exc:
+            field, _, reason = str(exc).partition(": ")
+            raise fail(field, reason) from None
     pair = [name for name in ("response_a", "response_b") if name in fields]
-    if "response" not in fields and not pair:
+    if "response" not in fields and not pair and "messages" not in fields:
         raise fail("response", "missing (also accepted under the alias 'answer'; a pair: response_a and response_b)")
     if len(pair) == 1:
         other = "response_b" if pair == ["response_a"] else "response_a"

@@ -128,6 +128,10 @@ class RecordResult(BaseModel):
     position_consistency: float | None = None
     """Pairwise metrics: the share of the models with a majority in both orders whose two
     majorities agree; null for other metrics, or when no model has both."""
+    turns_cut: int | None = None
+    """Conversation records under ``on_overflow="truncate"``: the most middle turns cut to
+    fit a jury model's context (each prompt shows its cut as ``[… N turns cut …]``); null
+    when none was cut."""
 
 
 class MetricSummary(BaseModel):

@@ -166,7 +166,7 @@ class EvaluationDataset(BaseModel):
         return iter(self.samples)
 
 
-def test_a_ragas_evaluation_dataset_is_judged_and_a_multi_turn_sample_is_its_error():
+def test_a_ragas_evaluation_dataset_is_judged_and_a_multi_turn_sample_is_a_conversation():
     ragas = EvaluationDataset(
         samples=[
             SingleTurnSample(user_input="When?", response="In 1989.", retrieved_contexts=["c"], reference="1989"),
@@ -180,8 +180,10 @@ def test_a_ragas_evaluation_dataset_is_judged_and_a_multi_turn_sample_is_its_err
     from localjury.records import content_id
 
     assert ok.record_id == content_id(expected.model_dump()) and ok.score == 1.0
-    assert multi.error is not None and "(sample index 1), field 'user_input': a multi-turn sample (MultiTurnSample: " \
-        "user_input is a conversation of 1 messages) cannot be judged" in multi.error  # fmt: skip
+    # A conversation record (tests/unit/test_conversation.py): with no assistant turn, the
+    # last turn the criterion judges is missing.
+    assert multi.error is not None and "(sample index 1), field 'messages': metric 'dated' judges the last " \
+        "assistant turn, and the conversation has no assistant turn with text" in multi.error  # fmt: skip
     assert missing.error is not None and "(sample index 2), field 'response': missing" in missing.error
     assert len(ragas.samples) == 3  # read in place, left as it was
 

@@ -28,6 +28,7 @@ LAYERS = {
     "localjury.manifest": 2,
     "localjury.gate": 2,
     "localjury.records": 1,
+    "localjury.conversation": 1,
     "localjury.readers": 1,
     "localjury.registry": 1,
     "localjury._pull": 1,
@@ -48,6 +49,7 @@ LAYERS = {
 ENGINE_FREE = (
     "localjury.voting",
     "localjury.records",
+    "localjury.conversation",
     "localjury.readers",
     "localjury.report",
     "localjury.metrics",

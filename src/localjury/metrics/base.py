@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from localjury.conversation import SCOPES, ChatMessage, Scope, conversation_values, render_conversation
 from localjury.errors import MetricError, RecordError
 from localjury.neutralise import DEFAULT, Neutraliser
 from localjury.records import Record
@@ -138,11 +139,15 @@ class PromptProgram(Generic[InT, OutT]):
         """The user turn for one input: its fields as tagged blocks, absent ones (None, []) left
         out, each value neutralised (``neutralise``: the judge's neutraliser)."""
         neutralise = neutralise.with_tags(self._tags)
-        blocks = [
-            _render_value(name, value, neutralise)
-            for name, value in inp.model_dump().items()
-            if value is not None and value != []
-        ]
+        blocks = []
+        for name, value in inp.model_dump().items():
+            if value is None or value == []:
+                continue
+            turns = getattr(inp, name)
+            if isinstance(turns, list) and all(isinstance(m, ChatMessage) for m in turns):
+                blocks.append(f"<{name}>\n{render_conversation(turns, neutralise)}\n</{name}>")
+            else:
+                blocks.append(_render_value(name, value, neutralise))
         return "\n".join(blocks)
 
     def render_output(self, out: OutT) -> str:
@@ -189,8 +194,14 @@ def bind_input(
     constants: Mapping[str, Any] | None = None,
     sources: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
+    scope: Scope = "last_turn",
 ) -> InT:
     """Fill a program's input model from a record.
+
+    A conversation record (``messages``) fills an input field named ``conversation``: under
+    ``scope="last_turn"`` its last assistant turn with text is the ``response`` (unless the
+    record gives one) and the turns before it are the conversation; under
+    ``scope="conversation"`` every turn is.
 
     A field takes its value from ``extra`` (values computed by an earlier stage), then
     ``constants`` (fixed by the metric, e.g. the criterion), then the record field that
@@ -202,6 +213,7 @@ def bind_input(
             or a value does not fit the input model.
     """
     values: dict[str, Any] = {}
+    extra = {**conversation_values(model, record, metric, scope), **(extra or {})}
     for name, info in model.model_fields.items():
         if extra and name in extra:
             values[name] = extra[name]
@@ -306,6 +318,9 @@ class JudgeMetric(Metric):
         strictness: Samples per model (k).
         tie_break: ``"fail"`` (default), ``"pass"`` or ``"abstain"`` for an even split.
         description: One line for summaries.
+        scope: For conversation records and an input model with a ``conversation`` field:
+            ``"last_turn"`` (default) judges the last assistant turn as the response, the
+            turns before it shown as context; ``"conversation"`` judges every turn.
     """
 
     kind: ClassVar[str | None] = "judge"
@@ -323,8 +338,12 @@ class JudgeMetric(Metric):
         strictness: int = 1,
         tie_break: TieBreak = "fail",
         description: str = "",
+        scope: Scope = "last_turn",
     ) -> None:
         super().__init__(name, strictness=strictness, tie_break=tie_break)
+        if scope not in SCOPES:
+            raise MetricError(f"metric {name!r}: unknown scope {scope!r}; expected one of: {', '.join(SCOPES)}")
+        self.scope: Scope = scope
         verdict = output_model.model_fields.get("verdict")
         if verdict is None or verdict.annotation not in (Literal[0, 1], Literal[1, 0]):
             raise MetricError(f"metric {name!r}: the output model needs a field `verdict: Literal[0, 1]`")
@@ -347,7 +366,14 @@ class JudgeMetric(Metric):
 
     def bind(self, record: Record) -> BaseModel:
         """The program's input for ``record``; RecordError naming the field if it lacks one."""
-        return bind_input(self.program.input_model, record, self.name, constants=self.constants, sources=self.sources)
+        return bind_input(
+            self.program.input_model,
+            record,
+            self.name,
+            constants=self.constants,
+            sources=self.sources,
+            scope=self.scope,
+        )
 
     def messages(self, record: Record, neutralise: Neutraliser = DEFAULT) -> list[Message]:
         """Return the chat messages that ask the judge about ``record`` (its text passed

@@ -98,7 +98,9 @@ def _result(run: Run, plan: Planned, stored: dict[str, list[list[Stored | None]]
             extracted_by=extracted_by,
         )
     judged = [_judge(run, plan, model, stored[model.spec.name]) for model in run.models if plan.requests]
-    return judging.result(plan.record, plan.context, judged, extracted_by)
+    result = judging.result(plan.record, plan.context, judged, extracted_by)
+    cut = max((q.turns_cut for prompts in plan.requests.values() for part in prompts for q in part), default=0)
+    return result.model_copy(update={"turns_cut": cut}) if cut else result
 
 
 def _judge(

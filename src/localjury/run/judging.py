@@ -20,7 +20,7 @@ from localjury.metrics.base import JudgeMetric, Metric
 from localjury.records import Record
 from localjury.report import InvalidSample, ModelJudgment, RecordResult
 from localjury.run.config import OverflowPolicy
-from localjury.run.plan import fit
+from localjury.run.plan import fit_counted
 from localjury.run.state import JuryModel, Request
 from localjury.store import Stored
 from localjury.voting import (
@@ -142,9 +142,10 @@ class VerdictJudging(JudgingBase):
     def requests(self, model: JuryModel, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
         budget = model.max_tokens
         render = partial(self.metric.messages, neutralise=model.neutralise)
-        messages = fit(on_overflow, model, record, budget, render(record), render)
+        messages, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
         schema = self.metric.json_schema()
-        return [Request((record.id, self.metric.name), messages, schema, self.k, budget, model.temperature)]
+        key = (record.id, self.metric.name)
+        return [Request(key, messages, schema, self.k, budget, model.temperature, turns_cut=cut)]
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
         votes = [self.metric.parse(c.text, finished=c.finished).vote for c in samples]

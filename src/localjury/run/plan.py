@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from localjury.conversation import cut_turns, last_turn_split
 from localjury.errors import RecordError
 from localjury.metrics.base import Message
 from localjury.readers import record_reader
@@ -71,17 +72,45 @@ def fit(
     messages: list[Message],
     render: Callable[[Record], list[Message]],
 ) -> list[Message]:
-    """Under ``on_overflow="truncate"``, cut the record's retrieved contexts (longest
-    first, each cut marked in the text) until the prompt's estimated length leaves
-    ``budget`` output tokens in the model's context. The estimate is by characters
-    (CHARS_PER_TOKEN), so it needs no tokenizer and every pass builds the same prompt;
-    a prompt still too long after it is the model's error for that record."""
-    if on_overflow != "truncate" or not record.retrieved_contexts:
-        return messages
+    """:func:`fit_counted`'s prompt, without the count of the turns cut."""
+    return fit_counted(on_overflow, model, record, budget, messages, render)[0]
+
+
+def fit_counted(
+    on_overflow: OverflowPolicy,
+    model: JuryModel,
+    record: Record,
+    budget: int,
+    messages: list[Message],
+    render: Callable[[Record], list[Message]],
+) -> tuple[list[Message], int]:
+    """Under ``on_overflow="truncate"``, fit the prompt to the model's context, leaving
+    ``budget`` output tokens: first cut a conversation's middle turns (:func:`cut_conversation`),
+    then the record's retrieved contexts (longest first, each cut marked in the text). The
+    estimate is by characters (CHARS_PER_TOKEN), so it needs no tokenizer and every pass
+    builds the same prompt; a prompt still too long after it is the model's error for that
+    record. Returns the prompt and the number of turns cut (0 when none was)."""
+    if on_overflow != "truncate" or not (record.retrieved_contexts or record.messages):
+        return messages, 0
     allowed = int((model.spec.context_length - budget) * CHARS_PER_TOKEN)
-    excess = sum(len(m["content"]) for m in messages) - allowed
+
+    def length(msgs: list[Message]) -> int:
+        return sum(len(m["content"]) for m in msgs)
+
+    excess = length(messages) - allowed
     if excess <= 0:
-        return messages
+        return messages, 0
+    turns_cut = 0
+    if record.messages:
+        shorter, turns_cut = cut_conversation(record, lambda r: length(render(r)) <= allowed)
+        cut_messages = render(shorter)
+        if turns_cut and length(cut_messages) < length(messages):  # the prompt shows the conversation
+            record, messages = shorter, cut_messages
+            excess = length(messages) - allowed
+        else:
+            turns_cut = 0
+    if excess <= 0 or not record.retrieved_contexts:
+        return messages, turns_cut
     contexts = list(record.retrieved_contexts)
     while excess > 0:
         i = max(range(len(contexts)), key=lambda j: len(contexts[j]))
@@ -91,9 +120,29 @@ def fit(
         cut = min(excess + len(TRUNCATION_MARK.format(n=10**9)), len(contexts[i]))
         keep = contexts[i][: len(contexts[i]) - cut]
         contexts[i] = keep + TRUNCATION_MARK.format(n=len(record.retrieved_contexts[i]) - len(keep))
-        excess = sum(len(m["content"]) for m in render(record.model_copy(update={"retrieved_contexts": contexts})))
-        excess -= allowed
-    return render(record.model_copy(update={"retrieved_contexts": contexts}))
+        excess = length(render(record.model_copy(update={"retrieved_contexts": contexts}))) - allowed
+    return render(record.model_copy(update={"retrieved_contexts": contexts})), turns_cut
+
+
+def cut_conversation(record: Record, fits: Callable[[Record], bool]) -> tuple[Record, int]:
+    """The record with the fewest of its conversation's middle turns cut for ``fits``, by
+    the stated rule (:func:`~localjury.conversation.cut_turns`: the system prompt, the first
+    user turn and the most recent turns are kept, one ``[… N turns cut …]`` turn stands for
+    the rest), and N. The last assistant turn and what follows it are always kept; when
+    even the shortest cut does not fit, that shortest cut is returned."""
+    turns = record.messages or []
+    split = last_turn_split(turns)
+    least = len(turns) - len(split[0]) if split is not None else 1
+    lo, hi = least, len(turns)  # the most recent turns kept: hi keeps all
+    while lo < hi:  # the most recent turns kept such that the prompt fits
+        mid = (lo + hi + 1) // 2
+        kept, _ = cut_turns(turns, mid)
+        if fits(record.model_copy(update={"messages": kept})):
+            lo = mid
+        else:
+            hi = mid - 1
+    kept, n = cut_turns(turns, lo)
+    return (record.model_copy(update={"messages": kept}), n) if n else (record, 0)
 
 
 def _utf8_size(text: str) -> int:

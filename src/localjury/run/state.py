@@ -69,6 +69,8 @@ class Request:
     max_tokens: int
     temperature: float
     first_sample: int = 0
+    turns_cut: int = 0
+    """The conversation turns cut to fit the model's context (not part of the store key)."""
 
 
 @dataclass(frozen=True)

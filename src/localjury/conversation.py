@@ -1,0 +1,224 @@
+"""Conversation records: ``messages`` in the OpenAI chat format, validated, rendered for a
+judge as data, and cut to a judge's context by a stated rule.
+
+A message has a ``role`` (``system``, ``user``, ``assistant`` or ``tool``) and ``content``
+(a string, or None for an assistant turn that only calls tools); an assistant turn may carry
+``tool_calls`` (``{"id", "type": "function", "function": {"name", "arguments"}}``, the
+arguments a JSON string), a tool result its ``tool_call_id`` and the tool's ``name``.
+
+The judge reads a conversation as tagged blocks, one a turn (``<turn index="2" role="tool"
+name="search">``), each tool call its own ``<call name="...">`` block, every text
+(content, names, arguments) through the same neutraliser as the rest of the record.
+
+The cut (:func:`cut_turns`) keeps the system prompt, the first user turn and the most recent
+turns, and puts one ``[… N turns cut …]`` turn in place of the middle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, field_validator
+
+from localjury.errors import RecordError
+from localjury.neutralise import Neutraliser
+
+if TYPE_CHECKING:
+    from localjury.records import Record
+
+Scope = Literal["last_turn", "conversation"]
+SCOPES: tuple[str, ...] = ("last_turn", "conversation")
+#: The tags a rendered conversation uses, neutralised in the text it holds.
+CONVERSATION_TAGS = ("conversation", "turn", "call")
+#: The text of the turn put in place of the turns a cut removes.
+CUT_MARK = "[… {n} turns cut …]"
+
+
+class FunctionCall(BaseModel):
+    """The function an assistant turn calls: its name and its arguments as a JSON string."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    name: str
+    arguments: str = "{}"
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _arguments(cls, value: Any) -> Any:
+        if isinstance(value, dict):  # some tools save the decoded object: keep it as JSON text
+            return json.dumps(value, ensure_ascii=False)
+        if value is None:
+            return "{}"
+        if isinstance(value, str):
+            try:
+                json.loads(value)
+            except ValueError:
+                raise ValueError("not valid JSON") from None
+        return value
+
+
+class ToolCall(BaseModel):
+    """One tool call of an assistant turn."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _type(cls, value: Any) -> Any:
+        return "function" if value is None else value
+
+
+class ChatMessage(BaseModel):
+    """One message of a conversation, in the OpenAI chat format."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    """An assistant turn's tool calls."""
+    tool_call_id: str | None = None
+    """A tool result: the id of the call it answers."""
+    name: str | None = None
+    """A tool result: the tool's name."""
+
+    _cut: int = PrivateAttr(default=0)
+    """Not a message: the mark that stands for this many turns a cut removed."""
+
+
+def parse_messages(value: Any) -> list[ChatMessage]:
+    """Validate a record's ``messages``.
+
+    Raises:
+        ValueError: ``"messages[2].tool_calls[0].function.arguments: not valid JSON"``: the
+            first problem, its place named as a path from ``messages``.
+    """
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"messages: must be a list of messages, got {type(value).__name__}")
+    if not value:
+        raise ValueError("messages: must hold at least one message")
+    out = []
+    for i, item in enumerate(value):
+        if hasattr(item, "model_dump") and not isinstance(item, ChatMessage):
+            item = item.model_dump()
+        try:
+            out.append(ChatMessage.model_validate(item))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+            msg = first["msg"].removeprefix("Value error, ")
+            raise ValueError(f"messages[{i}]{where}: {msg}") from None
+        if out[-1].role == "tool" and out[-1].content is None:
+            raise ValueError(f"messages[{i}].content: a tool result needs its content")
+    return out
+
+
+def from_ragas_turns(turns: Sequence[Any]) -> list[dict[str, Any]]:
+    """Turn a RAGAS ``MultiTurnSample``'s ``user_input`` (``HumanMessage``, ``AIMessage``,
+    ``ToolMessage``: ``.type`` and ``.content``, ``AIMessage.tool_calls`` of ``.name`` and
+    ``.args``) into chat messages; mappings with a ``role`` are taken as they are."""
+    roles = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+    out: list[dict[str, Any]] = []
+    for turn in turns:
+        if isinstance(turn, dict):
+            out.append(turn)
+            continue
+        kind = getattr(turn, "type", None) or getattr(turn, "role", None)
+        message: dict[str, Any] = {"role": roles.get(str(kind), kind), "content": getattr(turn, "content", None)}
+        calls = getattr(turn, "tool_calls", None)
+        if calls:
+            message["tool_calls"] = [
+                {"type": "function", "function": {"name": c.name, "arguments": json.dumps(c.args, default=str)}}
+                for c in calls
+            ]
+        out.append(message)
+    return out
+
+
+def last_turn_split(messages: Sequence[ChatMessage]) -> tuple[list[ChatMessage], ChatMessage] | None:
+    """The turns before the last assistant turn with text, and that turn; None without one."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "assistant" and messages[i].content:
+            return list(messages[:i]), messages[i]
+    return None
+
+
+def cut_turns(messages: Sequence[ChatMessage], keep_recent: int) -> tuple[list[ChatMessage], int]:
+    """Keep the system prompt(s) at the start, the first user turn and the ``keep_recent``
+    most recent turns; put one user turn saying ``[… N turns cut …]`` in place of the N turns
+    between them (rendered as a bare line, not a turn). Returns the turns and N (0: nothing
+    cut, the turns as given)."""
+    head = 0
+    while head < len(messages) and messages[head].role == "system":
+        head += 1
+    first_user = next((i for i in range(head, len(messages)) if messages[i].role == "user"), None)
+    if first_user is not None:
+        head = first_user + 1
+    start = max(head, len(messages) - max(keep_recent, 0))
+    n = start - head
+    if n <= 0:
+        return list(messages), 0
+    mark = ChatMessage(role="user", content=CUT_MARK.format(n=n))
+    mark._cut = n
+    return [*messages[:head], mark, *messages[start:]], n
+
+
+def render_conversation(messages: Sequence[ChatMessage], neutralise: Neutraliser) -> str:
+    """The body of a ``<conversation>`` block: one ``<turn>`` block a message, its role,
+    a tool result's tool name and call id as attributes, each tool call a ``<call>``
+    block of its JSON arguments; every text neutralised (``neutralise``: the judge's)."""
+    neutralise = neutralise.with_tags(CONVERSATION_TAGS)
+
+    def attr(value: str) -> str:
+        return json.dumps(neutralise(value), ensure_ascii=False)
+
+    blocks = []
+    index = 0
+    for m in messages:
+        if m._cut:
+            index += m._cut
+            blocks.append(CUT_MARK.format(n=m._cut))
+            continue
+        index += 1
+        attrs = f'index="{index}" role="{m.role}"'
+        if m.name is not None:
+            attrs += f" name={attr(m.name)}"
+        if m.tool_call_id is not None:
+            attrs += f" tool_call_id={attr(m.tool_call_id)}"
+        parts = [neutralise(m.content)] if m.content else []
+        for call in m.tool_calls or ():
+            call_attrs = f"name={attr(call.function.name)}" + (f" id={attr(call.id)}" if call.id else "")
+            parts.append(f"<call {call_attrs}>\n{neutralise(call.function.arguments)}\n</call>")
+        body = "\n".join(parts)
+        blocks.append(f"<turn {attrs}>\n{body}\n</turn>")
+    return "\n".join(blocks)
+
+
+def conversation_values(model: type[BaseModel], record: Record, metric: str, scope: Scope) -> dict[str, Any]:
+    """The ``conversation`` (and, judging the last turn, the ``response``) a conversation
+    record gives an input model with a ``conversation`` field; {} otherwise.
+
+    Raises:
+        RecordError: Judging the last turn of a conversation without an assistant turn with text.
+    """
+    if record.messages is None or "conversation" not in model.model_fields:
+        return {}
+    if scope == "conversation" or record.response is not None:
+        return {"conversation": list(record.messages)}
+    split = last_turn_split(record.messages)
+    if split is None:
+        raise RecordError(
+            f"metric {metric!r} judges the last assistant turn, and the conversation has no assistant turn "
+            "with text; judge the whole conversation with scope='conversation'",
+            record_id=record.id,
+            field="messages",
+            location=record._location,
+        )
+    before, last = split
+    return {"response": last.content, "conversation": before or None}
