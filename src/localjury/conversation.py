@@ -169,6 +169,16 @@ def cut_turns(messages: Sequence[ChatMessage], keep_recent: int) -> tuple[list[C
     return [*messages[:head], mark, *messages[start:]], n
 
 
+def turn_texts(messages: Sequence[ChatMessage]) -> list[str]:
+    """Every text of the turns that reaches a prompt: contents, names, ids and arguments."""
+    texts = []
+    for m in messages:
+        texts += [t for t in (m.content, m.name, m.tool_call_id) if t]
+        for call in m.tool_calls or ():
+            texts += [call.function.name, call.function.arguments, *([call.id] if call.id else [])]
+    return texts
+
+
 def render_conversation(messages: Sequence[ChatMessage], neutralise: Neutraliser) -> str:
     """The body of a ``<conversation>`` block: one ``<turn>`` block a message, its role,
     a tool result's tool name and call id as attributes, each tool call a ``<call>``

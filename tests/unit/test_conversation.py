@@ -267,3 +267,25 @@ def test_a_ragas_multi_turn_sample_is_a_conversation_record():
     call = (record.messages[1].tool_calls or [])[0].function
     assert (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Paris"})
     assert "<response>\n18C.\n</response>" in user_turn(record)
+
+
+def test_a_conversation_too_long_for_every_judge_is_its_records_error_before_any_tokenizer(tmp_path):
+    calls: list = []
+    big = "x" * (1 << 20)
+    turns = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": json.dumps({"a": big})}}]},
+        {"role": "tool", "content": big},
+        {"role": "assistant", "content": "a"},
+    ]
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "big", "messages": turns}) + "\n" + json.dumps(ROW) + "\n")
+    result = evaluate(
+        data, [DATED], [spec("A", context_length=4096)], use_cache=False, engine_factory=factory(ok, [], calls)
+    )
+    big_result, fine = result.results
+    assert fine.score == 1.0 and sum(len(c["prompts"]) for c in calls) == 1
+    assert big_result.error is not None and big_result.error.startswith(
+        "record 'big' (d.jsonl line 1), field 'messages': 4 turns of 2,097,164 bytes in all, over the "
+        "1,048,576-byte bound for the context of model 'A'"
+    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localjury.conversation import cut_turns, last_turn_split
+from localjury.conversation import cut_turns, last_turn_split, turn_texts
 from localjury.errors import RecordError
 from localjury.metrics.base import Message
 from localjury.readers import record_reader
@@ -155,24 +155,25 @@ def _utf8_size(text: str) -> int:
 
 def over_bound(record: Record, models: list[JuryModel]) -> str | None:
     """The record's error when one of its text fields (``retrieved_contexts`` all its passages
-    together) is longer than :data:`MAX_TOKEN_BYTES` bytes a token of the longest context in
-    the jury: no judge could read it whole, and tokenizing it could end the process. None
-    when every field is under the bound; a field under it but over a model's context is that
-    model's error, found when its prompt is counted."""
+    together, ``messages`` all its turns' texts) is longer than :data:`MAX_TOKEN_BYTES` bytes a
+    token of the longest context in the jury: no judge could read it whole, and tokenizing it
+    could end the process. None when every field is under the bound; a field under it but
+    over a model's context is that model's error, found when its prompt is counted."""
     widest = max(models, key=lambda m: m.spec.context_length)
     context = widest.spec.context_length
     bound = context * MAX_TOKEN_BYTES
-    for name in FIELDS:
+    for name in (*FIELDS, "messages"):
         value = getattr(record, name)
         if value is None:
             continue
-        texts = value if isinstance(value, list) else [value]
+        texts = turn_texts(value) if name == "messages" else value if isinstance(value, list) else [value]
         if sum(len(t) for t in texts) * 4 <= bound:
             continue  # under the bound whatever the characters (4 bytes at most each in UTF-8)
         size = sum(_utf8_size(t) for t in texts)
         if size <= bound:
             continue
-        what = f"{len(texts):,} passages of {size:,} bytes in all" if isinstance(value, list) else f"{size:,} bytes"
+        parts = "turns" if name == "messages" else "passages"
+        what = f"{len(value):,} {parts} of {size:,} bytes in all" if isinstance(value, list) else f"{size:,} bytes"
         whose = "the longest in the jury, " if len(models) > 1 else ""
         error = RecordError(
             f"{what}, over the {bound:,}-byte bound for the context of model {widest.spec.name!r} "
