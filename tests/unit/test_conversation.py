@@ -289,3 +289,17 @@ def test_a_conversation_too_long_for_every_judge_is_its_records_error_before_any
         "record 'big' (d.jsonl line 1), field 'messages': 4 turns of 2,097,164 bytes in all, over the "
         "1,048,576-byte bound for the context of model 'A'"
     )
+
+
+def test_a_criteria_file_gives_each_criterion_its_scope(tmp_path):
+    from localjury.errors import ConfigError
+    from localjury.metrics.spec import criteria_metrics
+
+    path = tmp_path / "c.yaml"
+    path.write_text("- {name: whole, definition: The assistant stays polite., scope: conversation}\n"
+                    "- {name: last, definition: The response is polite.}\n")  # fmt: skip
+    whole, last = criteria_metrics(path)
+    assert (whole.scope, last.scope) == ("conversation", "last_turn")  # type: ignore[attr-defined]
+    path.write_text("- {name: x, definition: y, scope: everything}\n")
+    with pytest.raises(ConfigError, match=r"criterion 'x'.*unknown scope 'everything'"):
+        criteria_metrics(path)

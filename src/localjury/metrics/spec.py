@@ -34,7 +34,8 @@ def metric_from_string(text: str, *, strictness: int = 1, verdict_first: bool = 
 
 
 def read_criteria(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
-    """Read criteria from YAML: ``name: text`` pairs, or a list of {name, definition, ...}.
+    """Read criteria from YAML: ``name: text`` pairs, or a list of {name, definition, ...}
+    (``strictness``, ``tie_break``, and ``scope`` for conversation records).
 
     Raises:
         ConfigError: The file cannot be read or is not of that shape.
@@ -53,7 +54,7 @@ def read_criteria(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
             if not isinstance(entry, dict) or not {"name", "definition"} <= entry.keys():
                 raise ConfigError(f"criteria file {path}: item {i} needs 'name' and 'definition'")
             extra = {k: v for k, v in entry.items() if k not in ("name", "definition")}
-            unknown = set(extra) - {"strictness", "tie_break"}
+            unknown = set(extra) - {"strictness", "tie_break", "scope"}
             if unknown:
                 raise ConfigError(f"criteria file {path}: item {i} has unknown keys: {', '.join(sorted(unknown))}")
             items.append((str(entry["name"]), str(entry["definition"]), extra))
