@@ -117,7 +117,7 @@ def parse_record(raw: Any, *, location: str | None = None, csv_cells: bool = Fal
         raw: The decoded row, e.g. a JSON object.
         location: Where the row sits in its file, for error messages ("line 7").
         csv_cells: The row comes from a CSV file: every cell is a string, an empty cell
-            means "absent", and ``retrieved_contexts`` is a JSON-encoded list.
+            means "absent", and ``retrieved_contexts`` and ``messages`` are JSON-encoded lists.
 
     Returns:
         The validated record.
@@ -191,18 +191,21 @@ def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
                 raise fail(name, f"given both as {name!r} and as its alias {key!r} with different values")
         fields[name] = value
 
-    if csv_cells and isinstance(fields.get("retrieved_contexts"), str):
-        cell = fields["retrieved_contexts"]
+    for name, example in (
+        ("retrieved_contexts", '["passage one"]'),
+        ("messages", '[{"role": "user", "content": "hi"}]'),
+    ):
+        if not (csv_cells and isinstance(fields.get(name), str)):
+            continue
+        cell = fields[name]
         try:
-            fields["retrieved_contexts"] = json.loads(cell)
+            fields[name] = json.loads(cell)
         except RecursionError:
-            raise fail("retrieved_contexts", "CSV cell " + too_deep()) from None
+            raise fail(name, "CSV cell " + too_deep()) from None
         except ValueError as exc:  # JSONDecodeError, or a number longer than Python writes
             detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-            raise fail(
-                "retrieved_contexts",
-                f'CSV cell must hold a JSON list of strings, e.g. ["passage one"]; got {cell[:60]!r} ({detail})',
-            ) from None
+            what = "a JSON list of strings" if name == "retrieved_contexts" else "a JSON list of messages"
+            raise fail(name, f"CSV cell must hold {what}, e.g. {example}; got {cell[:60]!r} ({detail})") from None
 
     if "messages" in fields:
         try:

@@ -303,3 +303,15 @@ def test_a_criteria_file_gives_each_criterion_its_scope(tmp_path):
     path.write_text("- {name: x, definition: y, scope: everything}\n")
     with pytest.raises(ConfigError, match=r"criterion 'x'.*unknown scope 'everything'"):
         criteria_metrics(path)
+
+
+def test_a_csv_cell_holds_the_messages_as_json(tmp_path):
+    path = tmp_path / "d.csv"
+    pd.DataFrame([{"id": "c1", "messages": json.dumps(MESSAGES)}, {"id": "c2", "messages": "[{oops"}]).to_csv(
+        path, index=False
+    )
+    good, bad = iter_records(path)
+    assert good == parse_record(ROW)
+    assert str(bad).startswith(
+        "record 'c2' (d.csv row 2), field 'messages': CSV cell must hold a JSON list of messages, e.g. [{"
+    )
