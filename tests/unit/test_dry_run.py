@@ -158,21 +158,36 @@ def test_a_dry_run_is_local_and_its_estimate_not_negative():
         plan(estimate=-1)
 
 
+class Clock:
+    """``time.perf_counter`` for the run's timings, moved only by the engine: the figures are
+    exactly the engine's costs, whatever else the machine is doing (sleeps were timed with
+    the real clock, and a loaded machine added its own delays to them)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class SlowEngine(ScriptedEngine):
     """0.3 s once (as building a schema index costs), and per call 0.2 s whatever its size (a
     small batch decoding on a CPU) plus 0.02 s a sample; a warm-up call of one token costs no
-    decoding."""
+    decoding. The seconds pass on ``clock``."""
 
     made = 0
+    clock: Clock
 
     def generate(self, prompts, *, n, sampling, **kw):
         decoding = 0.2 + 0.02 * n * len(prompts) if sampling.max_tokens > 1 else 0.0
-        time.sleep((0.3 if self.made == 0 else 0.0) + decoding)
+        self.clock.now += (0.3 if self.made == 0 else 0.0) + decoding
         self.made += 1
         return super().generate(prompts, n=n, sampling=sampling, **kw)
 
 
-def test_the_estimate_adds_the_one_time_costs_once_and_extrapolates_per_engine_batch():
+def test_the_estimate_adds_the_one_time_costs_once_and_extrapolates_per_engine_batch(monkeypatch):
+    monkeypatch.setattr(SlowEngine, "clock", Clock(), raising=False)
+    monkeypatch.setattr(time, "perf_counter", SlowEngine.clock)
     result = dry_run(
         RECORDS,
         [DATED, SHORT],
@@ -184,9 +199,10 @@ def test_the_estimate_adds_the_one_time_costs_once_and_extrapolates_per_engine_b
     )
     (e,) = [m.estimate for m in result.models]
     assert e is not None and e.judgments == 12
-    assert e.warmup_seconds == pytest.approx(0.3, abs=0.1)
-    assert e.batch_seconds == pytest.approx(0.2, abs=0.08)
-    assert e.prompt_seconds == pytest.approx(0.06, abs=0.03)  # 3 samples of 0.02 s
+    assert e.load_seconds == 0.0  # the fake engine loads in no time
+    assert e.warmup_seconds == pytest.approx(0.3)
+    assert e.batch_seconds == pytest.approx(0.2)
+    assert e.prompt_seconds == pytest.approx(0.06)  # 3 samples of 0.02 s
     # 8 prompts (nothing kept without a store) in batches of 3: 3 + 3 + 2
     batches = 3 * e.batch_seconds + 8 * e.prompt_seconds
     assert e.seconds == pytest.approx(e.load_seconds + e.warmup_seconds + batches, abs=2e-3)
