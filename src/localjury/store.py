@@ -35,6 +35,12 @@ CREATE TABLE IF NOT EXISTS generations (
     value TEXT NOT NULL
 )
 """
+#: ``PRAGMA application_id`` of a judgment store ("LJRY"): a database without it is not ours.
+APPLICATION_ID = 0x4C4A5259
+#: ``PRAGMA user_version``: the store's format; a newer one is refused.
+SCHEMA_VERSION = 1
+#: ``PRAGMA table_info(generations)`` of the format: how a store made before the marker is known.
+_COLUMNS = [(0, "key", "TEXT", 0, None, 1), (1, "value", "TEXT", 1, None, 0)]
 
 #: The way out of a store that cannot be used, whatever the cause.
 # Settings are named as `name` (or `name=value`): the CLI shows its flags in their place.
@@ -86,19 +92,28 @@ def _decode(text: str) -> Stored:
 class JudgmentStore:
     """Generations by key, in one SQLite file.
 
+    A new or empty file is made a store, marked as localjury's (``PRAGMA application_id``
+    and ``user_version``); a store an earlier localjury made (its ``generations`` table and
+    nothing else) is marked; any other SQLite database is refused, untouched.
+
     Args:
         path: The database file; created with its folder when missing.
         timeout: Seconds to wait for a lock another process holds (another run on the same
             file) before giving up.
 
+    Attributes:
+        kept: The samples this connection committed (what a failed run can say it kept).
+
     Raises:
         ConfigError: The path is a folder or cannot be created, the file or its folder is
-            read-only, the file is not an SQLite database, or it is corrupt.
+            read-only, the file is not an SQLite database, another program's database, a
+            newer localjury's store, or corrupt.
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 60.0) -> None:
         self.path = Path(path)
         self.timeout = timeout
+        self.kept = 0
         where = f"judgment cache {self.path}"
         if self.path.is_dir():
             raise ConfigError(
@@ -132,9 +147,13 @@ class JudgmentStore:
             problems = [row[0] for row in self._db.execute("PRAGMA quick_check(1)")]
             if problems != ["ok"]:
                 raise ConfigError(f"{where} is corrupt (SQLite quick_check: {_one_line(problems)}); {_CORRUPT_FIX}")
+            marked = _require_ours(self._db, where)  # before anything writes: another program's file stays as it is
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
+            if not marked:
+                self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._db.commit()
         except sqlite3.Error as exc:
             self._db.close()
@@ -193,6 +212,7 @@ class JudgmentStore:
                 "INSERT OR REPLACE INTO generations (key, value) VALUES (?, ?)",
                 [(k, _encode(v)) for k, v in items.items()],
             )
+        self.kept += sum(len(v) for v in items.values() if not isinstance(v, str))
 
     def __len__(self) -> int:
         with self._guard("count the generations in"):
@@ -201,6 +221,40 @@ class JudgmentStore:
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+
+
+def _require_ours(db: sqlite3.Connection, where: str) -> bool:
+    """Refuse a database that is not a judgment store (by its marker, or for a store made
+    before the marker, by its one table and that table's columns) or is a newer one's;
+    whether it is marked already.
+
+    Raises:
+        ConfigError: Naming what the file holds and the fix.
+    """
+    app = db.execute("PRAGMA application_id").fetchone()[0]
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if app == APPLICATION_ID:
+        if version > SCHEMA_VERSION:
+            raise ConfigError(
+                f"{where} was written by a newer localjury (store format {version}; this one reads up to "
+                f"{SCHEMA_VERSION}); upgrade localjury, or {_ELSEWHERE}"
+            )
+        return True
+    objects = [
+        name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name")
+    ]
+    earlier = objects == ["generations"] and list(db.execute("PRAGMA table_info(generations)")) == _COLUMNS
+    if (not objects or earlier) and app == 0:
+        return False
+    holds = (
+        f"application_id {app:#x}"
+        if app
+        else f"tables: {', '.join(objects[:5])}" + (f" and {len(objects) - 5} more" if len(objects) > 5 else "")
+    )
+    raise ConfigError(
+        f"{where} is not a localjury judgment store: it is another program's SQLite database ({holds}), "
+        f"left as it is; {_ELSEWHERE}"
+    )
 
 
 def _one_line(problems: list[str]) -> str:

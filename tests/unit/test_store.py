@@ -345,3 +345,94 @@ def test_a_stored_value_no_localjury_wrote_is_a_store_error(tmp_path):
     with pytest.raises(StoreError, match=r"holds an unreadable generation .*move it aside or delete it"):
         store.get_many(["k"])
     store.close()
+
+
+# -- a database that is not a judgment store ----------------------------------------------------
+def another_programs_db(path, *statements):
+    db = sqlite3.connect(path)
+    for statement in statements or ("CREATE TABLE foo (a INTEGER, b TEXT)", "INSERT INTO foo VALUES (1, 'x')"):
+        db.execute(statement)
+    db.commit()
+    db.close()
+    return path.read_bytes()
+
+
+FOREIGN = [
+    ("a table of its own", (), "tables: foo"),
+    ("its own application_id", ("PRAGMA application_id = 4660",), "application_id 0x1234"),
+    ("a generations table of other columns", ("CREATE TABLE generations (id INTEGER PRIMARY KEY, blob BLOB)",),
+     "tables: generations"),
+    ("our table beside others", ("CREATE TABLE generations (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                                 "CREATE TABLE users (name TEXT)"), "tables: generations, users"),
+    ("a view", ("CREATE VIEW v AS SELECT 1",), "tables: v"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "statements", "holds"), FOREIGN, ids=[c[0] for c in FOREIGN])
+def test_another_programs_database_is_refused_and_left_as_it_is(tmp_path, case, statements, holds):
+    path = tmp_path / "other.db"
+    before = another_programs_db(path, *statements)
+    with pytest.raises(ConfigError, match=rf"other\.db is not a localjury judgment store: it is another program's "
+                       rf"SQLite database \({holds}\), left as it is; pass another file as `cache`"):  # fmt: skip
+        JudgmentStore(path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]  # no -wal or -shm left either
+
+
+def test_the_cli_refuses_another_programs_database_as_cache_with_exit_2(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")  # never loaded: the store check stops the run first
+    (model_dir / "model.safetensors").write_bytes(b"\x02\x00\x00\x00\x00\x00\x00\x00{}")
+    other = tmp_path / "app.sqlite"
+    before = another_programs_db(other)
+    proc = localjury("run", str(data), "--aspect", "coherence", "--models", str(model_dir), "--cache", str(other),
+                     "--quiet", "--out", str(tmp_path / "r.jsonl"))  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "is not a localjury judgment store" in proc.stderr and "Traceback" not in proc.stderr
+    assert other.read_bytes() == before and not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_store_an_earlier_localjury_made_is_kept_and_marked(tmp_path):
+    path = tmp_path / "old.sqlite"
+    another_programs_db(
+        path,
+        "CREATE TABLE generations (\n    key TEXT PRIMARY KEY,\n    value TEXT NOT NULL\n)",
+        """INSERT INTO generations VALUES ('k', '{"error": "an error"}')""",
+    )
+    store = JudgmentStore(path)
+    assert store.get_many(["k"]) == {"k": "an error"}
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA application_id").fetchone()[0] == 0x4C4A5259
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    db.close()
+
+
+@pytest.mark.parametrize("empty", ["a new path", "an empty file", "an empty database"])
+def test_a_new_or_empty_file_becomes_a_marked_store(tmp_path, empty):
+    path = tmp_path / "s.sqlite"
+    if empty == "an empty file":
+        path.write_bytes(b"")
+    elif empty == "an empty database":
+        another_programs_db(path, "CREATE TABLE t (x)", "DROP TABLE t")
+    JudgmentStore(path).close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA application_id").fetchone()[0] == 0x4C4A5259
+    db.close()
+    JudgmentStore(path).close()  # and opens again as ours
+
+
+def test_a_store_of_a_newer_localjury_is_refused(tmp_path):
+    path = tmp_path / "s.sqlite"
+    JudgmentStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 2")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(ConfigError, match=r"written by a newer localjury \(store format 2; this one reads up to 1\)"):
+        JudgmentStore(path)
+    assert path.read_bytes() == before
