@@ -1,36 +1,44 @@
-"""The files a run writes: checked before anything loads, and committed together.
+"""The files a command writes, as one set: checked before anything loads, locked while the
+command runs, and committed together.
 
-:func:`check_outputs` refuses, before a model loads, an output path that is a folder or not
-a regular file, that cannot be written, or that resolves (through symbolic or hard links) to
-one of the run's inputs (the dataset, the judgment store, models.yaml, a model's files, a
-criteria file) or to another output. :class:`Staging` writes every output beside its final
-path and renames them into place only when all are written: on any error, nothing is
-renamed and no temporary file is left.
+:class:`OutputSet` is what every command that writes files goes through (``run``, ``bench``,
+``calibrate``). Opening it
+
+- refuses an output path that is a folder or not a regular file, that cannot be written, or
+  that resolves (through symbolic or hard links) to one of the command's inputs (the dataset,
+  the judgment store and its ``-wal``/``-shm``/``-journal`` files, models.yaml, a model's
+  files, a criteria file) or to another output; a run adds its own inputs with
+  :meth:`OutputSet.check` before any model loads;
+- takes an advisory lock (``flock``) on each output, ``.<name>.localjury.lock`` beside it,
+  held until the set is closed: a second command writing one of the same files meanwhile
+  fails at once, naming the file and the process that holds it;
+- settles any commit of these files that was cut short, by the recovery rule of
+  :mod:`localjury._commit`, and removes temporary files that killed commands left (only
+  localjury's own names: ``.<name>.localjury.<host>.<pid>.<random>.tmp`` of a process of this
+  machine that no longer runs).
+
+Each output is then written beside its final path and :meth:`OutputSet.commit` renames them
+into place together (:func:`localjury._commit.commit`); leaving the set without a commit
+(an error, Ctrl-C) removes every temporary file and renames nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import fcntl
+import logging
 import os
 import re
-import secrets
-import socket
-import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
+from pydantic import ValidationError
+
+from localjury._commit import MARK, OURS, Journal, StagedFile, commit, host, journal_path, own_name, settle
 from localjury.errors import ConfigError
 
-#: A temporary file of ours: ``.<name>.<host>.<pid>.<random>.tmp`` beside its final path.
-_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<host>[^.]+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
-#: Temporary files named by earlier versions (``tempfile.mkstemp``): removed when this old.
-_LEGACY_TMP_AGE = 3600.0
-
-
-def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+log = logging.getLogger(__name__)
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -47,10 +55,9 @@ def _within(path: Path, folder: Path) -> bool:
     return folder.is_dir() and path.resolve().is_relative_to(folder.resolve())
 
 
-def check_outputs(outputs: Mapping[str, Path], inputs: Mapping[str, Path | None]) -> None:
-    """Refuse output paths that would destroy an input or each other, or cannot be written.
-
-    Also removes temporary files that a killed run left beside the outputs.
+def check_paths(outputs: Mapping[str, Path], inputs: Mapping[str, Path | None]) -> None:
+    """Refuse output paths that are no regular file's, or that would destroy an input or
+    each other.
 
     Args:
         outputs: What each output is (``"results file"``) -> its path.
@@ -76,14 +83,11 @@ def check_outputs(outputs: Mapping[str, Path], inputs: Mapping[str, Path | None]
                 raise ConfigError(
                     f"the {what} {path} would overwrite the {source} ({source_path}); write it somewhere else"
                 )
-    for what, path in named:
-        _check_writable(what, path)
-        clean_stale(path)
 
 
 def _check_writable(what: str, path: Path) -> None:
     """Create the output's folder and a file in it, as writing the output will."""
-    probe = _tmp_name(path)
+    probe = own_name(path, "tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
@@ -94,26 +98,71 @@ def _check_writable(what: str, path: Path) -> None:
     probe.unlink(missing_ok=True)
 
 
-def _tmp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{_host()}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+def lock_path(path: Path) -> Path:
+    """The lock file of an output."""
+    return path.with_name(f".{path.name}.{MARK}.lock")
+
+
+def _lock(what: str, path: Path) -> int:
+    """Lock an output for this process (fail at once when another holds it); the descriptor.
+
+    Raises:
+        ConfigError: Another process holds the lock, or the file system has no locks.
+    """
+    lock = lock_path(path)
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot lock the {what} {path}: cannot create {lock.name} beside it ({exc.strerror or exc}); "
+                "choose a folder you can write to"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "its pid not yet written"
+            os.close(fd)
+            raise ConfigError(
+                f"the {what} {path} is being written by another localjury process ({holder}); wait for it to "
+                "end, or write to another path"
+            ) from None
+        except OSError as exc:
+            os.close(fd)
+            raise ConfigError(
+                f"cannot lock the {what} {path} ({exc.strerror or exc}): its folder's file system has no "
+                "locks; write it to a local disk"
+            ) from None
+        try:
+            current = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)  # its holder removed it as it let go: lock the file that is there now
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {host()}\n".encode(), 0)
+    return fd
+
+
+def _unlock(fd: int, path: Path) -> None:
+    # Removed while still locked: whoever opened it meanwhile finds, once it has the lock,
+    # that it is no longer the file at that path, and tries again (see _lock).
+    with contextlib.suppress(OSError):
+        lock_path(path).unlink()
+    os.close(fd)
 
 
 def clean_stale(path: Path) -> list[Path]:
-    """Remove the temporary files of ``path`` that runs killed before their commit left:
-    those of a process of this host that no longer runs, and unattributable old ones."""
+    """Remove the temporary files and backups of ``path`` that commands killed before their
+    commit ended left: localjury's own names only, of a process of this machine that no
+    longer runs. Returns what was removed."""
     removed: list[Path] = []
-    host = _host()
-    for tmp in path.parent.glob(f".{glob_escape(path.name)}.*.tmp"):
-        match = _TMP.match(tmp.name)
-        if match and match["name"] == path.name:
-            if match["host"] != host or _alive(int(match["pid"])):
-                continue
-        else:
-            try:
-                if time.time() - tmp.stat().st_mtime < _LEGACY_TMP_AGE:
-                    continue
-            except OSError:
-                continue
+    here = host()
+    for tmp in path.parent.glob(f".{glob_escape(path.name)}.{MARK}.*"):
+        match = OURS.match(tmp.name)
+        if not match or match["name"] != path.name or match["host"] != here or _alive(int(match["pid"])):
+            continue
         with contextlib.suppress(OSError):
             tmp.unlink()
             removed.append(tmp)
@@ -137,87 +186,149 @@ def _alive(pid: int) -> bool:
     return True
 
 
-class StagedFile:
-    """One output being written beside its final path (hashed as it is written).
+def _journals(paths: Iterable[Path]) -> dict[Path, list[Path]]:
+    """The commit journals in the folders of ``paths`` that name one of them, with the
+    files each names."""
+    wanted = {p.resolve() for p in paths}
+    names = {p.name for p in paths}
+    found: dict[Path, list[Path]] = {}
+    for folder in {p.parent for p in paths}:
+        for journal in folder.glob(f".*.{MARK}.commit"):
+            try:
+                files = [Path(e.path) for e in Journal.model_validate_json(journal.read_bytes()).files]
+            except (OSError, ValidationError, ValueError):
+                if journal.name[1:].removesuffix(f".{MARK}.commit") in names:
+                    found[journal] = []  # settle() refuses it, naming it
+                continue
+            if wanted & {f.resolve() for f in files}:
+                found[journal] = files
+    return found
 
-    Created with the permissions a new file gets under the process's umask (a plain
-    ``open`` would do the same; ``tempfile.mkstemp`` would make it private).
+
+def settle_pending(paths: Iterable[Path], held: Mapping[Path, int] | None = None) -> list[str]:
+    """Settle the commits of these files that were cut short (see :mod:`localjury._commit`),
+    taking the locks of the files each names that ``held`` does not hold; return what was done.
+
+    Raises:
+        ConfigError: Another process holds one of the locks (its commit is under way), or a
+            journal cannot be settled.
     """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.tmp = _tmp_name(path)
-        fd = os.open(self.tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
-        self._fh = os.fdopen(fd, "wb")
-        self._hash = hashlib.sha256()
-        self.size = 0
-        self.sha256: str | None = None
-
-    def write(self, text: str) -> None:
-        """Append text (UTF-8)."""
-        data = text.encode("utf-8")
-        self._hash.update(data)
-        self._fh.write(data)
-        self.size += len(data)
-
-    def close(self) -> None:
-        """Flush to disk and close; the file's SHA-256 is known from then on."""
-        if self._fh.closed:
-            return
+    done: list[str] = []
+    ours = {p.resolve() for p in held or {}}
+    for journal, files in _journals(list(paths)).items():
+        locks: list[tuple[int, Path]] = []
         try:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+            for f in files:
+                if f.resolve() not in ours:
+                    locks.append((_lock("file", f), f))
+            if journal.exists():
+                done.append(settle(journal))
         finally:
-            self._fh.close()
-        self.sha256 = self._hash.hexdigest()
-
-    def discard(self) -> None:
-        """Close without caring whether that fails (a full disk), and remove the file."""
-        with contextlib.suppress(OSError):
-            self._fh.close()
-        with contextlib.suppress(OSError):
-            self.tmp.unlink(missing_ok=True)
+            for fd, f in locks:
+                _unlock(fd, f)
+    return done
 
 
-class Staging:
-    """Write several outputs and commit them as one unit.
+class OutputSet:
+    """The files one command writes, committed together (see the module's docstring).
 
-    Use as a context manager: :meth:`file` starts an output, :meth:`commit` renames them all
-    into place. The last output started (the manifest) is removed first and renamed last, so
-    at no moment does a reader find new results beside an old manifest. Leaving the block
-    without a commit (an error, Ctrl-C) removes every temporary file and renames nothing.
+    Use as a context manager around everything from the checks to the commit::
+
+        with OutputSet({"report": out / "report.md", "figures": out / "metrics.json"}, inputs) as files:
+            ...  # load, judge (evaluate(..., output_set=files) checks the run's inputs too)
+            files.file(out / "report.md", text)
+            files.file(out / "metrics.json", figures)
+            files.commit()
+
+    Args:
+        outputs: What each output is -> its path, in the order of the commit: the last one
+            vouches for the others (the manifest, metrics.json) and goes in last.
+        inputs: What each input is -> its path: no output may resolve to one.
     """
 
-    def __init__(self) -> None:
-        self.files: list[StagedFile] = []
+    def __init__(self, outputs: Mapping[str, Path], inputs: Mapping[str, Path | None] | None = None) -> None:
+        self.outputs = dict(outputs)
+        self.inputs = dict(inputs or {})
+        self.settled: list[str] = []
+        """What opening the set did about commits cut short, in words."""
+        self._locks: dict[Path, int] = {}
+        self._staged: dict[Path, StagedFile] = {}
         self.committed = False
 
-    def __enter__(self) -> Staging:
+    def __enter__(self) -> OutputSet:
+        self.open()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if not self.committed:
-            for f in self.files:
-                f.discard()
+        self.close()
+
+    def open(self) -> None:
+        """Check the paths, take the locks, settle commits cut short, clean up.
+
+        Raises:
+            ConfigError: A path is refused (see :func:`check_paths`) or cannot be written,
+                another process writes one of the files, or a commit cannot be settled.
+        """
+        check_paths(self.outputs, self.inputs)
+        for what, path in self.outputs.items():
+            _check_writable(what, path)
+        try:
+            for what, path in self.outputs.items():
+                self._locks[path] = _lock(what, path)
+            self.settled = settle_pending(self.outputs.values(), self._locks)
+        except BaseException:
+            self.close()
+            raise
+        for line in self.settled:
+            log.warning(line)
+        for path in self.outputs.values():
+            clean_stale(path)
+
+    def check(self, inputs: Mapping[str, Path | None]) -> None:
+        """Refuse outputs that resolve to one of more ``inputs`` (a run's, before its models load).
+
+        Raises:
+            ConfigError: See :func:`check_paths`.
+        """
+        check_paths(self.outputs, inputs)
+        self.inputs.update(inputs)
 
     def file(self, path: Path, text: str | None = None) -> StagedFile:
-        """Start an output (with ``text`` as its whole content, closed at once)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Start writing an output (with ``text`` as its whole content, closed at once)."""
+        if path not in self._locks:
+            raise ValueError(f"{path} is not an output of this open set: {', '.join(map(str, self.outputs.values()))}")
         staged = StagedFile(path)
-        self.files.append(staged)
+        self._staged[path] = staged
         if text is not None:
             staged.write(text)
             staged.close()
         return staged
 
     def commit(self) -> None:
-        """Close every output, then rename them into place, the last one last."""
-        for f in self.files:
-            f.close()
-        *rest, last = self.files
-        last.path.unlink(missing_ok=True)
-        for f in [*rest, last]:
-            os.replace(f.tmp, f.path)
+        """Rename the files written into place together, in the order of ``outputs``; an
+        output not written this time is removed (an old manifest never stays beside new results).
+
+        Raises:
+            CommitError: A rename failed; says what is on disk now.
+        """
+        order = [self._staged[p] for p in self.outputs.values() if p in self._staged]
+        if order:
+            try:
+                commit(order, [p for p in self.outputs.values() if p not in self._staged])
+            except BaseException:
+                if journal_path(order[-1].path).exists():  # a commit left half done: its files are the journal's
+                    self._staged.clear()
+                raise
         self.committed = True
+
+    def close(self) -> None:
+        """Remove the temporary files of an uncommitted set, and release the locks."""
+        if not self.committed:
+            for f in self._staged.values():
+                f.discard()
+        self._staged.clear()
+        for path, fd in self._locks.items():
+            _unlock(fd, path)
+        self._locks.clear()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from localjury.types import Completion
@@ -60,6 +60,30 @@ class StoreError(LocaljuryError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (partial(type(self), path=self.path), (str(self),))
+
+
+#: Where a commit that failed part way left an output set: the previous files back in place,
+#: the new files all in place, or some of each (its journal left for the next command).
+Outcome = Literal["previous", "new", "mixed"]
+
+
+class CommitError(LocaljuryError):
+    """Files written together could not all be renamed into place (the file system failed
+    part way through the commit).
+
+    Attributes:
+        outcome: What is on disk now (see :data:`Outcome`).
+        journal: The commit's journal; it still exists when ``outcome`` is ``"mixed"``, and the
+            next command writing the files, or ``localjury verify``, settles the set from it.
+    """
+
+    def __init__(self, message: str, *, outcome: Outcome, journal: Path) -> None:
+        super().__init__(message)
+        self.outcome: Outcome = outcome
+        self.journal = journal
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (partial(type(self), outcome=self.outcome, journal=self.journal), (str(self),))
 
 
 class EngineError(LocaljuryError):

@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from localjury._commit import StagedFile
 from localjury._files import write_atomic
 from localjury._hashing import content_hash
 from localjury._hashing import file_sha256 as sha256_of
-from localjury._outputs import StagedFile
 from localjury._version import __version__
 from localjury.registry import ModelSpec, localjury_home
 

@@ -145,6 +145,68 @@ def test_bench_outputs_never_overwrite_the_data_set(tmp_path, name):
     assert data.read_bytes() == before and log == []  # refused before any model loads
 
 
+def a_store(path):
+    """A judgment store holding one generation, closed (its -wal folded in)."""
+    from localjury.store import JudgmentStore
+
+    store = JudgmentStore(path)
+    store.put_many({"k": "a generation"})
+    store.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("name", ["metrics.json", "predictions.jsonl", "report.md", "report.html"])
+def test_bench_outputs_never_overwrite_the_judgment_store(tmp_path, monkeypatch, name):
+    """The store where the run resolves it (LOCALJURY_CACHE here) is refused as an output
+    before any model loads, as `run` refuses it."""
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "r0", "response": "answer 0 gold 1", "gold": 1}) + "\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    before = a_store(out / name)
+    monkeypatch.setenv("LOCALJURY_CACHE", str(out / name))
+    log: list = []
+    with pytest.raises(ConfigError, match=rf"the \w+( \w+)? {out / name} would overwrite the judgment store"):
+        run_bench(data, "jsonl", [spec("A")], out, metric='correct="The answer is right."',
+                  engine_factory=factory(responder, log))  # fmt: skip
+    assert (out / name).read_bytes() == before and log == []
+    assert sorted(p.name for p in out.iterdir()) == [name]  # nothing else written, no lock left
+
+
+def test_bench_outputs_never_overwrite_the_store_through_a_link(tmp_path, monkeypatch):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "r0", "response": "answer 0 gold 1", "gold": 1}) + "\n")
+    before = a_store(tmp_path / "judgments.sqlite")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "metrics.json").symlink_to(tmp_path / "judgments.sqlite")
+    monkeypatch.setenv("LOCALJURY_CACHE", str(tmp_path / "judgments.sqlite"))
+    with pytest.raises(ConfigError, match="would overwrite the judgment store"):
+        run_bench(data, "jsonl", [spec("A")], out, metric='correct="The answer is right."',
+                  engine_factory=factory(responder, []))  # fmt: skip
+    assert (tmp_path / "judgments.sqlite").read_bytes() == before
+
+
+def test_the_bench_cli_refuses_the_store_with_exit_2(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from localjury.cli import main
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "r0", "response": "answer 0 gold 1", "gold": 1}) + "\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    before = a_store(out / "metrics.json")
+    monkeypatch.setenv("LOCALJURY_CACHE", str(out / "metrics.json"))
+    args = ["bench", data, "--format", "jsonl", "--metric", 'correct="The answer is right."', "--out", out, "--quiet"]
+    monkeypatch.setattr(sys, "argv", ["localjury", *map(str, args)])
+    with pytest.raises(SystemExit) as info:
+        main()
+    err = " ".join(capsys.readouterr().err.split())
+    assert info.value.code == 2 and "would overwrite the judgment store" in err and "Traceback" not in err
+    assert (out / "metrics.json").read_bytes() == before
+
+
 def test_bench_output_folder_that_is_a_file_is_refused(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"id": "r0", "response": "answer 0 gold 1", "gold": 1}) + "\n")

@@ -2,6 +2,7 @@
 held-out (k-fold) figures of `calibrate`, and a run that applies the file."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -92,6 +93,37 @@ def test_calibrating_again_merges_and_a_run_needs_every_fit(tmp_path):
     with pytest.raises(ConfigError, match="no fit for A/other"):
         evaluate([{"response": "x"}], [metric], [spec("A")], calibration=out, use_cache=False,
                  engine_factory=factory(respond, []))  # fmt: skip
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm", "-journal"])
+def test_calibrate_never_overwrites_the_judgment_store(tmp_path, monkeypatch, suffix):
+    """Refused before any model loads (not after judging, over the store)."""
+    from localjury.store import JudgmentStore
+
+    store_path = tmp_path / "cal.json"
+    store = JudgmentStore(store_path)
+    store.put_many({"k": "a generation"})
+    store.close()
+    target = Path(f"{store_path}{suffix}")
+    if suffix:
+        target.write_bytes(b"sqlite's own")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    monkeypatch.setenv("LOCALJURY_CACHE", str(store_path))
+    log: list = []
+    with pytest.raises(ConfigError, match=rf"the calibration file {target} would overwrite the judgment store"):
+        calibrate(labelled(tmp_path), [spec("A")], target, metric='good="The answer is good."', strictness=1,
+                  engine_factory=factory(respond, log))  # fmt: skip
+    assert log == []
+    assert before == {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name in before}
+
+
+def test_calibrate_refuses_its_labels_and_models_yaml(tmp_path):
+    labels = labelled(tmp_path)
+    for target, what in ((labels, "labels"), (tmp_path / "models.yaml", "models.yaml")):
+        (tmp_path / "models.yaml").write_text("models: {}\n")
+        with pytest.raises(ConfigError, match=f"would overwrite the {what}"):
+            calibrate(labels, [spec("A")], target, metric='good="x"', registry=tmp_path / "models.yaml",
+                      use_cache=False, engine_factory=factory(respond, []))  # fmt: skip
 
 
 def test_a_file_that_is_no_calibration_is_refused(tmp_path):

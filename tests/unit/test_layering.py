@@ -34,6 +34,7 @@ LAYERS = {
     "localjury._pull": 1,
     "localjury.neutralise": 1,
     "localjury._outputs": 1,
+    "localjury._commit": 1,
     "localjury._files": 1,
     "localjury._trust": 1,
     "localjury._terminal": 1,

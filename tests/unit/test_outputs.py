@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import localjury._outputs
+import localjury._commit
+import localjury.errors
 import localjury.run.pipeline
+import localjury.store
 from localjury import AspectCritic, evaluate
 from localjury.cli import main
 from localjury.errors import ConfigError
@@ -131,7 +133,7 @@ def test_an_unwritable_output_folder_is_refused_before_loading(tmp_path, data, f
 
 # -- committing the three files together ----------------------------------------------------------
 def test_results_summary_and_manifest_are_committed_together(tmp_path, monkeypatch):
-    from localjury._outputs import Staging
+    from localjury._outputs import OutputSet
 
     folder = tmp_path / "out"
     folder.mkdir()
@@ -145,13 +147,14 @@ def test_results_summary_and_manifest_are_committed_together(tmp_path, monkeypat
         state = {p.name: p.read_text() == "old\n" for p in folder.iterdir() if not p.name.startswith(".")}
         seen.append(state)
 
-    monkeypatch.setattr(os, "replace", watching_replace)
-    with Staging() as staging:
-        results = staging.file(folder / "r.jsonl")
+    names = ("r.jsonl", "r.summary.json", "r.manifest.json")
+    with OutputSet({n: folder / n for n in names}) as files:
+        monkeypatch.setattr(os, "replace", watching_replace)
+        results = files.file(folder / "r.jsonl")
         results.write("new\n")
-        staging.file(folder / "r.summary.json", "new\n")
-        staging.file(folder / "r.manifest.json", "new\n")
-        staging.commit()
+        files.file(folder / "r.summary.json", "new\n")
+        files.file(folder / "r.manifest.json", "new\n")
+        files.commit()
     for state in seen:
         new_files = [n for n, old in state.items() if not old]
         # a reader never finds new files beside the old manifest
@@ -161,13 +164,13 @@ def test_results_summary_and_manifest_are_committed_together(tmp_path, monkeypat
 
 
 def test_a_failure_before_the_commit_leaves_the_old_files_and_no_temporary_file(tmp_path):
-    from localjury._outputs import Staging
+    from localjury._outputs import OutputSet
 
     folder = tmp_path / "out"
     folder.mkdir()
     (folder / "r.jsonl").write_text("old\n")
-    with pytest.raises(OSError, match="disk full"), Staging() as staging:
-        staged = staging.file(folder / "r.jsonl")
+    with pytest.raises(OSError, match="disk full"), OutputSet({"results": folder / "r.jsonl"}) as files:
+        staged = files.file(folder / "r.jsonl")
         staged.write("new\n")
         staged._fh.close()  # a close that fails (as with ENOSPC on flush) must not keep the file
 
@@ -175,7 +178,7 @@ def test_a_failure_before_the_commit_leaves_the_old_files_and_no_temporary_file(
             raise OSError(28, "disk full")
 
         staged.close = failing_close
-        staging.commit()
+        files.commit()
     assert [p.name for p in folder.iterdir()] == ["r.jsonl"] and (folder / "r.jsonl").read_text() == "old\n"
 
 
@@ -228,16 +231,16 @@ def test_a_full_disk_rerun_generates_nothing(tmp_path, data, fake_model, monkeyp
     """What a run judged before a failing write is in the store: the rerun loads no model."""
     registry, log = fake_model
     cache = tmp_path / "c.sqlite"
-    real_write = localjury._outputs.StagedFile.write
+    real_write = localjury._commit.StagedFile.write
 
     def full(self, text):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(localjury._outputs.StagedFile, "write", full)
+    monkeypatch.setattr(localjury._commit.StagedFile, "write", full)
     code, _, err = cli(monkeypatch, capsys, *run_args(data, registry, tmp_path / "r.jsonl", "--cache", cache))
     assert code == 1 and "No space left on device" in err and "kept in the judgment store" in err
     assert not list(tmp_path.glob("*.jsonl.*")) and not list(tmp_path.glob(".r.*"))
-    monkeypatch.setattr(localjury._outputs.StagedFile, "write", real_write)
+    monkeypatch.setattr(localjury._commit.StagedFile, "write", real_write)
     loads = len(log)
     code, _, err = cli(monkeypatch, capsys, *run_args(data, registry, tmp_path / "r.jsonl", "--cache", cache))
     assert code == 0, err
@@ -260,19 +263,41 @@ def test_temporary_files_left_by_a_killed_run_are_cleaned_up(tmp_path, data):
     out = tmp_path / "r.jsonl"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(dead.stdout)
-    from localjury._outputs import _host, clean_stale
+    from localjury._commit import host
+    from localjury._outputs import clean_stale
 
-    stale = tmp_path / f".r.jsonl.{_host()}.{pid}.0123abcd.tmp"
-    stale_summary = tmp_path / f".r.summary.json.{_host()}.{pid}.0123abcd.tmp"
-    live = tmp_path / f".r.jsonl.{_host()}.{os.getppid()}.0123abcd.tmp"  # a run still going
-    legacy = tmp_path / ".r.jsonl.k3j4h5_x.tmp"  # named by an earlier version, hours old
-    for p in (stale, stale_summary, live, legacy):
+    stale = tmp_path / f".r.jsonl.localjury.{host()}.{pid}.0123abcd.tmp"
+    stale_summary = tmp_path / f".r.summary.json.localjury.{host()}.{pid}.0123abcd.tmp"
+    stale_backup = tmp_path / f".r.manifest.json.localjury.{host()}.{pid}.0123abcd.old"
+    live = tmp_path / f".r.jsonl.localjury.{host()}.{os.getppid()}.0123abcd.tmp"  # a run still going
+    other_host = tmp_path / f".r.jsonl.localjury.elsewhere.{pid}.0123abcd.tmp"  # cannot tell whether it runs
+    for p in (stale, stale_summary, stale_backup, live, other_host):
         p.write_text("partial")
-    os.utime(legacy, (1, 1))
     evaluate(data, [DATED], [spec("A")], out=out, use_cache=False, engine_factory=factory(yes, []))
-    assert not stale.exists() and not stale_summary.exists() and not legacy.exists()
-    assert live.exists()
+    assert not stale.exists() and not stale_summary.exists() and not stale_backup.exists()
+    assert live.exists() and other_host.exists()
     assert clean_stale(out) == []
+
+
+FOREIGN_TMP = [
+    ".r.jsonl.backup.tmp",  # a user's own
+    ".r.jsonl.k3j4h5_x.tmp",  # tempfile's names, as earlier versions used
+    ".r.jsonl.{host}.{pid}.0123abcd.tmp",  # our old names without the marker: another program's look-alike
+    ".r.jsonl.localjury.lock.tmp",
+    ".r.jsonl.localjury.{host}.{pid}.0123ABCD.tmp",  # not our random part
+]
+
+
+@pytest.mark.parametrize("name", FOREIGN_TMP)
+def test_temporary_files_localjury_never_wrote_are_left_alone(tmp_path, data, name):
+    from localjury._commit import host
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    foreign = tmp_path / name.format(host=host(), pid=int(dead.stdout))
+    foreign.write_text("someone's data")
+    os.utime(foreign, (1, 1))  # hours old: earlier versions removed any such file this old
+    evaluate(data, [DATED], [spec("A")], out=tmp_path / "r.jsonl", use_cache=False, engine_factory=factory(yes, []))
+    assert foreign.read_text() == "someone's data"
 
 
 # -- the manifest vouches for the results --------------------------------------------------------
@@ -348,6 +373,50 @@ def test_an_error_mid_run_says_what_the_store_kept(tmp_path, data):
                  engine_factory=factory(fails_on_second_chunk, []))  # fmt: skip
     (note,) = info.value.__notes__
     assert f"the 2 judgments generated before this are kept in the judgment store {cache}" in note
+
+
+class FullStore(localjury.store.JudgmentStore):
+    """A judgment store on a disk that fills up after ``room`` writes: SQLite's own page
+    limit fails the next write with the error a full disk gives (SQLITE_FULL)."""
+
+    room = 0
+
+    def __init__(self, path, **kw):
+        super().__init__(path, **kw)
+        self.writes = 0
+        self._fill()
+
+    def _fill(self):
+        if self.writes >= self.room:
+            pages = self._db.execute("PRAGMA page_count").fetchone()[0]
+            self._db.execute(f"PRAGMA max_page_count = {pages}")
+
+    def put_many(self, items):
+        super().put_many(items)
+        self.writes += 1
+        self._fill()
+
+
+@pytest.mark.parametrize(("room", "said"), [
+    (0, "none of the 2 judgments generated before this could be stored in the judgment store {cache}; "
+        "no results file was written; the same command generates them again"),
+    (1, "of the 4 judgments generated before this, 2 are kept in the judgment store {cache} and 2 could not be "
+        "stored; no results file was written; the same command resumes"),
+])  # fmt: skip
+def test_a_store_write_that_fails_says_what_the_store_kept(tmp_path, data, monkeypatch, room, said):
+    """Kept means committed: the judgments of a chunk whose write failed are not counted."""
+    cache = tmp_path / "c.sqlite"
+    monkeypatch.setattr(FullStore, "room", room)
+    monkeypatch.setattr(localjury.run.pipeline, "JudgmentStore", FullStore)
+    long = factory(lambda m, p, j: judgment(1, "x" * 5000), [])  # each over a page: the full disk shows at once
+    with pytest.raises(localjury.errors.StoreError, match="database or disk is full") as info:
+        evaluate(data, [DATED], [spec("A")], cache=cache, chunk_size=2, out=tmp_path / "r.jsonl", engine_factory=long)
+    (note,) = info.value.__notes__
+    assert said.format(cache=cache) in note
+    monkeypatch.undo()
+    log: list = []
+    evaluate(data, [DATED], [spec("A")], cache=cache, chunk_size=2, engine_factory=factory(yes, log))
+    assert len([e for e in log if e[0] == "generate"]) == 2 - room  # what was said kept is not generated again
 
 
 def test_a_no_cache_run_that_fails_keeps_its_temporary_store(tmp_path, data):

@@ -8,15 +8,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury._hashing import file_sha256
-from localjury._outputs import Staging, check_outputs
+from localjury._outputs import OutputSet
 from localjury._version import __version__
 from localjury.bench import stats
-from localjury.bench.formats import load, sample
+from localjury.bench.formats import BenchItem, load, sample
 from localjury.bench.run import graded, resolve_metric
 from localjury.calibration import CalibrationFile, Calibrator, Source, cross_validated, fit, load_calibration
 from localjury.errors import ConfigError
 from localjury.registry import ModelSpec, registry_path
-from localjury.run import EngineFactory, RunConfig, evaluate
+from localjury.run import EngineFactory, RunConfig, RunResult, evaluate
+from localjury.run.prepare import store_files
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -29,6 +30,32 @@ def _figures(
     p = stats.probabilistic(gold, scores, seed=seed)
     keep = ("accuracy", "balanced_accuracy", "kappa", "kappa_ci")
     return {**{k: c[k] for k in keep}, "brier": p["brier"], "ece": p["ece"], "auroc": p["auroc"]}
+
+
+def _fit(
+    name: str, items: list[BenchItem], run: RunResult, metric: str, data: str | Path, folds: int, seed: int
+) -> Calibrator:
+    """One model's fit on the judged records, with its held-out figures."""
+    by_id = {r.record_id: r for r in run.iter_results()}
+    judged = [(it.gold, next((j for j in by_id[str(it.record["id"])].models if j.model == name), None))
+              for it in items]  # fmt: skip
+    rows = [(g, j, graded(j, composite=False)) for g, j in judged]
+    usable = [(g, j, s) for g, j, s in rows if s is not None]
+    gold = [g for g, _, _ in usable]
+    scores = [float(s) for _, _, s in usable]
+    source: Source = "p_pass" if all(j is not None and j.confidence is not None for _, j, _ in usable) else "vote_share"
+    k, held = cross_validated(scores, gold, folds=folds, seed=seed)
+    cal = fit(name, metric, source, scores, gold)
+    held_out = {
+        "folds": k,
+        "records": len(usable),
+        "abstained": len(rows) - len(usable),
+        "uncalibrated": _figures(gold, [j.verdict for _, j, _ in usable], scores, seed),  # type: ignore[union-attr]
+        "calibrated": _figures(gold, [int(c > t) for c, t in held], [c for c, _ in held], seed),
+    }
+    return cal.model_copy(
+        update={"labels": str(Path(data).resolve()), "labels_sha256": file_sha256(Path(data)), "held_out": held_out}
+    )
 
 
 def calibrate(
@@ -61,7 +88,9 @@ def calibrate(
     Args:
         data: Labelled records (``fmt``; the default ``jsonl`` wants a 0/1 ``gold`` field).
         models: The models to calibrate.
-        out: The calibration file (JSON).
+        out: The calibration file (JSON): refused before any model loads when it is the
+            labels, the judgment store (or its journals), models.yaml or a model's file, and
+            locked until it is written (another command writing it meanwhile is refused).
         metric: What the labels judge: an aspect, ``NAME="criterion"``; default the
             format's own criterion.
 
@@ -70,46 +99,33 @@ def calibrate(
 
     Raises:
         ConfigError: Bad data, a metric that is not a single verdict, fewer than 2 records
-            of a label.
+            of a label, an output path refused or being written by another process.
+        CommitError: The file system failed while the file was renamed into place.
     """
     out = Path(out)
-    check_outputs({"calibration file": out}, {"labels": Path(data), "models.yaml": registry_path(registry)})
-    existing = load_calibration(out)[0] if out.exists() else None
-    items = sample(load(data, fmt), limit, sample_seed)
-    judge = resolve_metric(metric, fmt, strictness)
-    if judge.kind != "judge":
-        raise ConfigError(f"metric {judge.name!r} is a {judge.kind} metric; calibrate judges one verdict per record")
     config = RunConfig.of(models=list(models), seed=seed, strictness=strictness, registry=registry, use_cache=use_cache)
-    run = evaluate(
-        [it.record for it in items], [judge], config=config, progress=progress, engine_factory=engine_factory
-    )
-    by_id = {r.record_id: r for r in run.iter_results()}
-    labels_sha = file_sha256(Path(data))
-    fits: list[Calibrator] = []
-    for name in (m.model for m in run.summary.models):
-        judged = [(it.gold, next((j for j in by_id[str(it.record["id"])].models if j.model == name), None))
-                  for it in items]  # fmt: skip
-        rows = [(g, j, graded(j, composite=False)) for g, j in judged]
-        usable = [(g, j, s) for g, j, s in rows if s is not None]
-        gold = [g for g, _, _ in usable]
-        scores = [float(s) for _, _, s in usable]
-        source: Source = (
-            "p_pass" if all(j is not None and j.confidence is not None for _, j, _ in usable) else "vote_share"
+    inputs = {"labels": Path(data), "models.yaml": registry_path(registry), **store_files(config.store.path())}
+    # Locked from here to the commit: no other command writes the file meanwhile, so the
+    # fits read from it now are the ones merged into it.
+    with OutputSet({"calibration file": out}, inputs) as files:
+        existing = load_calibration(out)[0] if out.exists() else None
+        items = sample(load(data, fmt), limit, sample_seed)
+        judge = resolve_metric(metric, fmt, strictness)
+        if judge.kind != "judge":
+            raise ConfigError(
+                f"metric {judge.name!r} is a {judge.kind} metric; calibrate judges one verdict per record"
+            )
+        run = evaluate(
+            [it.record for it in items],
+            [judge],
+            config=config,
+            progress=progress,
+            engine_factory=engine_factory,
+            output_set=files,  # checked against the judgment store and the models' files too
         )
-        k, held = cross_validated(scores, gold, folds=folds, seed=seed)
-        cal = fit(name, judge.name, source, scores, gold)
-        held_out = {
-            "folds": k,
-            "records": len(usable),
-            "abstained": len(rows) - len(usable),
-            "uncalibrated": _figures(gold, [j.verdict for _, j, _ in usable], scores, seed),  # type: ignore[union-attr]
-            "calibrated": _figures(gold, [int(c > t) for c, t in held], [c for c, _ in held], seed),
-        }
-        fits.append(cal.model_copy(update={"labels": str(Path(data).resolve()), "labels_sha256": labels_sha,
-                                           "held_out": held_out}))  # fmt: skip
-    result = (existing or CalibrationFile(localjury_version=__version__, calibrators=[])).merged(fits)
-    result = result.model_copy(update={"localjury_version": __version__})
-    with Staging() as staging:
-        staging.file(out, result.model_dump_json(indent=2) + "\n")
-        staging.commit()
+        fits = [_fit(name, items, run, judge.name, data, folds, seed) for name in (m.model for m in run.summary.models)]
+        result = (existing or CalibrationFile(localjury_version=__version__, calibrators=[])).merged(fits)
+        result = result.model_copy(update={"localjury_version": __version__})
+        files.file(out, result.model_dump_json(indent=2) + "\n")
+        files.commit()
     return result

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from localjury._outputs import Staging, check_outputs
+from localjury._outputs import OutputSet
 from localjury._pull import SOURCE_FILE
 from localjury._version import __version__
 from localjury.bench import stats
@@ -21,11 +21,13 @@ from localjury.metrics.spec import metric_from_string
 from localjury.registry import ModelSpec, registry_path
 from localjury.report import ModelJudgment, RecordResult
 from localjury.run import EngineFactory, RunConfig, RunResult, evaluate
+from localjury.run.prepare import store_files
 from localjury.voting import passes, vote_share
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from localjury.manifest import Manifest
     from localjury.run.cluster import RayCluster
 
 JURY = "jury"
@@ -243,6 +245,33 @@ def compute(
     return figures, rows
 
 
+def _described(manifest: Manifest | None) -> list[dict[str, Any]]:
+    """The jury's models as metrics.json describes them: their manifest records (without the
+    files' hashes) and where each was pulled from."""
+    described = []
+    for m in manifest.models if manifest else []:
+        entry = m.model_dump(exclude={"files"})
+        source = Path(m.path) / SOURCE_FILE
+        if source.is_file():
+            entry["source"] = json.loads(source.read_text(encoding="utf-8"))
+        described.append(entry)
+    return described
+
+
+def _write(files: OutputSet, outputs: dict[str, Path], rows: list[dict[str, Any]], figures: dict[str, Any]) -> None:
+    """Write the bench's four files and commit them together, metrics.json last: never new
+    predictions beside old figures."""
+    from localjury.bench.report import html_report, markdown
+
+    predictions = files.file(outputs["predictions"])
+    for row in rows:
+        predictions.write(json.dumps(row, ensure_ascii=False) + "\n")
+    files.file(outputs["Markdown report"], markdown(figures))
+    files.file(outputs["HTML report"], html_report(figures))
+    files.file(outputs["figures"], json.dumps(figures, indent=2) + "\n")
+    files.commit()
+
+
 def run_bench(
     data: str | Path,
     fmt: str,
@@ -278,8 +307,14 @@ def run_bench(
     Returns:
         The content of metrics.json.
 
+    The four files are refused before any model loads when one would overwrite an input
+    (the data set, the judgment store or its journals, models.yaml, a model's files), locked
+    for the run, and committed together (see :class:`localjury._outputs.OutputSet`).
+
     Raises:
-        ConfigError: Unknown format, unreadable data, bad settings.
+        ConfigError: Unknown format, unreadable data, bad settings, an output refused or
+            being written by another process.
+        CommitError: The file system failed part way through the commit.
     """
     if limit is not None and limit < 1:
         raise ConfigError(f"`limit` must be >= 1, got {limit}")
@@ -292,66 +327,52 @@ def run_bench(
     }
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"the bench output folder {folder} is a file; give a folder")
-    check_outputs(outputs, {"dataset": Path(data), "models.yaml": registry_path(registry)})
-    pairwise = is_pairwise(mode, fmt, data)
-    all_items = load(data, fmt, pairwise=pairwise)
-    items = sample(all_items, limit, sample_seed)
-    judge = resolve_metric(metric, fmt, strictness, verdict_first=verdict_first, pairwise=pairwise)
-    ids = [str(it.record["id"]) for it in items]
-    if len(set(ids)) != len(ids):
-        raise ConfigError(f"{data}: record ids are not unique")
     config = RunConfig.of(
-        models=list(models),
-        seed=seed,
-        strictness=strictness,
-        registry=registry,
-        use_cache=use_cache,
-        cluster=cluster,
+        models=list(models), seed=seed, strictness=strictness, registry=registry, use_cache=use_cache, cluster=cluster
     )
-    run = evaluate(
-        [it.record for it in items], [judge], config=config, progress=progress, engine_factory=engine_factory
-    )
-    names = [m.model for m in run.summary.models]
-    figures, rows = compute(items, run, names, seed=sample_seed, pairwise=pairwise)
-    manifest = run.manifest
-    described = []
-    for m in manifest.models if manifest else []:
-        entry = m.model_dump(exclude={"files"})
-        source = Path(m.path) / SOURCE_FILE
-        if source.is_file():
-            entry["source"] = json.loads(source.read_text(encoding="utf-8"))
-        described.append(entry)
-    figures = {
-        "benchmark": {
-            "dataset": str(Path(data).resolve()),
-            "format": fmt,
-            "format_description": FORMATS[fmt].description,
-            "records_in_file": len(all_items),
-            "records": len(items),
-            "limit": limit,
-            "sample_seed": sample_seed,
-            "seed": seed,
-            "strictness": strictness,
-            "metric": {"name": judge.name, "description": judge.description, "verdict_first": verdict_first},
-            "mode": "pairwise" if pairwise else "pointwise",
-            "models": described,
-            "packages": manifest.packages if manifest else {},
-            "localjury_version": __version__,
-            "seconds": run.summary.seconds,
-        },
-        **figures,
-    }
-    if pairwise and fmt == "llmbar":
-        figures["published"] = llmbar_reference(data)
-    from localjury.bench.report import html_report, markdown
-
-    # Committed together, metrics.json last: never new predictions beside old figures.
-    with Staging() as staging:
-        predictions = staging.file(outputs["predictions"])
-        for row in rows:
-            predictions.write(json.dumps(row, ensure_ascii=False) + "\n")
-        staging.file(outputs["Markdown report"], markdown(figures))
-        staging.file(outputs["HTML report"], html_report(figures))
-        staging.file(outputs["figures"], json.dumps(figures, indent=2) + "\n")
-        staging.commit()
+    inputs = {"dataset": Path(data), "models.yaml": registry_path(registry), **store_files(config.store.path())}
+    # Locked from here to the commit; checked against the models' files too (by evaluate)
+    # before any model loads.
+    with OutputSet(outputs, inputs) as files:
+        pairwise = is_pairwise(mode, fmt, data)
+        all_items = load(data, fmt, pairwise=pairwise)
+        items = sample(all_items, limit, sample_seed)
+        judge = resolve_metric(metric, fmt, strictness, verdict_first=verdict_first, pairwise=pairwise)
+        ids = [str(it.record["id"]) for it in items]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"{data}: record ids are not unique")
+        run = evaluate(
+            [it.record for it in items],
+            [judge],
+            config=config,
+            progress=progress,
+            engine_factory=engine_factory,
+            output_set=files,
+        )
+        names = [m.model for m in run.summary.models]
+        figures, rows = compute(items, run, names, seed=sample_seed, pairwise=pairwise)
+        manifest = run.manifest
+        figures = {
+            "benchmark": {
+                "dataset": str(Path(data).resolve()),
+                "format": fmt,
+                "format_description": FORMATS[fmt].description,
+                "records_in_file": len(all_items),
+                "records": len(items),
+                "limit": limit,
+                "sample_seed": sample_seed,
+                "seed": seed,
+                "strictness": strictness,
+                "metric": {"name": judge.name, "description": judge.description, "verdict_first": verdict_first},
+                "mode": "pairwise" if pairwise else "pointwise",
+                "models": _described(manifest),
+                "packages": manifest.packages if manifest else {},
+                "localjury_version": __version__,
+                "seconds": run.summary.seconds,
+            },
+            **figures,
+        }
+        if pairwise and fmt == "llmbar":
+            figures["published"] = llmbar_reference(data)
+        _write(files, outputs, rows, figures)
     return figures

@@ -351,13 +351,17 @@ def verify(
     """Re-check a run's manifest against this machine: same model files, package versions, dataset.
 
     Hashes every weight, config and tokenizer file again. Exits 1 when anything differs.
+    A commit of these files that was cut short is settled first (completed, or undone).
     """
     from pydantic import ValidationError
 
+    from localjury._outputs import settle_pending
     from localjury.manifest import Manifest, manifest_path_for
     from localjury.manifest import verify as check
 
     path = manifest or manifest_path_for(results)
+    for line in settle_pending([results, path]):
+        err.print(line, style="yellow", soft_wrap=True)
     if not path.is_file():
         raise ConfigError(f"no manifest at {path}: `localjury run` writes one beside its results (or pass --manifest)")
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from localjury._outputs import StagedFile
+from localjury._commit import StagedFile
 from localjury.engines.base import Completion
 from localjury.errors import RecordError
 from localjury.records import Record

@@ -29,9 +29,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localjury._outputs import Staging, check_outputs
+from localjury._outputs import OutputSet
 from localjury.engines import load_engine
-from localjury.errors import ConfigError
+from localjury.errors import CommitError, ConfigError
 from localjury.manifest import build_manifest, dataset_record, model_record
 from localjury.metrics.base import Metric
 from localjury.readers import is_saved_dataset
@@ -40,6 +40,7 @@ from localjury.run.assemble import assemble_all
 from localjury.run.config import RunConfig
 from localjury.run.context import Run
 from localjury.run.generate import Worker
+from localjury.run.judging import Judging
 from localjury.run.jury import jury_models
 from localjury.run.plan import Dataset
 from localjury.run.prepare import count_records, prepare, protected_files
@@ -67,6 +68,7 @@ def evaluate(
     command: list[str] | None = None,
     progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
+    output_set: OutputSet | None = None,
     **settings: Any,
 ) -> RunResult:
     """Judge every record on every metric with every model, and vote.
@@ -84,16 +86,22 @@ def evaluate(
         out: Stream the results to this JSONL file with its summary and manifest beside it,
             and keep none in memory. The three files are written to temporary files and
             renamed into place together at the end (the manifest, which holds the others'
-            SHA-256, last), so they are whole and belong together. Checked before any model
-            loads: an output path that is a folder, cannot be written, or resolves to an
-            input (the dataset, the judgment store, models.yaml, a model's files, ``inputs``)
-            or to another output is refused.
+            SHA-256, last), so they are whole and belong together; a commit cut short is
+            settled by the next command that writes or verifies them (see
+            :mod:`localjury._commit`). Checked before any model loads: an output path that is
+            a folder, cannot be written, or resolves to an input (the dataset, the judgment
+            store, models.yaml, a model's files, ``inputs``) or to another output is refused,
+            and so is one another localjury process is writing (each is locked for the run).
         summary: The summary JSON (default: ``<out stem>.summary.json``); only with ``out``.
         inputs: Other files the run depends on (e.g. a criteria file), by what they are:
             no output may overwrite them.
         command: The command line, for the manifest.
         progress: A rich ``Progress`` to show each model's pass in.
         engine_factory: Build an engine from a spec (default: the registry's engine).
+        output_set: The files the caller writes from the results (``bench``, ``calibrate``),
+            an open :class:`~localjury._outputs.OutputSet`: checked against the run's inputs
+            (the judgment store and its journals, models.yaml, the models' files) before any
+            model loads, like ``out``; the caller writes and commits them. Not with ``out``.
         **settings: Settings that replace ``config``'s, by name: ``seed``, ``strictness``,
             ``tie_break``, ``temperature``, ``max_tokens``, ``adaptive`` (sampling);
             ``cache``, ``use_cache``, ``fresh`` (the judgment store); ``strict_input``,
@@ -106,7 +114,10 @@ def evaluate(
         The results, one per (record, metric) in input order, and the run summary.
 
     Raises:
-        ConfigError: No metric, duplicate names, unknown model, invalid settings.
+        ConfigError: No metric, duplicate names, unknown model, invalid settings, an output
+            path refused or being written by another process.
+        CommitError: The file system failed part way through renaming the files into place:
+            says which files are new and which are the previous ones.
         ModelNotAvailableError: A model's weights are not on this machine (before any loads).
         RecordError: With ``strict_input``, the first bad record.
         KeyboardInterrupt, or any error after generation started: re-raised with a note
@@ -124,8 +135,8 @@ def evaluate(
 
         session = RaySession(config.cluster)
     try:
-        wiring = _Wiring(out, summary, inputs, command, progress, engine_factory)
-        return _evaluate(records, metrics, config, wiring, session)
+        wiring = _Wiring(out, summary, inputs, command, progress, engine_factory, output_set, session)
+        return _evaluate(records, metrics, config, wiring)
     finally:
         if session is not None:
             session.close()
@@ -142,12 +153,20 @@ class _Wiring:
         command: list[str] | None,
         progress: Progress | None,
         engine_factory: EngineFactory | None,
+        output_set: OutputSet | None,
+        session: RaySession | None,
     ) -> None:
+        if output_set is not None and out is not None:
+            raise ConfigError("give `out` or `output_set`, not both: a run writes one set of files")
         self.outputs = output_paths(out, summary)
         self.inputs = inputs or {}
         self.command = command
         self.progress = progress
         self.engine_factory = engine_factory
+        self.output_set = output_set
+        self.session = session
+        self.started = time.perf_counter()
+        self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _evaluate(
@@ -155,14 +174,28 @@ def _evaluate(
     metrics: Sequence[Metric],
     config: RunConfig,
     wiring: _Wiring,
-    session: RaySession | None,
 ) -> RunResult:
-    started = time.perf_counter()
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
-    specs, dataset = prepare(records, metrics, config, session, wiring.engine_factory)
+    specs, dataset = prepare(records, metrics, config, wiring.session, wiring.engine_factory)
+    protected = protected_files(dataset, config.store.path(), config, specs, wiring.inputs)
+    if wiring.output_set is not None:  # the caller's files (bench, calibrate): checked here, written there
+        wiring.output_set.check(protected)
+        return _judge(records, metrics, config, wiring, specs, dataset, None)
+    with OutputSet(wiring.outputs, protected) as files:
+        return _judge(records, metrics, config, wiring, specs, dataset, files)
+
+
+def _judge(
+    records: str | Path | Iterable[Any],
+    metrics: Sequence[Metric],
+    config: RunConfig,
+    wiring: _Wiring,
+    specs: list[ModelSpec],
+    dataset: Dataset,
+    files: OutputSet | None,
+) -> RunResult:
+    """Everything after the checks: the model passes, the results, and (with ``files``) the
+    results, summary and manifest committed together."""
     cache_path = config.store.path()
-    if wiring.outputs:
-        check_outputs(wiring.outputs, protected_files(dataset, cache_path, config, specs, wiring.inputs))
     # Hashed before it is read, and checked again at the end: the manifest describes the
     # data the run judged, or the run fails.
     on_disk = dataset.path is not None and (dataset.path.is_file() or is_saved_dataset(dataset.path))
@@ -180,57 +213,53 @@ def _evaluate(
             shutil.rmtree(tmpdir, ignore_errors=True)
         raise
     factory = wiring.engine_factory or load_engine
-    run = Run(config, list(metrics), jury, extractor, store, factory, wiring.progress, session)
+    run = Run(config, list(metrics), jury, extractor, store, factory, wiring.progress, wiring.session)
     failed = True
     try:
-        with Staging() as staging:
-            if good:  # nothing to judge (empty dataset, or every record bad): load no model
-                for model in jury_order(run):
-                    model_pass(run, model, dataset, total)
-            outputs = wiring.outputs
-            results_file = staging.file(outputs["results file"]) if outputs else None
-            results, acc = assemble_all(run, dataset, results_file)
-            if dataset_before is not None and dataset_record(Path(dataset_before["path"])) != dataset_before:
-                raise ConfigError(
-                    f"the dataset {dataset.path} changed while this run read it; nothing was written. "
-                    "Run again once it no longer changes (what was judged is in the judgment store)"
-                )
-            dataset_name = str(records) if isinstance(records, str | Path) else None
-            seconds = time.perf_counter() - started
-            run_summary = summarize(
-                run, acc, total, total - good, dataset=dataset_name, started_at=started_at, seconds=seconds
+        if good:  # nothing to judge (empty dataset, or every record bad): load no model
+            for model in jury_order(run):
+                model_pass(run, model, dataset, total)
+        outputs = wiring.outputs if files is not None else {}
+        results_file = files.file(outputs["results file"]) if files is not None and outputs else None
+        results, acc = assemble_all(run, dataset, results_file)
+        if dataset_before is not None and dataset_record(Path(dataset_before["path"])) != dataset_before:
+            raise ConfigError(
+                f"the dataset {dataset.path} changed while this run read it; nothing was written. "
+                "Run again once it no longer changes (what was judged is in the judgment store)"
             )
-            manifest = build_manifest(
-                command=wiring.command,
-                dataset=dataset_before,
-                seed=config.sampling.seed,
-                settings=config.manifest_settings(run_summary.extractor),
-                metrics=[
-                    {
-                        "name": j.metric.name,
-                        "kind": j.kind,
-                        "description": j.metric.description,
-                        "strictness": j.k,
-                        "tie_break": j.tie,
-                    }
-                    for j in run.judgings
-                ],
-                models=manifests,
-                cache=str(store_path) if config.store.use_cache else None,
-            )
-            result = RunResult(results=results, summary=run_summary, manifest=manifest)
-            if results_file is not None:
-                result.manifest = commit(staging, results_file, run_summary, manifest, outputs)
-                result.results_path = results_file.path
+        dataset_name = str(records) if isinstance(records, str | Path) else None
+        seconds = time.perf_counter() - wiring.started
+        run_summary = summarize(
+            run, acc, total, total - good, dataset=dataset_name, started_at=wiring.started_at, seconds=seconds
+        )
+        manifest = build_manifest(
+            command=wiring.command,
+            dataset=dataset_before,
+            seed=config.sampling.seed,
+            settings=config.manifest_settings(run_summary.extractor),
+            metrics=[metric_record(j) for j in run.judgings],
+            models=manifests,
+            cache=str(store_path) if config.store.use_cache else None,
+        )
+        result = RunResult(results=results, summary=run_summary, manifest=manifest)
+        if files is not None and results_file is not None:
+            result.manifest = commit(files, results_file, run_summary, manifest, outputs)
+            result.results_path = results_file.path
         failed = False
         return result
     except BaseException as exc:
-        exc.add_note(_kept_note(run, store_path, temporary=tmpdir is not None))
+        exc.add_note(_kept_note(run, store, temporary=tmpdir is not None, exc=exc))
         raise
     finally:
         store.close()
-        if tmpdir is not None and not (failed and any(st.generated for st in run.stats.values())):
+        if tmpdir is not None and not (failed and store.kept):
             shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def metric_record(j: Judging) -> dict[str, Any]:
+    """A metric as the manifest records it."""
+    return {"name": j.metric.name, "kind": j.kind, "description": j.metric.description, "strictness": j.k,
+            "tie_break": j.tie}  # fmt: skip
 
 
 def jury_order(run: Run) -> list[JuryModel]:
@@ -265,17 +294,29 @@ def model_pass(run: Run, model: JuryModel, dataset: Dataset, total: int | None) 
             progress.update(task, description=f"{model.spec.name}: done")
 
 
-def _kept_note(run: Run, store: Path, *, temporary: bool) -> str:
-    """What a failed or interrupted run leaves for the next one."""
+def _kept_note(run: Run, store: JudgmentStore, *, temporary: bool, exc: BaseException) -> str:
+    """What a failed or interrupted run leaves for the next one: the judgments the store
+    committed (not those generated: a write that failed kept none of its chunk), and whether
+    its files were written."""
     generated = sum(st.generated for st in run.stats.values())
-    if not generated:
-        return "no judgment was generated before this; no results file was written"
-    if temporary:
-        return (
-            f"the {generated} judgments generated before this are kept in the temporary store {store}; "
-            "use it as the judgment store of the same run to resume without generating them again"
-        )
-    return (
-        f"the {generated} judgments generated before this are kept in the judgment store {store}; "
-        "the same command resumes from there without generating them again"
+    kept = store.kept
+    files = "" if isinstance(exc, CommitError) and exc.outcome != "previous" else "; no results file was written"
+    where = f"the temporary store {store.path}" if temporary else f"the judgment store {store.path}"
+    resume = (
+        "use it as the judgment store of the same run to resume without generating them again"
+        if temporary
+        else "the same command resumes from there without generating them again"
     )
+    if not generated and not kept:
+        return f"no judgment was generated before this{files}"
+    if not kept:
+        return (
+            f"none of the {generated} judgments generated before this could be stored in {where}{files}; "
+            "the same command generates them again"
+        )
+    if kept < generated:
+        return (
+            f"of the {generated} judgments generated before this, {kept} are kept in {where} and "
+            f"{generated - kept} could not be stored{files}; {resume}"
+        )
+    return f"the {kept} judgments generated before this are kept in {where}{files}; {resume}"

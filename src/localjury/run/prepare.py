@@ -85,13 +85,21 @@ def protected_files(
     and the other ``inputs`` (a criteria file...)."""
     return {
         "dataset": dataset.path,
-        "judgment store": cache_path,
-        **{
-            f"judgment store's {suffix} file": Path(f"{cache_path}-{suffix}") if cache_path else None
-            for suffix in ("wal", "shm", "journal")
-        },
+        **store_files(cache_path),
         "models.yaml": registry_path(config.jury.registry),
         "file-hash memo": localjury_home() / "file-hashes.json",
         **{f"folder of model {spec.name!r}": spec.local_files() for spec in specs},
         **{what: Path(p) for what, p in inputs.items()},
+    }
+
+
+def store_files(path: Path | None) -> dict[str, Path | None]:
+    """The judgment store's file and the journals SQLite keeps beside it, by what they are
+    (``path``: the store where a run opens it, :meth:`~localjury.run.config.StoreConfig.path`)."""
+    return {
+        "judgment store": path,
+        **{
+            f"judgment store's {suffix} file": Path(f"{path}-{suffix}") if path else None
+            for suffix in ("wal", "shm", "journal")
+        },
     }

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localjury._outputs import StagedFile, Staging, check_outputs
+from localjury._commit import StagedFile
+from localjury._outputs import OutputSet
 from localjury.manifest import Manifest, manifest_path_for, output_record
 from localjury.report import RecordResult, Summary, read_results, summary_path_for
 
@@ -40,21 +41,21 @@ class RunResult:
         manifest, committed together as :func:`evaluate` does with ``out``.
 
         Raises:
-            ConfigError: An output path is a folder, cannot be written, is the dataset, or
-                two of them are the same file.
+            ConfigError: An output path is a folder, cannot be written, is the dataset, two
+                of them are the same file, or another localjury process is writing one of them.
+            CommitError: The file system failed part way through the commit.
         """
         outputs = output_paths(out, summary)
         dataset = self.manifest.dataset if self.manifest is not None else None
-        check_outputs(outputs, {"dataset": Path(dataset["path"]) if dataset else None})
-        with Staging() as staging:
-            results = staging.file(outputs["results file"])
+        with OutputSet(outputs, {"dataset": Path(dataset["path"]) if dataset else None}) as files:
+            results = files.file(outputs["results file"])
             for r in self.iter_results():
                 results.write(r.model_dump_json() + "\n")
             if self.manifest is not None:
-                self.manifest = commit(staging, results, self.summary, self.manifest, outputs)
-            else:
-                staging.file(outputs["summary"], self.summary.model_dump_json(indent=2) + "\n")
-                staging.commit()
+                self.manifest = commit(files, results, self.summary, self.manifest, outputs)
+            else:  # no manifest to vouch for them: the set's previous manifest is removed
+                files.file(outputs["summary"], self.summary.model_dump_json(indent=2) + "\n")
+                files.commit()
         return outputs["results file"], outputs["summary"]
 
     def to_pandas(self) -> pd.DataFrame:
@@ -94,16 +95,16 @@ def output_paths(out: str | Path | None, summary: str | Path | None) -> dict[str
 
 
 def commit(
-    staging: Staging, results: StagedFile, summary: Summary, manifest: Manifest, outputs: Mapping[str, Path]
+    files: OutputSet, results: StagedFile, summary: Summary, manifest: Manifest, outputs: Mapping[str, Path]
 ) -> Manifest:
     """Write the summary and the manifest (with the SHA-256 of the results and the summary)
     beside the staged results, and rename all three into place."""
     results.close()
-    summary_file = staging.file(outputs["summary"], summary.model_dump_json(indent=2) + "\n")
+    summary_file = files.file(outputs["summary"], summary.model_dump_json(indent=2) + "\n")
     where = outputs["manifest"]
     manifest = manifest.model_copy(
         update={"results": output_record(results, where), "summary": output_record(summary_file, where)}
     )
-    staging.file(outputs["manifest"], manifest.model_dump_json(indent=2) + "\n")
-    staging.commit()
+    files.file(outputs["manifest"], manifest.model_dump_json(indent=2) + "\n")
+    files.commit()
     return manifest
