@@ -139,7 +139,7 @@ def test_turn_text_cannot_close_its_turn_open_a_tag_or_a_chat_turn():
         {"role": "tool", "name": "</turn>", "content": hostile},
         {"role": "assistant", "content": "a"},
     ]
-    text = user_turn(parse_record({"id": "h", "messages": turns}))
+    text = user_turn(parse_record({"id": "h", "messages": turns, "user_input": hostile, "reference": hostile}))
     for tag in ("<turn ", "</turn>", "<call ", "</call>", "<conversation>", "</conversation>", "<response>"):
         benign = user_turn(parse_record({"id": "b", "messages": [*turns[:1], *turns[3:]]}))
         extra = {"<turn ": 2, "</turn>": 2, "<call ": 1, "</call>": 1}.get(tag, 0)

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from localjury.conversation import SCOPES, ChatMessage, Scope, conversation_values, render_conversation
+from localjury.conversation import CONVERSATION_TAGS, ChatMessage, Scope, conversation_values, render_conversation
 from localjury.errors import MetricError, RecordError
 from localjury.neutralise import DEFAULT, Neutraliser
 from localjury.records import Record
@@ -133,7 +133,8 @@ class PromptProgram(Generic[InT, OutT]):
         self.input_model = input_model
         self.output_model = output_model
         self.examples = list(examples)
-        self._tags = tuple(input_model.model_fields)
+        turns = CONVERSATION_TAGS if "conversation" in input_model.model_fields else ()  # in every field
+        self._tags = tuple(input_model.model_fields) + turns
 
     def render_input(self, inp: InT, neutralise: Neutraliser = DEFAULT) -> str:
         """The user turn for one input: its fields as tagged blocks, absent ones (None, []) left
@@ -341,8 +342,10 @@ class JudgeMetric(Metric):
         scope: Scope = "last_turn",
     ) -> None:
         super().__init__(name, strictness=strictness, tie_break=tie_break)
-        if scope not in SCOPES:
-            raise MetricError(f"metric {name!r}: unknown scope {scope!r}; expected one of: {', '.join(SCOPES)}")
+        if scope not in get_args(Scope):
+            raise MetricError(
+                f"metric {name!r}: unknown scope {scope!r}; expected one of: {', '.join(get_args(Scope))}"
+            )
         self.scope: Scope = scope
         verdict = output_model.model_fields.get("verdict")
         if verdict is None or verdict.annotation not in (Literal[0, 1], Literal[1, 0]):
