@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from localjury.records import Record
 
 Scope = Literal["last_turn", "conversation"]
-SCOPES: tuple[str, ...] = ("last_turn", "conversation")
 #: The tags a rendered conversation uses, neutralised in the text it holds.
 CONVERSATION_TAGS = ("conversation", "turn", "call")
 #: The text of the turn put in place of the turns a cut removes.
