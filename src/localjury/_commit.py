@@ -10,8 +10,9 @@ A commit of an output set (see :class:`localjury._outputs.OutputSet`) goes in fi
    that vouches for the others: the manifest, ``metrics.json``), lists each file's final path,
    temporary file and backup and the identity (device, inode, size) of its new and previous
    file; it is written whole (a temporary file, fsynced, renamed) before anything is renamed;
-4. the anchor's previous file and any file of the set this commit does not write are
-   removed, then each temporary file is renamed over its final path, the anchor last;
+4. any file of the set this commit does not write and (in a set of several files) the
+   anchor's previous file are removed, then each temporary file is renamed over its final
+   path, the anchor last;
 5. the backups are removed, then the journal.
 
 **The recovery rule.** A journal while no process holds the set's lock is a commit cut short
@@ -219,7 +220,8 @@ def _forward(entries: list[Entry]) -> None:
     file first, the anchor's rename last."""
     *_, anchor = entries
     for e in entries:
-        if e.tmp is None or (e is anchor and identity(e.path) != e.new):
+        # A lone file is replaced in one rename: no moment without it.
+        if e.tmp is None or (e is anchor and len(entries) > 1 and identity(e.path) != e.new):
             Path(e.path).unlink(missing_ok=True)
     for e in entries:
         if e.tmp is not None and identity(e.path) != e.new:

@@ -159,6 +159,29 @@ def test_a_held_set_refuses_another_writer_in_the_same_process_and_is_free_after
     assert target.read_text() == "second\n" and leftovers(tmp_path) == []
 
 
+def test_a_lone_file_is_replaced_in_one_rename_never_missing(tmp_path, monkeypatch):
+    target = tmp_path / "cal.json"
+    target.write_text("old\n")
+    seen = []
+    real_replace, real_unlink = os.replace, Path.unlink
+
+    def replace(src, dst):
+        seen.append(target.exists())
+        real_replace(src, dst)
+        seen.append(target.exists())
+
+    def unlink(self, missing_ok=False):
+        seen.append(self != target)
+        real_unlink(self, missing_ok=missing_ok)
+
+    with OutputSet({"calibration file": target}) as files:
+        files.file(target, "new\n")
+        monkeypatch.setattr(os, "replace", replace)
+        monkeypatch.setattr(Path, "unlink", unlink)
+        files.commit()
+    assert seen and all(seen) and target.read_text() == "new\n"
+
+
 def test_a_lock_file_its_holder_removed_is_not_taken_twice(tmp_path):
     """A writer that opened the lock file just before its holder removed it must not then
     hold the removed file while a third writer holds the new one."""
