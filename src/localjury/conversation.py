@@ -17,7 +17,7 @@ turns, and puts one ``[… N turns cut …]`` turn in place of the middle.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, field_validator
@@ -148,6 +148,12 @@ def last_turn_split(messages: Sequence[ChatMessage]) -> tuple[list[ChatMessage],
     return None
 
 
+def last_response(messages: Sequence[ChatMessage]) -> str | None:
+    """The text of the last assistant turn with text, the response of a conversation; None without one."""
+    split = last_turn_split(messages)
+    return None if split is None else split[1].content
+
+
 def cut_turns(messages: Sequence[ChatMessage], keep_recent: int) -> tuple[list[ChatMessage], int]:
     """Keep the system prompt(s) at the start, the first user turn and the ``keep_recent``
     most recent turns; put one user turn saying ``[… N turns cut …]`` in place of the N turns
@@ -209,15 +215,24 @@ def render_conversation(messages: Sequence[ChatMessage], neutralise: Neutraliser
     return "\n".join(blocks)
 
 
-def conversation_values(model: type[BaseModel], record: Record, metric: str, scope: Scope) -> dict[str, Any]:
-    """The ``conversation`` (and, judging the last turn, the ``response``) a conversation
-    record gives an input model with a ``conversation`` field; {} otherwise.
+def conversation_values(
+    model: type[BaseModel], record: Record, metric: str, scope: Scope, sources: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The input values a conversation record gives a program's input ``model``; {} for
+    other records. A model with a ``conversation`` field gets the turns (all of them under
+    ``scope="conversation"`` or when the record gives its ``response``; else those before
+    the last assistant turn, which is the ``response``); a model without one gets the last
+    assistant turn's text in each field that takes the record's ``response`` (``sources``).
 
     Raises:
         RecordError: Judging the last turn of a conversation without an assistant turn with text.
     """
-    if record.messages is None or "conversation" not in model.model_fields:
+    if record.messages is None:
         return {}
+    if "conversation" not in model.model_fields:
+        text = last_response(record.messages) if record.response is None else None
+        takes = [name for name in model.model_fields if (sources or {}).get(name, name) == "response"]
+        return {name: text for name in takes} if text is not None else {}
     if scope == "conversation" or record.response is not None:
         return {"conversation": list(record.messages)}
     split = last_turn_split(record.messages)

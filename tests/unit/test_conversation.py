@@ -315,3 +315,16 @@ def test_a_csv_cell_holds_the_messages_as_json(tmp_path):
     assert str(bad).startswith(
         "record 'c2' (d.csv row 2), field 'messages': CSV cell must hold a JSON list of messages, e.g. [{"
     )
+
+
+def test_a_metric_that_shows_no_conversation_judges_its_last_assistant_turn():
+    from localjury.metrics import Faithfulness
+
+    record = parse_record({**ROW, "retrieved_contexts": ["Paris: 18C, sunny."]})
+    text = Faithfulness().extract_messages(record)[-1]["content"]
+    assert "<response>\nIt is 18C and sunny in Paris.\n</response>" in text and "<turn" not in text
+    given = parse_record({**ROW, "response": "A final answer.", "retrieved_contexts": ["c"]})
+    assert "<response>\nA final answer.\n</response>" in Faithfulness().extract_messages(given)[-1]["content"]
+    silent = parse_record({"id": "s", "messages": [{"role": "user", "content": "hi"}], "retrieved_contexts": ["c"]})
+    with pytest.raises(RecordError, match="record 's', field 'response': metric 'faithfulness' needs this field"):
+        Faithfulness().extract_messages(silent)

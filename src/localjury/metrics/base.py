@@ -202,7 +202,8 @@ def bind_input(
     A conversation record (``messages``) fills an input field named ``conversation``: under
     ``scope="last_turn"`` its last assistant turn with text is the ``response`` (unless the
     record gives one) and the turns before it are the conversation; under
-    ``scope="conversation"`` every turn is.
+    ``scope="conversation"`` every turn is. A model without a ``conversation`` field takes
+    the last assistant turn as the record's ``response``.
 
     A field takes its value from ``extra`` (values computed by an earlier stage), then
     ``constants`` (fixed by the metric, e.g. the criterion), then the record field that
@@ -214,7 +215,7 @@ def bind_input(
             or a value does not fit the input model.
     """
     values: dict[str, Any] = {}
-    extra = {**conversation_values(model, record, metric, scope), **(extra or {})}
+    extra = {**conversation_values(model, record, metric, scope, sources), **(extra or {})}
     for name, info in model.model_fields.items():
         if extra and name in extra:
             values[name] = extra[name]
