@@ -51,7 +51,8 @@ class Record(BaseModel):
     id: str
     """Stable id: given in the data, or a hash of the record's content."""
     response: str | None = None
-    """The output being judged (every metric but a pairwise one needs it)."""
+    """The output being judged (every metric but a pairwise one needs it, or a conversation
+    whose last assistant turn it is)."""
     user_input: str | None = None
     """The prompt or question the response answers."""
     retrieved_contexts: list[str] | None = None
