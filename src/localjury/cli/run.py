@@ -206,7 +206,8 @@ def run(
         typer.Option(
             "--on-overflow",
             help="A prompt longer than a model's context: error (that model's judgment of the record is an error) "
-            "or truncate (cut the retrieved contexts, marking each cut, until it fits).",
+            "or truncate (cut a conversation's middle turns, then the retrieved contexts, marking each cut, until "
+            "it fits; results say how many turns were cut).",
         ),
     ] = "error",
     chunk_size: Annotated[
