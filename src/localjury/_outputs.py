@@ -36,6 +36,7 @@ from types import TracebackType
 from pydantic import ValidationError
 
 from localjury._commit import MARK, OURS, Journal, StagedFile, commit, host, journal_path, own_name, settle
+from localjury._files import check_no_symlink_loop
 from localjury.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,10 @@ def check_paths(outputs: Mapping[str, Path], inputs: Mapping[str, Path | None]) 
         ConfigError: Naming the output, the path, what it clashes with, and the fix.
     """
     named = list(outputs.items())
+    # A loop of symbolic links is a refused path like any other, for the Python API as for
+    # the command line (whose options check it as they are parsed).
+    for what, path in [*named, *((w, p) for w, p in inputs.items() if p is not None)]:
+        check_no_symlink_loop(path, f"the {what}")
     for i, (what, path) in enumerate(named):
         if path.is_dir():
             raise ConfigError(f"the {what} {path} is a folder; give a file path for it")

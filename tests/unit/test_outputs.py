@@ -489,3 +489,26 @@ def test_record_ids_and_paths_print_as_they_are(tmp_path, fake_model, monkeypatc
     code, _, err = cli(monkeypatch, capsys, *run_args(missing, registry, tmp_path / "r.jsonl"))
     assert code == 2 and "\x1b" not in err
     assert str(missing).replace("\x1b", "\\x1b") in err
+
+
+@pytest.mark.parametrize("where", ["out", "summary", "folder above out", "dataset"])
+def test_a_symbolic_link_loop_is_a_config_error_in_the_python_api_too(tmp_path, data, where):
+    """The command line checks each path option as it parses it; evaluate() and every output
+    set check theirs before anything loads (Path.resolve raised a bare RuntimeError)."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    loop = tmp_path / "a"
+    paths = {"out": tmp_path / "r.jsonl", "summary": None}
+    records = data
+    if where == "out":
+        paths["out"] = loop
+    elif where == "summary":
+        paths["summary"] = loop
+    elif where == "folder above out":
+        paths["out"] = loop / "r.jsonl"
+    else:
+        records = loop
+    loaded: list = []
+    with pytest.raises(ConfigError, match=r"leads into a loop of symbolic links"):
+        evaluate(records, [DATED], [spec("A")], use_cache=False, engine_factory=factory(yes, loaded), **paths)
+    assert loaded == []
