@@ -130,3 +130,55 @@ def test_both_orders_by_hand():
     always_a = stats.both_orders([1, 0], [1, 1], [0, 0])
     assert (always_a["accuracy"], always_a["both_right"], always_a["positional_agreement"]) == (0.5, 0.0, 0.0)
     assert stats.both_orders([], [], []) == {"items": 0}
+
+
+def old_bootstrap_ci(gold, pred, statistic, seed=0, resamples=1000):
+    """The interval as it was computed before the statistics were vectorised: scipy's
+    bootstrap calling a scikit-learn statistic once per resample."""
+    import warnings
+
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    def stat(g, p):
+        value = statistic(g.tolist(), p.tolist())
+        return float("nan") if value is None else value
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = bootstrap((np.asarray(gold), np.asarray(pred)), stat, paired=True, vectorized=False,
+                        n_resamples=resamples, confidence_level=0.95, method="percentile",
+                        rng=np.random.default_rng(seed))  # fmt: skip
+    return res.confidence_interval.low, res.confidence_interval.high
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vectorised_kappa_accuracy_and_auroc_equal_scikit_learns(seed):
+    import warnings
+
+    import numpy as np
+    from sklearn.metrics import cohen_kappa_score, roc_auc_score
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 60))
+    gold = rng.integers(0, 2, n)
+    pred = np.where(rng.random(n) < 0.7, gold, 1 - gold)
+    if seed == 0:
+        pred[:] = gold[:] = 1  # one label in common: kappa undefined
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # undefined kappa
+        want = cohen_kappa_score(gold, pred, labels=[0, 1])
+    got = float(stats.kappas(gold, pred))
+    assert (np.isnan(want) and np.isnan(got)) or got == pytest.approx(want, abs=1e-12)
+    # Coarse scores (many ties) and fine ones.
+    score = np.round(rng.random(n) * (3 if seed % 2 else 1000)) / (3 if seed % 2 else 1000)
+    gold[:2] = [0, 1]
+    assert stats.auroc_of(score[gold == 1], score[gold == 0]) == pytest.approx(roc_auc_score(gold, score), abs=1e-12)
+    # The intervals are those of the per-resample computation, on the same resamples.
+    for vectorised, per_call in ((stats.kappas, stats._kappa), (stats.accuracies, stats._accuracy)):
+        new = stats.bootstrap_ci(gold.tolist(), pred.tolist(), vectorised, seed=seed, resamples=300)
+        old = old_bootstrap_ci(gold.tolist(), pred.tolist(), per_call, seed=seed, resamples=300)
+        if new is None:
+            assert np.isnan(old[0]) or np.isnan(old[1])
+        else:
+            assert new == pytest.approx(old, abs=1e-9)
