@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from localjury.engines.base import Completion, render_plain
 from localjury.registry import ModelSpec
@@ -68,3 +69,31 @@ def factory(respond, log, calls=None):
 
 def spec(name: str, **kw) -> ModelSpec:
     return ModelSpec(name=name, path=f"/nonexistent/{name}", **kw)
+
+
+def fake_registry(tmp_path: Path, name: str = "fake") -> Path:
+    """A model folder that passes the pre-load checks (a config.json and an empty safetensors
+    header) and a models.yaml naming it ``name``; returns the models.yaml."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes((2).to_bytes(8, "little") + b"{}")
+    registry = tmp_path / "models.yaml"
+    registry.write_text(f"models:\n  {name}:\n    path: {folder}\n")
+    return registry
+
+
+def run_cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    """Run the CLI in this process; return (exit code, stdout, stderr)."""
+    import sys
+
+    import pytest
+
+    from localjury.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["localjury", *map(str, args)])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    captured = capsys.readouterr()
+    code = exit_info.value.code
+    return (0 if code is None else code), captured.out, captured.err

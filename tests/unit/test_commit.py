@@ -21,7 +21,7 @@ from localjury._outputs import OutputSet
 from localjury.cli import main
 from localjury.errors import CommitError, ConfigError
 
-from .fakes import factory, judgment, spec
+from .fakes import factory, fake_registry, judgment, spec
 
 ROOT = Path(__file__).resolve().parents[2]
 CRITERION = "dated=The response must include a specific date or year."
@@ -37,13 +37,7 @@ def data(tmp_path):
 
 @pytest.fixture
 def registry(tmp_path):
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    (folder / "model.safetensors").write_bytes((2).to_bytes(8, "little") + b"{}")
-    path = tmp_path / "models.yaml"
-    path.write_text(f"models:\n  fake:\n    path: {folder}\n")
-    return path
+    return fake_registry(tmp_path)
 
 
 def verdicts(verdict, monkeypatch):

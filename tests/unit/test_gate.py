@@ -13,7 +13,7 @@ from localjury.errors import ConfigError
 from localjury.gate import GATE_EXIT, Gate, check, check_names
 from localjury.report import MetricSummary, RecordResult, Summary
 
-from .fakes import factory, judgment
+from .fakes import factory, fake_registry, judgment
 
 #: r0 and r4 give no year.
 RECORDS = [{"id": f"r{i}", "user_input": "When?", "response": f"In {1900 + i}." if i % 4 else "Soon."}
@@ -80,12 +80,7 @@ def test_a_metric_with_no_scored_record_never_meets_its_bar():
 
 @pytest.fixture
 def setup(tmp_path, monkeypatch):
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    (folder / "model.safetensors").write_bytes((2).to_bytes(8, "little") + b"{}")
-    registry = tmp_path / "models.yaml"
-    registry.write_text(f"models:\n  fake:\n    path: {folder}\n")
+    registry = fake_registry(tmp_path)
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     # The fake judge passes a response with a year in it: 6 of the 8 records (r0 and r4 fail).

@@ -18,11 +18,10 @@ import localjury.errors
 import localjury.run.pipeline
 import localjury.store
 from localjury import AspectCritic, evaluate
-from localjury.cli import main
 from localjury.errors import ConfigError
 from localjury.manifest import Manifest
 
-from .fakes import factory, judgment, spec
+from .fakes import factory, fake_registry, judgment, run_cli, spec
 
 ROOT = Path(__file__).resolve().parents[2]
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
@@ -45,25 +44,13 @@ def data(tmp_path):
 def fake_model(tmp_path, monkeypatch):
     """A model folder that passes the pre-load checks, a models.yaml naming it, and the CLI's
     engine replaced by the scripted one (its log is returned)."""
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text("{}")
-    (folder / "model.safetensors").write_bytes((2).to_bytes(8, "little") + b"{}")
-    registry = tmp_path / "models.yaml"
-    registry.write_text(f"models:\n  fake:\n    path: {folder}\n")
+    registry = fake_registry(tmp_path)
     log: list = []
     monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(yes, log))
     return registry, log
 
 
-def cli(monkeypatch, capsys, *args):
-    """Run the CLI in this process; return (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["localjury", *map(str, args)])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    captured = capsys.readouterr()
-    code = exit_info.value.code
-    return (0 if code is None else code), captured.out, captured.err
+cli = run_cli  # the CLI in this process: (exit code, stdout, stderr)
 
 
 def run_args(data, registry, out, *more):

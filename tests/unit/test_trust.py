@@ -3,7 +3,6 @@ runs only when the run names it, and a packaged model's name means the packaged 
 the command line names the registry that redefines it."""
 
 import json
-import sys
 
 import pytest
 
@@ -11,12 +10,11 @@ import localjury.doctor
 import localjury.engines
 import localjury.run.pipeline
 from localjury import AspectCritic, evaluate
-from localjury.cli import main
 from localjury.doctor import diagnose
 from localjury.errors import ConfigError, EngineError
 from localjury.registry import PACKAGED_REGISTRY, load_registry
 
-from .fakes import factory, judgment
+from .fakes import factory, judgment, run_cli
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
 CRITERION = "dated=The response must include a specific date or year."
@@ -27,14 +25,7 @@ def yes(model, prompt, j):
     return judgment(1)
 
 
-def cli(monkeypatch, capsys, *args):
-    """Run the CLI in this process; return (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["localjury", *map(str, args)])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    captured = capsys.readouterr()
-    code = exit_info.value.code
-    return (0 if code is None else code), captured.out, captured.err
+cli = run_cli  # the CLI in this process: (exit code, stdout, stderr)
 
 
 @pytest.fixture
