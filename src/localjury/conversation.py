@@ -118,6 +118,66 @@ def parse_messages(value: Any) -> list[ChatMessage]:
     return out
 
 
+def parse_reference_calls(value: Any) -> list[FunctionCall]:
+    """Validate a record's ``reference_tool_calls``: the calls an agent is expected to make,
+    each ``{"name", "arguments"}`` (the arguments a JSON object, or a JSON string of one), a
+    RAGAS ``ToolCall`` (``name`` and ``args``, as an object or a mapping) or an OpenAI tool
+    call (``{"type": "function", "function": {...}}``).
+
+    Raises:
+        ValueError: ``"reference_tool_calls[1].name: missing"``: the first problem, its place
+            named as a path from ``reference_tool_calls``.
+    """
+    where = "reference_tool_calls"
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"{where}: must be a list of calls ({{name, arguments}}), got {type(value).__name__}")
+    calls = []
+    for i, item in enumerate(value):
+        if hasattr(item, "model_dump"):
+            item = item.model_dump()
+        if isinstance(item, Mapping) and isinstance(item.get("function"), Mapping):
+            item = item["function"]
+        if not isinstance(item, Mapping):
+            raise ValueError(f"{where}[{i}]: must be an object with name and arguments, got {type(item).__name__}")
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{where}[{i}].name: missing" if name is None else f"{where}[{i}].name: not a name")
+        arguments = item.get("arguments", item.get("args"))
+        if arguments is not None and not isinstance(arguments, str):
+            try:
+                arguments = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{where}[{i}].arguments: not JSON ({exc})") from None
+        try:
+            calls.append(FunctionCall(name=name, arguments=arguments))
+        except ValidationError:
+            raise ValueError(f"{where}[{i}].arguments: not valid JSON") from None
+    return calls
+
+
+def tool_calls_made(messages: Sequence[ChatMessage]) -> list[FunctionCall]:
+    """Every tool call of the conversation's assistant turns, in the order they were made."""
+    return [call.function for m in messages if m.role == "assistant" for call in m.tool_calls or ()]
+
+
+def tool_results(messages: Sequence[ChatMessage]) -> list[str]:
+    """The conversation's tool results, each as ``name {arguments} returned:`` and its content
+    (the call found by ``tool_call_id``; the tool's ``name`` alone, or nothing, without one)."""
+    calls = {c.id: c.function for m in messages for c in m.tool_calls or () if c.id is not None}
+    out = []
+    for m in messages:
+        if m.role != "tool" or m.content is None:
+            continue
+        call = calls.get(m.tool_call_id) if m.tool_call_id is not None else None
+        if call is not None:
+            out.append(f"{call.name} {call.arguments} returned:\n{m.content}")
+        elif m.name:
+            out.append(f"{m.name} returned:\n{m.content}")
+        else:
+            out.append(m.content)
+    return out
+
+
 def from_ragas_turns(turns: Sequence[Any]) -> list[dict[str, Any]]:
     """Turn a RAGAS ``MultiTurnSample``'s ``user_input`` (``HumanMessage``, ``AIMessage``,
     ``ToolMessage``: ``.type`` and ``.content``, ``AIMessage.tool_calls`` of ``.name`` and

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from localjury.conversation import ChatMessage, parse_messages
+from localjury.conversation import ChatMessage, FunctionCall, parse_messages, parse_reference_calls
 from localjury.errors import RecordError
 
 #: Older field names (RAGAS v1 and many datasets) accepted as aliases of the current ones.
@@ -66,6 +66,9 @@ class Record(BaseModel):
     messages: list[ChatMessage] | None = None
     """A conversation, in the OpenAI chat format (see :mod:`localjury.conversation`): its last
     assistant turn is the response unless ``response`` is given."""
+    reference_tool_calls: list[FunctionCall] | None = None
+    """The tool calls an agent run is expected to make, each a name and its JSON arguments
+    (what ``ToolCallAccuracy`` compares the conversation's calls with)."""
 
     _location: str | None = PrivateAttr(default=None)
     """Where the loader found the record ("d.jsonl line 7", "item 3"), for messages only."""
@@ -86,6 +89,10 @@ def content_id(fields: Mapping[str, Any]) -> str:
     if fields.get("messages") is not None:
         canon["messages"] = [
             m.model_dump(exclude_none=True) if isinstance(m, ChatMessage) else m for m in fields["messages"]
+        ]
+    if fields.get("reference_tool_calls") is not None:
+        canon["reference_tool_calls"] = [
+            c.model_dump() if isinstance(c, FunctionCall) else c for c in fields["reference_tool_calls"]
         ]
     blob = json.dumps(canon, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
@@ -181,7 +188,7 @@ def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
         if value is None or key == "id":
             continue
         name = FIELD_ALIASES.get(key, key)
-        if name not in FIELDS and name != "messages":
+        if name not in FIELDS and name not in ("messages", "reference_tool_calls"):
             continue  # extra columns (labels, metadata) are the caller's business
         if name in fields:
             try:
@@ -195,6 +202,7 @@ def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
     for name, example in (
         ("retrieved_contexts", '["passage one"]'),
         ("messages", '[{"role": "user", "content": "hi"}]'),
+        ("reference_tool_calls", '[{"name": "search", "arguments": {"q": "x"}}]'),
     ):
         if not (csv_cells and isinstance(fields.get(name), str)):
             continue
@@ -205,12 +213,20 @@ def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
             raise fail(name, "CSV cell " + too_deep()) from None
         except ValueError as exc:  # JSONDecodeError, or a number longer than Python writes
             detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-            what = "a JSON list of strings" if name == "retrieved_contexts" else "a JSON list of messages"
+            what = {"retrieved_contexts": "a JSON list of strings", "messages": "a JSON list of messages"}.get(
+                name, "a JSON list of calls"
+            )
             raise fail(name, f"CSV cell must hold {what}, e.g. {example}; got {cell[:60]!r} ({detail})") from None
 
     if "messages" in fields:
         try:
             fields["messages"] = parse_messages(fields["messages"])
+        except ValueError as exc:
+            field, _, reason = str(exc).partition(": ")
+            raise fail(field, reason) from None
+    if "reference_tool_calls" in fields:
+        try:
+            fields["reference_tool_calls"] = parse_reference_calls(fields["reference_tool_calls"])
         except ValueError as exc:
             field, _, reason = str(exc).partition(": ")
             raise fail(field, reason) from None

@@ -102,6 +102,29 @@ class StatementResult(BaseModel):
     """Each model's votes and verdict on this statement."""
 
 
+class ToolCallResult(BaseModel):
+    """Tool-call accuracy: how the conversation's tool calls matched the reference calls."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ordered: bool
+    """The matched calls had to come in the reference's order."""
+    reference: int
+    """Reference calls (``reference_tool_calls``)."""
+    made: int
+    """Tool calls the conversation made."""
+    matched: int
+    """Calls matched exactly (name, and arguments as parsed JSON), each at most once."""
+    precision: float | None
+    """matched / made; null when no call was made."""
+    recall: float | None
+    """matched / reference; null when no call was expected."""
+    missing: list[str]
+    """Reference calls no call matched, as ``name(arguments)``."""
+    unexpected: list[str]
+    """Calls made that matched no reference call, as ``name(arguments)``."""
+
+
 class RecordResult(BaseModel):
     """The jury's result for one (record, criterion): one line of results.jsonl."""
 
@@ -128,6 +151,8 @@ class RecordResult(BaseModel):
     position_consistency: float | None = None
     """Pairwise metrics: the share of the models with a majority in both orders whose two
     majorities agree; null for other metrics, or when no model has both."""
+    tool_calls: ToolCallResult | None = None
+    """Tool-call accuracy: the calls matched, missing and unexpected; null for other metrics."""
     turns_cut: int | None = None
     """Conversation records under ``on_overflow="truncate"``: the most middle turns cut to
     fit a jury model's context (each prompt shows its cut as ``[… N turns cut …]``); null
@@ -157,6 +182,11 @@ class MetricSummary(BaseModel):
     position_consistency: float | None = None
     """Pairwise metrics: over every (record, model) with a majority in both orders, the share
     whose two majorities agree once order-corrected; null for other metrics."""
+    records_cut: int = 0
+    """Records whose conversation had middle turns cut to fit a judge's context
+    (``on_overflow="truncate"``; each result's ``turns_cut`` says how many)."""
+    turns_cut: int = 0
+    """The results' ``turns_cut`` summed: conversation turns cut to fit a judge's context."""
 
 
 class ModelSummary(BaseModel):

@@ -63,6 +63,12 @@ def print_summary(summary: Summary, console: Console) -> None:
                 f"position consistency {_fmt(m.position_consistency, True)}",
                 style="dim",
             )
+        if m.records_cut:
+            console.print(
+                f"{m.metric}: {m.turns_cut} conversation turns cut in {m.records_cut} records to fit a judge's "
+                "context (each result's turns_cut says how many)",
+                style="dim",
+            )
     models = summary.models
     names = [s.model if s.replicas == 1 else f"{s.model} (x{s.replicas})" for s in models]
     verdicts = [

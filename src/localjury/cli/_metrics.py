@@ -25,8 +25,8 @@ def _build_metrics(
         ConfigError: An unknown aspect or composite metric, a criterion not ``NAME=TEXT``, or
             a bad criteria file.
     """
-    from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCritic, Metric
-    from localjury.metrics.spec import criteria_metrics, named_criterion
+    from localjury.metrics import PREDEFINED_ASPECTS, AspectCritic, Metric
+    from localjury.metrics.spec import NAMED_METRICS, criteria_metrics, named_criterion
 
     metrics: list[Metric] = []
     for name in aspects:
@@ -45,9 +45,11 @@ def _build_metrics(
     if criteria_file is not None:
         metrics += criteria_metrics(criteria_file)
     for name in composites:
-        if name not in COMPOSITE_METRICS:
-            raise ConfigError(f"unknown metric {name!r}; expected one of: {', '.join(COMPOSITE_METRICS)}")
-        metrics.append(COMPOSITE_METRICS[name]())
+        if name not in NAMED_METRICS:
+            raise ConfigError(
+                f"unknown metric {name!r}; expected one of: {', '.join(NAMED_METRICS)} (see `localjury metrics`)"
+            )
+        metrics.append(NAMED_METRICS[name]())
     for item in pairwise:
         from localjury.metrics.pairwise import PairwiseCritic
 

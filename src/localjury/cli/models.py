@@ -1,4 +1,4 @@
-"""`localjury aspects` and `localjury models list|info|pull`."""
+"""`localjury aspects`, `localjury metrics` and `localjury models list|info|pull`."""
 
 from __future__ import annotations
 
@@ -26,6 +26,21 @@ def aspects() -> None:
     columns = [
         Column("aspect", list(PREDEFINED_ASPECTS), "name"),
         Column("criterion (verdict 1 means it holds)", list(PREDEFINED_ASPECTS.values()), "text"),
+    ]
+    print_table(out, columns)
+
+
+@app.command()
+def metrics() -> None:
+    """List the metrics known by name (`run --metric NAME`): composites and agent-run metrics."""
+    from localjury._terminal import Column, print_table
+    from localjury.metrics.spec import NAMED_METRICS
+
+    built = [make() for make in NAMED_METRICS.values()]
+    columns = [
+        Column("metric", list(NAMED_METRICS), "name"),
+        Column("kind", [m.kind or "" for m in built], "name"),
+        Column("what it measures", [m.description for m in built], "text"),
     ]
     print_table(out, columns)
 

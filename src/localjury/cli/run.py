@@ -74,8 +74,10 @@ def run(
         list[str],
         typer.Option(
             "--metric",
-            help="A composite metric (repeatable): faithfulness (needs retrieved_contexts), "
-            "factual_accuracy (needs reference).",
+            help="A metric by name (repeatable): faithfulness (needs retrieved_contexts), "
+            "factual_accuracy (needs reference); for agent runs (messages): goal_achieved (needs reference, the "
+            "goal), tool_call_accuracy and tool_call_accuracy_any_order (need reference_tool_calls), "
+            "tool_result_faithfulness; see `localjury metrics`.",
         ),
     ] = [],  # noqa: B006
     models: Annotated[

@@ -1,5 +1,7 @@
-"""Judge metrics: single-step (the Aspect Critic, or your own) and composite (Faithfulness)."""
+"""Judge metrics: single-step (the Aspect Critic, or your own), composite (Faithfulness),
+pairwise, and the agent-run metrics (goal achieved, tool-call accuracy, tool-result faithfulness)."""
 
+from localjury.metrics.agent import AGENT_METRICS, GoalAchieved, ToolResultFaithfulness
 from localjury.metrics.aspect_critic import PREDEFINED_ASPECTS, AspectCritic, CriterionInput
 from localjury.metrics.base import JudgeMetric, Judgment, Message, Metric, Parsed, ParsedSample, PromptProgram
 from localjury.metrics.composite import (
@@ -19,8 +21,10 @@ from localjury.metrics.faithfulness import (
     StatementSource,
 )
 from localjury.metrics.pairwise import PairInput, PairwiseCritic, Preference
+from localjury.metrics.tool_calls import ToolCallAccuracy
 
 __all__ = [
+    "AGENT_METRICS",
     "COMPOSITE_METRICS",
     "NLI_STATEMENT",
     "PREDEFINED_ASPECTS",
@@ -30,6 +34,7 @@ __all__ = [
     "CriterionInput",
     "FactualAccuracy",
     "Faithfulness",
+    "GoalAchieved",
     "JudgeMetric",
     "Judgment",
     "Message",
@@ -45,5 +50,7 @@ __all__ = [
     "StatementVerdicts",
     "Statements",
     "StatementsInContext",
+    "ToolCallAccuracy",
+    "ToolResultFaithfulness",
     "VerifyProgram",
 ]

@@ -9,9 +9,13 @@ from typing import Any
 
 from localjury._files import read_yaml
 from localjury.errors import ConfigError
+from localjury.metrics.agent import AGENT_METRICS
 from localjury.metrics.aspect_critic import PREDEFINED_ASPECTS, AspectCritic
 from localjury.metrics.base import Metric
 from localjury.metrics.faithfulness import COMPOSITE_METRICS
+
+#: The metrics known by name (``--metric``): the composites and the agent-run metrics.
+NAMED_METRICS = {**COMPOSITE_METRICS, **AGENT_METRICS}
 
 
 def named_criterion(text: str) -> tuple[str, str] | None:
@@ -23,10 +27,11 @@ def named_criterion(text: str) -> tuple[str, str] | None:
 
 
 def metric_from_string(text: str, *, strictness: int = 1, verdict_first: bool = False) -> Metric | None:
-    """A composite's name, a predefined aspect's name or ``NAME=criterion`` as its metric
-    (aspects with ``strictness`` and ``verdict_first``), or None when it is none of those."""
-    if text in COMPOSITE_METRICS:
-        return COMPOSITE_METRICS[text]()
+    """A named metric's name (:data:`NAMED_METRICS`), a predefined aspect's name or
+    ``NAME=criterion`` as its metric (aspects with ``strictness`` and ``verdict_first``), or
+    None when it is none of those."""
+    if text in NAMED_METRICS:
+        return NAMED_METRICS[text]()
     if text in PREDEFINED_ASPECTS:
         return AspectCritic.predefined(text, strictness=strictness, verdict_first=verdict_first)
     named = named_criterion(text)

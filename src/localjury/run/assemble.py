@@ -30,6 +30,10 @@ class MetricAcc:
     """Pairwise metrics: (record, model) judgments with a majority in both orders."""
     consistent: int = 0
     """Of those, the ones whose two majorities agree once order-corrected."""
+    records_cut: int = 0
+    """Records whose conversation had turns cut to fit a judge's context."""
+    turns_cut: int = 0
+    """The turns cut, over those records."""
 
 
 def assemble_all(run: Run, dataset: Dataset, out: StagedFile | None) -> tuple[list[RecordResult], dict[str, MetricAcc]]:
@@ -46,6 +50,9 @@ def assemble_all(run: Run, dataset: Dataset, out: StagedFile | None) -> tuple[li
                     a.scored += 1
                     a.total += r.score
                     a.passed += bool(passes(r.score))
+                if r.turns_cut:
+                    a.records_cut += 1
+                    a.turns_cut += r.turns_cut
                 for j in r.models:
                     if j.position_consistent is not None:
                         a.paired += 1

@@ -13,7 +13,7 @@ from localjury.records import Record
 from localjury.report import InvalidSample, ModelJudgment, RecordResult, StatementJudgment, StatementResult
 from localjury.run.config import OverflowPolicy
 from localjury.run.judging import JudgingBase
-from localjury.run.plan import fit
+from localjury.run.plan import fit_counted
 from localjury.run.state import JuryModel, Request
 from localjury.store import Stored
 from localjury.voting import final_score, model_score, model_verdict, share_supported
@@ -60,9 +60,10 @@ class StatementsJudging(JudgingBase):
         statements: list[str] = context
         budget = max(model.max_tokens, 64 + TOKENS_PER_STATEMENT * len(statements))
         render = partial(self.metric.verify_messages, statements=statements, neutralise=model.neutralise)
-        verify = fit(on_overflow, model, record, budget, render(record), render)
+        verify, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
         schema = self.metric.verify_schema(record, statements)
-        return [Request((record.id, self.metric.name), verify, schema, self.k, budget, model.temperature)]
+        key = (record.id, self.metric.name)
+        return [Request(key, verify, schema, self.k, budget, model.temperature, turns_cut=cut)]
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
         parsed = [self.metric.parse_verification(c.text, record, context, finished=c.finished) for c in samples]

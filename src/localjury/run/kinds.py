@@ -8,12 +8,14 @@ from localjury.run.composite import StatementsJudging
 from localjury.run.config import SamplingConfig
 from localjury.run.judging import Judging, VerdictJudging
 from localjury.run.pairwise import PairwiseJudging
+from localjury.run.tool_calls import ToolCallJudging
 
 #: The judging of each kind of metric, by the metric's ``kind``.
-KINDS: dict[str, type[VerdictJudging] | type[StatementsJudging] | type[PairwiseJudging]] = {
+KINDS: dict[str, type[VerdictJudging] | type[StatementsJudging] | type[PairwiseJudging] | type[ToolCallJudging]] = {
     VerdictJudging.kind: VerdictJudging,
     StatementsJudging.kind: StatementsJudging,
     PairwiseJudging.kind: PairwiseJudging,
+    ToolCallJudging.kind: ToolCallJudging,
 }
 
 
@@ -27,7 +29,7 @@ def judging_for(metric: Metric, sampling: SamplingConfig) -> Judging:
     if kind is None:
         raise ConfigError(
             f"metric {metric.name!r} is a {type(metric).__name__}; "
-            "expected a JudgeMetric, CompositeMetric or PairwiseCritic"
+            "expected a JudgeMetric, CompositeMetric, PairwiseCritic or ToolCallAccuracy"
         )
     return kind(
         metric,  # type: ignore[arg-type]

@@ -97,13 +97,22 @@ def fit_counted(
     def length(msgs: list[Message]) -> int:
         return sum(len(m["content"]) for m in msgs)
 
+    def fits(shorter: Record) -> bool:
+        try:
+            return length(render(shorter)) <= allowed
+        except RecordError:  # the cut left the prompt nothing to show (a metric's evidence): no fit
+            return False
+
     excess = length(messages) - allowed
     if excess <= 0:
         return messages, 0
     turns_cut = 0
     if record.messages:
-        shorter, turns_cut = cut_conversation(record, lambda r: length(render(r)) <= allowed)
-        cut_messages = render(shorter)
+        shorter, turns_cut = cut_conversation(record, fits)
+        try:
+            cut_messages = render(shorter)
+        except RecordError:
+            cut_messages = messages  # no cut leaves it its evidence: the uncut prompt, the model's overflow
         if turns_cut and length(cut_messages) < length(messages):  # the prompt shows the conversation
             record, messages = shorter, cut_messages
             excess = length(messages) - allowed

@@ -34,6 +34,8 @@ def summarize(
                 mean_score=a.total / a.scored if a.scored else None,
                 pass_rate=a.passed / a.scored if a.scored else None,
                 position_consistency=a.consistent / a.paired if a.paired else None,
+                records_cut=a.records_cut,
+                turns_cut=a.turns_cut,
             )
         )
     model_summaries = [

@@ -1,0 +1,203 @@
+"""Tool-call accuracy: the calls an agent run made against the calls it was expected to make,
+matched exactly, without a judge.
+
+A call matches a reference call when their names are equal and their arguments are equal as
+parsed JSON (:func:`json_equal`): the order of an object's keys does not count, a number is
+a number (``1`` equals ``1.0``, as JSON has one number type), ``true`` is not ``1``, and a
+list keeps its order. Each call matches at most one reference call.
+
+- ``ordered=True`` (the default, as RAGAS's ``ToolCallAccuracy``): the matched calls must be
+  in the reference's order; the matched count is the longest common subsequence of the two
+  lists of calls.
+- ``ordered=False``: any order; the matched count is the size of the two lists' multiset
+  intersection (the equality is an equivalence, so a greedy match is a largest one).
+
+Score = F1 of the matched calls: precision = matched / calls made, recall = matched /
+reference calls, F1 = 2 matched / (made + reference). F1 rather than the share of the
+reference matched (recall alone) because recall does not see extra calls (an agent that calls
+every tool twice would score 1.0), and precision alone does not see missing ones; F1 is
+RAGAS's ``ToolCallF1`` made order-aware. No calls expected and none made scores 1.0. The
+precision, recall and the unmatched calls on both sides are in the result's ``tool_calls``.
+
+Arguments are compared exactly: a free-text argument worded differently from the reference
+(``"weather in Paris"`` against ``"Paris weather"``) does not match. A judged comparison of
+such arguments is not part of this metric (a ``JudgeMetric`` over the conversation with the
+reference calls as a criterion can ask it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from localjury.conversation import FunctionCall, tool_calls_made
+from localjury.errors import RecordError
+from localjury.metrics.base import Metric
+from localjury.records import Record
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Whether two parsed JSON values are equal: objects whatever their key order, numbers by
+    value (``1 == 1.0``), booleans only to booleans, lists item by item in order."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A call with its arguments parsed, for matching."""
+
+    name: str
+    arguments: Any
+    text: str
+
+    @classmethod
+    def of(cls, call: FunctionCall) -> _Call:
+        return cls(call.name, json.loads(call.arguments), f"{call.name}({call.arguments})")
+
+    def matches(self, other: _Call) -> bool:
+        return self.name == other.name and json_equal(self.arguments, other.arguments)
+
+
+@dataclass(frozen=True)
+class CallMatch:
+    """How the calls made matched the reference calls."""
+
+    reference: int
+    """Reference calls."""
+    made: int
+    """Calls the conversation made."""
+    matched: int
+    """Calls matched (each call at most once)."""
+    missing: list[str]
+    """Reference calls no call matched, as ``name(arguments)``."""
+    unexpected: list[str]
+    """Calls made that matched no reference call, as ``name(arguments)``."""
+
+    @property
+    def precision(self) -> float | None:
+        """Matched / made; None when no call was made."""
+        return self.matched / self.made if self.made else None
+
+    @property
+    def recall(self) -> float | None:
+        """Matched / reference; None when no call was expected."""
+        return self.matched / self.reference if self.reference else None
+
+    @property
+    def f1(self) -> float:
+        """2 matched / (made + reference); 1.0 when none was expected and none made."""
+        total = self.made + self.reference
+        return 2 * self.matched / total if total else 1.0
+
+
+def match_calls(reference: list[FunctionCall], made: list[FunctionCall], *, ordered: bool = True) -> CallMatch:
+    """Match the calls ``made`` against the ``reference`` calls (see the module's docstring)."""
+    ref = [_Call.of(c) for c in reference]
+    act = [_Call.of(c) for c in made]
+    pairs = _in_order(ref, act) if ordered else _any_order(ref, act)
+    ref_matched = {i for i, _ in pairs}
+    act_matched = {j for _, j in pairs}
+    return CallMatch(
+        reference=len(ref),
+        made=len(act),
+        matched=len(pairs),
+        missing=[c.text for i, c in enumerate(ref) if i not in ref_matched],
+        unexpected=[c.text for j, c in enumerate(act) if j not in act_matched],
+    )
+
+
+def _in_order(ref: list[_Call], act: list[_Call]) -> list[tuple[int, int]]:
+    """A longest common subsequence of the two lists, as (reference index, made index) pairs."""
+    n, m = len(ref), len(act)
+    longest = [[0] * (m + 1) for _ in range(n + 1)]  # longest[i][j]: of ref[i:] and act[j:]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            if ref[i].matches(act[j]):
+                longest[i][j] = longest[i + 1][j + 1] + 1
+            else:
+                longest[i][j] = max(longest[i + 1][j], longest[i][j + 1])
+    pairs, i, j = [], 0, 0
+    while i < n and j < m:
+        if ref[i].matches(act[j]) and longest[i][j] == longest[i + 1][j + 1] + 1:
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+        elif longest[i + 1][j] >= longest[i][j + 1]:
+            i += 1
+        else:
+            j += 1
+    return pairs
+
+
+def _any_order(ref: list[_Call], act: list[_Call]) -> list[tuple[int, int]]:
+    """Each reference call matched to the first call made that matches it and is still free."""
+    free = list(range(len(act)))
+    pairs = []
+    for i, call in enumerate(ref):
+        j = next((j for j in free if call.matches(act[j])), None)
+        if j is not None:
+            free.remove(j)
+            pairs.append((i, j))
+    return pairs
+
+
+class ToolCallAccuracy(Metric):
+    """Did the agent make the expected tool calls, with the expected arguments?
+
+    Computed, not judged: the conversation's tool calls (every assistant turn's, in order)
+    are matched exactly against the record's ``reference_tool_calls`` (see
+    :func:`match_calls`); the score is the F1 of the matched calls, the same for every model
+    (no model is asked, so nothing is sampled, voted or abstained). A record without
+    ``reference_tool_calls`` or without ``messages`` is that record's error, naming the field.
+    A score above 0.5 passes (the summary's pass rate, ``--fail-under``).
+
+    Args:
+        name: The metric name written in results (default ``tool_call_accuracy``).
+        ordered: The matched calls must come in the reference's order (default); False
+            matches them in any order.
+    """
+
+    kind: ClassVar[str | None] = "tool_calls"
+
+    def __init__(self, name: str = "tool_call_accuracy", *, ordered: bool = True) -> None:
+        super().__init__(name)
+        self.ordered = ordered
+
+    @property
+    def description(self) -> str:
+        order = "in the reference's order" if self.ordered else "in any order"
+        return f"F1 of the tool calls matching reference_tool_calls exactly (name and JSON arguments), {order}"
+
+    def match(self, record: Record) -> CallMatch:
+        """Match the record's calls against its reference calls.
+
+        Raises:
+            RecordError: The record has no ``reference_tool_calls`` or no ``messages``.
+        """
+        if record.reference_tool_calls is None:
+            raise RecordError(
+                f"metric {self.name!r} needs this field: the calls the agent is expected to make, "
+                '[{"name": ..., "arguments": {...}}, ...] (an empty list when none)',
+                record_id=record.id,
+                field="reference_tool_calls",
+                location=record._location,
+            )
+        if record.messages is None:
+            raise RecordError(
+                f"metric {self.name!r} needs this field: the conversation whose tool calls it checks",
+                record_id=record.id,
+                field="messages",
+                location=record._location,
+            )
+        return match_calls(record.reference_tool_calls, tool_calls_made(record.messages), ordered=self.ordered)
+
+    def __repr__(self) -> str:
+        return f"ToolCallAccuracy(name={self.name!r}, ordered={self.ordered})"
