@@ -21,9 +21,10 @@ from typing import IO, Any
 from localjury._files import check_regular_file, open_regular_file
 from localjury.conversation import from_ragas_turns
 from localjury.errors import ConfigError, MissingDependencyError, RecordError
+from localjury.inspect_log import iter_inspect_log
 from localjury.records import Record, coerce_records, parse_record, raw_id, too_deep
 
-SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq")
+SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq", ".eval")
 _DATASET_HINT = (
     "give the path of a "
     + ", ".join(SUPPORTED_SUFFIXES[:-1])
@@ -280,12 +281,25 @@ def _iter_rows(rows: Iterable[Mapping[str, Any]], path: Path, *, csv_cells: bool
             yield exc
 
 
+def _holds_object(path: Path) -> bool:
+    """Whether a ``.json`` file holds an object (an inspect_ai log), not a list: its first
+    character other than white space and a byte order mark is ``{``."""
+    with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
+        try:
+            head = fh.read(4096)
+        except OSError as exc:
+            raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
+    return head.removeprefix(codecs.BOM_UTF8).lstrip().startswith(b"{")
+
+
 def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
     """Read a dataset file, yielding each record or, in its place, the error that rejects it.
 
     Formats by suffix: ``.jsonl``/``.ndjson`` (one object a line), ``.json`` (a list of
     objects), ``.csv`` (a header row; ``retrieved_contexts`` as a JSON list in its cell),
-    ``.parquet``; or a folder that Hugging Face ``datasets``' ``save_to_disk`` wrote (read
+    ``.parquet``; an inspect_ai eval log, ``.eval`` or a ``.json`` file that holds an object
+    (one record a sample, see :func:`localjury.inspect_log.iter_inspect_log`; needs the
+    ``inspect`` extra); or a folder that Hugging Face ``datasets``' ``save_to_disk`` wrote (read
     memory-mapped, see :func:`iter_hf_dataset`; needs the ``datasets`` extra).
 
     A leading UTF-8 byte order mark is ignored in every text format.
@@ -303,6 +317,8 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         yield from _iter_jsonl(path)
+    elif suffix == ".eval" or (suffix == ".json" and _holds_object(path)):
+        yield from iter_inspect_log(path)
     elif suffix == ".json":
         with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
             try:

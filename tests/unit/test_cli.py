@@ -9,7 +9,7 @@ from localjury.cli import _build_metrics, app
 from localjury.errors import ConfigError
 from localjury.metrics import PREDEFINED_ASPECTS
 
-HEAVY = ("torch", "transformers", "outlines", "vllm", "ray")
+HEAVY = ("torch", "transformers", "outlines", "vllm", "ray", "inspect_ai")
 
 
 def localjury(*args, env=None, cwd=None):

@@ -44,7 +44,8 @@ def run(
         Path,
         typer.Argument(
             callback=checked_path,
-            help="Records to judge: .jsonl, .json, .csv or .parquet, or a Hugging Face datasets folder "
+            help="Records to judge: .jsonl, .json, .csv or .parquet, an inspect_ai eval log (.eval or .json; "
+            "a record per sample; needs the inspect extra), or a Hugging Face datasets folder "
             "(save_to_disk; needs the datasets extra).",
         ),
     ],
