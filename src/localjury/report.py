@@ -164,8 +164,9 @@ class MetricSummary(BaseModel):
 
     metric: str
     kind: str = "judge"
-    """``judge`` (one verdict per record), ``composite`` (verdicts per statement) or
-    ``pairwise`` (a preference between two responses, asked in both orders)."""
+    """``judge`` (one verdict per record), ``composite`` (verdicts per statement),
+    ``pairwise`` (a preference between two responses, asked in both orders) or ``tool_calls``
+    (computed from the record, no judge)."""
     definition: str
     """The criterion, or what the metric measures."""
     strictness: int

@@ -274,8 +274,9 @@ def check_inputs(
 class Metric:
     """Anything a run can judge: a name, samples per model (strictness), a tie-break.
 
-    ``kind`` names how a run judges it (:data:`localjury.run.judging.KINDS`): ``"judge"``
-    for a :class:`JudgeMetric`, ``"composite"`` for a ``CompositeMetric``.
+    ``kind`` names how a run judges it (:data:`localjury.run.kinds.KINDS`): ``"judge"``
+    for a :class:`JudgeMetric`, ``"composite"`` for a ``CompositeMetric``, ``"pairwise"``
+    for a ``PairwiseCritic``, ``"tool_calls"`` for a ``ToolCallAccuracy`` (computed, no judge).
     """
 
     kind: ClassVar[str | None] = None
