@@ -68,3 +68,21 @@ def test_two_runs_in_a_pool_load_the_model_once():
             assert result.results[0].score == 1.0
         assert [e for e in log if e[0] in ("load", "close")] == [("load", "A")]
     assert log[-1] == ("close", "A") and not pool._pools
+
+
+def test_a_pool_keeps_its_engines_across_blocks_unless_a_keep_loaded_block_is_open():
+    log = []
+    kept = pool.Pool()
+    for _ in range(2):
+        with kept.active():
+            pool.kept(spec(), "transformers", lambda: Loaded(log)).close()
+    assert log == ["load"] and not pool._pools  # loaded once, and the pool is not left open
+    kept.close()
+    assert log == ["load", "close"]
+    other = []
+    with pool.keep_loaded():  # the open block keeps them, not the Pool
+        with kept.active():
+            pool.kept(spec(), "transformers", lambda: Loaded(other))
+        kept.close()
+        assert other == ["load"]
+    assert other == ["load", "close"]

@@ -53,6 +53,42 @@ def keep_loaded(engines: Collection[str] | None = None) -> Iterator[None]:
             engine.close()
 
 
+class Pool:
+    """Engines kept loaded across blocks that follow one another (a scorer's batches): each
+    ``with pool.active():`` block uses the engines the pool holds, loading what it lacks,
+    and leaves them loaded; :meth:`close` closes them. Inside a :func:`keep_loaded` block
+    already open, that block's pool keeps them instead (one load shared with its runs).
+
+    Args:
+        engines: As :func:`keep_loaded`'s.
+    """
+
+    def __init__(self, engines: Collection[str] | None = None) -> None:
+        self._entry: tuple[frozenset[str] | None, dict[tuple[str, str], Engine]] = (
+            frozenset(engines) if engines is not None else None,
+            {},
+        )
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """Keep the engines loaded inside the block in this pool (unless another already keeps them)."""
+        if _pools:
+            yield
+            return
+        _pools.append(self._entry)
+        try:
+            yield
+        finally:
+            _pools.remove(next(p for p in _pools if p is self._entry))
+
+    def close(self) -> None:
+        """Close every engine the pool holds (a later block loads them again)."""
+        engines = list(self._entry[1].values())
+        self._entry[1].clear()
+        for engine in engines:
+            engine.close()
+
+
 @contextmanager
 def suspended() -> Iterator[None]:
     """Load and close engines as usual inside the block, even inside :func:`keep_loaded`
