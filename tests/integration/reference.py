@@ -52,13 +52,14 @@ def greedy_with_p_pass(
     kernel's rounding breaks the other way does not lead the reference elsewhere."""
     guide = Guide(Index(build_regex_from_schema(json.dumps(schema), WHITESPACE), vocabulary_of_tokenizer(tokenizer)))
     eos = tokenizer.eos_token_id
+    piece = token_texts(tokenizer)
     ids = list(prompt_ids)
     out: list[int] = []
     probs: list[float] = []
     for _ in range(max_tokens):
         logits = list(next_logits(ids))
         allowed = guide.get_tokens()
-        texts = {t: tokenizer.decode([t]) for t in allowed if t != eos}
+        texts = {t: piece[t] for t in allowed if t != eos}
         ones = [t for t, s in texts.items() if decision.side(s) == "pass"]
         zeros = [t for t, s in texts.items() if decision.side(s) == "fail"]
         pending = None
@@ -68,13 +69,15 @@ def greedy_with_p_pass(
             one = sum(math.exp(logits[t] - top) for t in ones)
             zero = sum(math.exp(logits[t] - top) for t in zeros)
             pending = one / (one + zero)
-        candidates = allowed
-        if follow is not None:
+        # The best allowed token by logit (the first of equals, in the guide's order); with
+        # ``follow``, the best one whose text, decoded after the output so far, continues it.
+        ranked = sorted(allowed, key=lambda t: -logits[t] if t < len(logits) else math.inf)
+        if follow is None:
+            token = ranked[0]
+        else:
             done = tokenizer.decode(out, skip_special_tokens=True)
             rest = follow[len(done) :]
-            added = {t: tokenizer.decode([*out, t])[len(done) :] for t in allowed if t in texts}
-            candidates = [t for t, more in added.items() if more and rest.startswith(more)] or [eos]
-        token = max(candidates, key=lambda t: logits[t] if t < len(logits) else -math.inf)
+            token = next((t for t in ranked if t in texts and continues(tokenizer, out, t, done, rest)), eos)
         if token == eos:
             break
         if pending is not None and token in ones + zeros:
@@ -83,6 +86,23 @@ def greedy_with_p_pass(
         out.append(token)
         ids.append(token)
     return tokenizer.decode(out, skip_special_tokens=True), probs
+
+
+def token_texts(tokenizer) -> list[str]:
+    """Each token's text decoded alone, the whole vocabulary once per tokenizer (decoding it
+    again at every step of a greedy decode took minutes)."""
+    cached = getattr(tokenizer, "_reference_token_texts", None)
+    if cached is None:
+        cached = [tokenizer.decode([t]) for t in range(len(tokenizer))]
+        tokenizer._reference_token_texts = cached
+    return cached
+
+
+def continues(tokenizer, out: list[int], token: int, done: str, rest: str) -> bool:
+    """Whether ``token``, decoded after ``out`` (whose text is ``done``), adds text that begins
+    ``rest`` (decoded in context: a token's text alone can differ, e.g. a leading space)."""
+    more = tokenizer.decode([*out, token])[len(done) :]
+    return bool(more) and rest.startswith(more)
 
 
 def assert_same_samples(a, b, *, tolerance: float = 1e-4) -> None:
