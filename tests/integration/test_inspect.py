@@ -24,12 +24,13 @@ def example():
 
 def test_an_inspect_eval_scored_by_the_jury_and_its_log_judged_as_records(smollm, tmp_path, monkeypatch):
     monkeypatch.setenv("INSPECT_LOG_DIR", str(tmp_path / "logs"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # inspect's traces and sample buffers
     ex = example()
     store = tmp_path / "store.sqlite"
     task = ex.berlin_wall(judges=smollm.name, strictness=3, cache=str(store))
     (done,) = inspect_eval(task, model=ex.canned_model(), display="none")
     assert done.status == "success", done.error
-    assert done.location.startswith(str(tmp_path / "logs"))
+    assert done.location.startswith(str(tmp_path / "logs")) and (tmp_path / "data" / "inspect_ai").is_dir()
 
     back = read_eval_log(done.location)
     scores = {}
