@@ -2,6 +2,7 @@
 with inspect's own types and written by its own ``write_eval_log``, in both formats."""
 
 import json
+import sys
 
 import pytest
 from inspect_ai.log import EvalConfig, EvalDataset, EvalError, EvalLog, EvalSample, EvalSpec, write_eval_log
@@ -18,7 +19,7 @@ from inspect_ai.tool import ToolCall, ToolCallError
 
 import localjury.run.pipeline
 from localjury import AspectCritic, evaluate
-from localjury.errors import ConfigError, RecordError
+from localjury.errors import ConfigError, MissingDependencyError, RecordError
 from localjury.inspect_log import openai_messages
 from localjury.readers import iter_records
 
@@ -144,3 +145,10 @@ def fake_spec():
     from .fakes import spec
 
     return spec("fake")
+
+
+def test_without_inspect_ai_a_log_names_the_extra_to_install(tmp_path, monkeypatch):
+    path = write_log(tmp_path / "log.eval", [sample("q1")])
+    monkeypatch.setitem(sys.modules, "inspect_ai.log", None)  # import inspect_ai.log fails as if not installed
+    with pytest.raises(MissingDependencyError, match=r"log\.eval is read as an inspect_ai eval log, .*\[inspect\]"):
+        list(iter_records(path))
