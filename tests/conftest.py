@@ -7,6 +7,68 @@ import pytest
 # measured choice has tests of its own (tests/unit/test_engine_choice.py).
 os.environ["LOCALJURY_AUTO_ENGINE"] = "rule"
 
+#: Test modules that start a local Ray cluster (in-process or in a subprocess): they run on one
+#: pytest-xdist worker, one after another, never two clusters at once.
+RAY_MODULES = [
+    "tests/unit/test_cluster.py",
+    "tests/integration/test_cluster.py",
+    "tests/integration/test_ray_scaling.py",
+]
+#: The modules that take longest (on 2 cores: the Ray group about 10 minutes, vLLM about 4),
+#: collected first so that the workers take them first and end together.
+FIRST = [*RAY_MODULES, "tests/integration/test_vllm_engine.py"]
+
+
+def worker_cpus(worker: str, workers: int, cpus: list[int]) -> list[int]:
+    """The CPUs a pytest-xdist worker (``gw0``, ``gw1``, ...) keeps: an equal share of the ones
+    this process may use, every ``workers``-th one from its index on (all of them when there
+    are fewer CPUs than workers)."""
+    share = cpus[int(worker.removeprefix("gw")) % workers :: workers]
+    return share or cpus
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Under pytest-xdist (``scripts/test`` runs one worker per core, up to 2), each worker is
+    pinned to its own CPUs before anything imports torch or llama.cpp, so that their thread
+    pools (sized from the affinity mask: OpenMP, llama.cpp's ``n_threads``, vLLM's CPU binding)
+    take one core each instead of both workers spinning on both cores. Subprocesses inherit it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or not hasattr(os, "sched_setaffinity"):
+        return
+    share = worker_cpus(worker, int(os.environ["PYTEST_XDIST_WORKER_COUNT"]), sorted(os.sched_getaffinity(0)))
+    os.sched_setaffinity(0, share)
+    os.environ["OMP_NUM_THREADS"] = str(len(share))
+    # A worker inherits COLUMNS=80 (a serial run has none): the CLI's console, made at import,
+    # would keep that width whatever COLUMNS a test gives it later.
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
+
+
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest modules first (a stable sort: the rest keep their order)."""
+    rank = {module: i for i, module in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(module_of(item.nodeid), len(FIRST)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist, a test module runs whole on one worker (its module-scoped engines
+    load once) and the Ray modules share one worker, one after another; the modules go out in
+    collection order, each to the next free worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = module_of(nodeid)
+            return "ray" if module in RAY_MODULES else module
+
+    return ModuleScheduling(config, log)
+
 
 @pytest.fixture(autouse=True)
 def private_judgment_store(tmp_path, monkeypatch):

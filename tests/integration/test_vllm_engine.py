@@ -26,14 +26,15 @@ RECORDS = [
 ]
 
 
-def test_a_jury_of_both_embedded_models_in_one_process(smollm, gemma):
-    # SmolLM2 on vLLM's default, compiled path; Gemma in eager mode, which loads in seconds
-    # instead of a minute (the compiled path is covered once).
+def test_a_jury_of_both_embedded_models_in_one_process(smollm_eager, gemma):
+    # Both in eager mode, which loads in seconds instead of over a minute of torch.compile:
+    # vLLM's default, compiled path is covered by the GPU benchmark's test
+    # (tests/integration/test_benchmarks.py: three compiled loads of a 2-layer Llama).
     gemma_eager = gemma.model_copy(update={"vllm": gemma.vllm.model_copy(update={"enforce_eager": True})})
     result = evaluate(
         RECORDS,
         [DATED],
-        [smollm, gemma_eager],
+        [smollm_eager, gemma_eager],
         strictness=3,
         engine="vllm",
         use_cache=False,

@@ -127,8 +127,12 @@ def garbage(data: bytes) -> bytes:
     return b"\x00\xff" * 100
 
 
+def empty(data: bytes) -> bytes:
+    return b""
+
+
 @pytest.mark.parametrize(
-    "damage", [corrupt_payload, truncate, other_version, other_layout, garbage, lambda data: b""], ids=str
+    "damage", [corrupt_payload, truncate, other_version, other_layout, garbage, empty], ids=lambda f: f.__name__
 )
 def test_a_damaged_or_foreign_entry_is_rebuilt_and_replaced(fresh_caches, damage):
     vocab = vocabulary()
