@@ -14,9 +14,16 @@ RAY_MODULES = [
     "tests/integration/test_cluster.py",
     "tests/integration/test_ray_scaling.py",
 ]
-#: The modules that take longest (on 2 cores: the Ray group about 10 minutes, vLLM about 4),
-#: collected first so that the workers take them first and end together.
-FIRST = [*RAY_MODULES, "tests/integration/test_vllm_engine.py"]
+#: The modules that take longest, longest first (one pinned core each: the Ray group about 10
+#: minutes, vLLM 4, llama.cpp and the interrupted runs 3 each, ...), collected first so that the
+#: workers take them first and end together; the rest follow in their usual order.
+FIRST = [
+    *RAY_MODULES,
+    *(
+        f"tests/integration/test_{name}.py"
+        for name in ("vllm_engine", "llamacpp_engine", "reliability", "benchmarks", "composite_metrics", "demo_panel")
+    ),
+]
 
 
 def worker_cpus(worker: str, workers: int, cpus: list[int]) -> list[int]:
@@ -59,8 +66,11 @@ def pytest_collection_modifyitems(config, items):
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist, a test module runs whole on one worker (its module-scoped engines
     load once) and the Ray modules share one worker, one after another; the modules go out in
-    collection order, each to the next free worker."""
+    collection order (not pytest-xdist's default, most tests first), each to the next free
+    worker."""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # in collection order (the longest first), not by count of tests
 
     class ModuleScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
