@@ -39,7 +39,16 @@ MAX_LINE_BYTES = 1 << 30
 #: Rows read from a Hugging Face dataset at a time: what a pass holds of it beside its chunk.
 HF_BATCH_ROWS = 256
 #: The fields read from a RAGAS-shaped sample (attributes of the same names).
-_SAMPLE_FIELDS = ("id", "user_input", "response", "retrieved_contexts", "reference", "response_a", "response_b")
+_SAMPLE_FIELDS = (
+    "id",
+    "user_input",
+    "response",
+    "retrieved_contexts",
+    "reference",
+    "reference_tool_calls",
+    "response_a",
+    "response_b",
+)
 
 
 def _hf_kind(obj: object) -> str | None:
@@ -129,7 +138,9 @@ def iter_ragas(dataset: Any) -> Iterator[Record | RecordError]:
     ``user_input``, ``response``, ``retrieved_contexts`` and ``reference`` are read; a sample
     whose ``user_input`` is a conversation (RAGAS's ``MultiTurnSample``: ``HumanMessage``,
     ``AIMessage`` with its ``tool_calls``, ``ToolMessage``) is a conversation record, its turns
-    the record's ``messages``. A sample's place in messages is its index in ``samples``: "sample index 3"."""
+    the record's ``messages`` (and its ``reference_tool_calls``, RAGAS ``ToolCall`` objects, the
+    calls :class:`~localjury.metrics.tool_calls.ToolCallAccuracy` expects). A sample's place in
+    messages is its index in ``samples``: "sample index 3"."""
     for i, sample in enumerate(dataset.samples):
         location = f"sample index {i}"
         if isinstance(sample, Mapping):

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from localjury import AspectCritic, evaluate
 from localjury.conversation import ChatMessage, cut_turns
 from localjury.errors import MetricError, RecordError
+from localjury.metrics.tool_calls import ToolCallAccuracy
 from localjury.readers import iter_ragas, iter_records, record_reader
 from localjury.records import Record, content_id, parse_record
 
@@ -245,6 +246,7 @@ class ToolMessage(BaseModel):
 class MultiTurnSample(BaseModel):
     user_input: list[HumanMessage | AIMessage | ToolMessage]
     reference: str | None = None
+    reference_tool_calls: list[ToolCall] | None = None
 
 
 class EvaluationDataset(BaseModel):
@@ -260,9 +262,12 @@ def test_a_ragas_multi_turn_sample_is_a_conversation_record():
             AIMessage(content="18C."),
         ],
         reference="18C",
+        reference_tool_calls=[ToolCall(name="get_weather", args={"city": "Paris"})],
     )
     (record,) = iter_ragas(EvaluationDataset(samples=[sample]))
     assert isinstance(record, Record) and record.reference == "18C" and record.messages is not None
+    # Its reference calls come along, and the calls it made match them exactly.
+    assert ToolCallAccuracy().match(record).f1 == 1.0
     assert [m.role for m in record.messages] == ["user", "assistant", "tool", "assistant"]
     call = (record.messages[1].tool_calls or [])[0].function
     assert (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Paris"})
