@@ -1,32 +1,40 @@
 """The pytest plugin, as a user meets it: installed by its entry point, its ``judge`` fixture
-judging with the real embedded model in a pytest run of a user's test file (a subprocess),
-the engine loaded once for the session, a failing assertion reporting the jury's reasons."""
+judging with the real embedded model in a pytest run (a subprocess) of the committed example
+test file, examples/test_judge_example.py, the engine loaded once for the session, a failing
+assertion reporting the jury's reasons."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
-USER_TESTS = """
+#: The user's test file: the committed example, run as the README shows.
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "test_judge_example.py"
+
+#: Each of the example's assertions the other way round (the same judgments, from the store),
+#: and one test that writes a judgment's score and reasons where this test can read them.
+OPPOSITE = """
 import json, os
 
-RESPONSE = "The Berlin Wall fell on 9 November 1989."
-DATED = "The response must include a specific date or year."
-ASKED = "When did the Berlin Wall fall?"
+from test_judge_example import DATED, QUESTION, my_system
 
 
-def test_passes(judge):
-    assert judge.passes(RESPONSE, DATED, user_input=ASKED)
+def test_not_the_answer_gives_a_date(judge):
+    assert not judge.passes(my_system(QUESTION), DATED, user_input=QUESTION)
 
 
-def test_fails(judge):
-    assert not judge.passes(RESPONSE, DATED, user_input=ASKED)
+def test_not_the_answer_is_concise(judge):
+    assert not judge.passes(my_system(QUESTION), "conciseness", user_input=QUESTION)
 
 
-def test_a_predefined_aspect_by_name(judge):
-    j = judge.passes(RESPONSE, "conciseness", user_input=ASKED)
+def test_zz_record_the_judgment(judge):
+    j = judge.passes(my_system(QUESTION), DATED, user_input=QUESTION)
     with open(os.environ["JUDGED"], "w") as fh:
-        json.dump({"score": j.score, "reasons": judge.passes(RESPONSE, DATED, user_input=ASKED).reasons}, fh)
+        json.dump({"score": j.score, "reasons": j.reasons}, fh)
 """
 
 #: Counts the engine loads of the session (not the pooled hand-backs): the user's conftest.
@@ -54,27 +62,36 @@ def pytest_sessionfinish(session):
 """
 
 
-def test_the_judge_fixture_loads_once_and_a_failed_assertion_shows_the_reasons(smollm, tmp_path):
-    (tmp_path / "test_user.py").write_text(USER_TESTS)
+def test_the_example_runs_its_engine_once_and_a_failed_assertion_shows_the_reasons(smollm, tmp_path):
+    shutil.copy(EXAMPLE, tmp_path / EXAMPLE.name)
+    (tmp_path / "test_opposite.py").write_text(OPPOSITE)
     (tmp_path / "conftest.py").write_text(COUNT_LOADS)
-    env = {**__import__("os").environ, "JUDGED": str(tmp_path / "judged.json"), "LOADS": str(tmp_path / "loads.json")}
+    env = {**os.environ, "JUDGED": str(tmp_path / "judged.json"), "LOADS": str(tmp_path / "loads.json")}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(tmp_path / "test_user.py"),
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", str(tmp_path / EXAMPLE.name),
+         str(tmp_path / "test_opposite.py"), "--junitxml", str(tmp_path / "report.xml"),
          "--localjury-models", "smollm2-135m-instruct", "--localjury-cache", str(tmp_path / "store.sqlite"),
          "--localjury-strictness", "3"],
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900,
     )  # fmt: skip
     out = proc.stdout
-    # Whatever the verdict, exactly one of "passes" and "not passes" fails: pytest exits 1.
+    # Whatever the verdicts, each of the example's tests and its opposite (the same judgment:
+    # the same seed and store) have opposite outcomes: two fail, pytest exits 1.
     assert proc.returncode == 1, out[-3000:] + proc.stderr[-3000:]
-    assert "1 failed, 2 passed" in out
+    assert "2 failed, 3 passed" in out
+    failed = {
+        case.get("name"): case.find("failure") is not None
+        for case in ET.parse(tmp_path / "report.xml").iter("testcase")
+    }
+    assert failed["test_the_answer_gives_a_date"] != failed["test_not_the_answer_gives_a_date"]
+    assert failed["test_the_answer_is_concise"] != failed["test_not_the_answer_is_concise"]
     judged = json.loads((tmp_path / "judged.json").read_text())
-    assert 0 <= judged["score"] <= 1
-    # The failure names the criterion and carries every reason of the jury (the same judgment:
-    # the same seed and store), in the report's "localjury judgments" section.
+    assert judged["score"] is None or 0 <= judged["score"] <= 1
+    # The failure names the criterion and carries every reason of the jury, in the report's
+    # "localjury judgments" section.
     section = out.split("localjury judgments", 1)[1]
-    assert "on the criterion 'The response must include a specific date or year.'" in section
+    assert "on the criterion 'The response must include a specific date or year.'" in out
     assert "smollm2-135m-instruct: verdict" in section and "votes [" in section
-    assert judged["reasons"] and all(textwrap.shorten(r, 60)[:40] in section for r in judged["reasons"])
-    # Four judgments, one engine load for the whole session.
+    assert judged["reasons"] and all(textwrap.shorten(r, 60)[:40] in out for r in judged["reasons"])
+    # Five tests, two judgments generated, one engine load for the whole session.
     assert json.loads((tmp_path / "loads.json").read_text()) == [["smollm2-135m-instruct", "transformers"]]
