@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from localjury import AspectCritic, evaluate
+from localjury.voting import passes
 
 pytestmark = pytest.mark.slow
 
@@ -62,9 +63,15 @@ def test_cli_jury_of_both_embedded_models(smollm, gemma, tmp_path):
         "--out",
         str(out),
         "--quiet",
+        # The CI gate on the same run: a bar of 0 met whenever a record is scored, one of 100%
+        # met only if every scored record passes; the exit code follows the summary's rates.
+        "--fail-under",
+        "dated=0",
+        "--fail-under",
+        "conciseness=100%",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode in (0, 3), proc.stderr
     assert "Metrics" in proc.stdout and "Models" in proc.stdout and "1 bad" in proc.stdout
     assert json.loads(out.with_name("res.manifest.json").read_text())["seed"] == 0
 
@@ -92,3 +99,23 @@ def test_cli_jury_of_both_embedded_models(smollm, gemma, tmp_path):
     assert all(m["judgments"] == 12 for m in summary["models"])
     assert [m["metric"] for m in summary["metrics"]] == ["conciseness", "dated"]
     assert summary["records"] == 3 and summary["record_errors"] == 1
+
+    # Each bar's line: met on stdout, missed on stderr with the records that failed it and
+    # those not scored (the bad record among them); exit 3 when one is missed.
+    bars = {"dated": 0.0, "conciseness": 1.0}
+    rates = {m["metric"]: (m["pass_rate"], m["scored"]) for m in summary["metrics"]}
+    met = {name: rates[name][0] is not None and rates[name][0] >= bar for name, bar in bars.items()}
+    assert proc.returncode == (0 if all(met.values()) else 3)
+    for name, bar in bars.items():
+        rate, scored = rates[name]
+        if met[name]:
+            assert f"{name}: pass rate {rate:.1%} of {scored} meets the bar {bar:.1%}" in proc.stdout
+            continue
+        judged = [(r["record_id"], None if r["error"] else passes(r["score"])) for r in rows if r["metric"] == name]
+        expected = f"{name}: pass rate {rate:.1%} of {scored} is under the bar {bar:.1%}"
+        if rate is None:
+            expected = f"{name}: no record was scored (bar {bar:.1%}): the gate fails"
+        for label, verdict in (("failed", False), ("not scored", None)):
+            if ids := [record for record, v in judged if v is verdict]:
+                expected += f"; {label}: {', '.join(ids)}"
+        assert expected in proc.stderr.splitlines()
