@@ -218,18 +218,13 @@ def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
             )
             raise fail(name, f"CSV cell must hold {what}, e.g. {example}; got {cell[:60]!r} ({detail})") from None
 
-    if "messages" in fields:
-        try:
-            fields["messages"] = parse_messages(fields["messages"])
-        except ValueError as exc:
-            field, _, reason = str(exc).partition(": ")
-            raise fail(field, reason) from None
-    if "reference_tool_calls" in fields:
-        try:
-            fields["reference_tool_calls"] = parse_reference_calls(fields["reference_tool_calls"])
-        except ValueError as exc:
-            field, _, reason = str(exc).partition(": ")
-            raise fail(field, reason) from None
+    for name, parse in (("messages", parse_messages), ("reference_tool_calls", parse_reference_calls)):
+        if name in fields:
+            try:
+                fields[name] = parse(fields[name])
+            except ValueError as exc:  # its message starts with the field's path: "messages[2].role: ..."
+                field, _, reason = str(exc).partition(": ")
+                raise fail(field, reason) from None
     pair = [name for name in ("response_a", "response_b") if name in fields]
     if "response" not in fields and not pair and "messages" not in fields:
         raise fail("response", "missing (also accepted under the alias 'answer'; a pair: response_a and response_b)")
