@@ -3,7 +3,6 @@ range or not finite, as configuration errors (exit 2) before anything loads."""
 
 import errno
 import json
-import sys
 import typing
 from pathlib import Path
 
@@ -12,10 +11,10 @@ from typer.models import ParameterInfo
 
 import localjury.registry
 import localjury.run.pipeline
-from localjury.cli import app, main
+from localjury.cli import app
 from localjury.cli._common import checked_path
 
-from .fakes import factory, judgment
+from .fakes import factory, judgment, run_cli
 
 CRITERION = "dated=The response must include a specific date or year."
 
@@ -23,12 +22,7 @@ CRITERION = "dated=The response must include a specific date or year."
 def cli(monkeypatch, capsys, *args):
     """Run the CLI in this process; return (exit code, stdout, stderr)."""
     monkeypatch.setenv("COLUMNS", "300")  # usage errors in one line
-    monkeypatch.setattr(sys, "argv", ["localjury", *map(str, args)])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    captured = capsys.readouterr()
-    code = exit_info.value.code
-    return (0 if code is None else code), captured.out, captured.err
+    return run_cli(monkeypatch, capsys, *args)
 
 
 @pytest.fixture
