@@ -140,6 +140,14 @@ def run(
         bool,
         typer.Option("--verdict-first", help="Ask --aspect and --criterion judges for the verdict before the reason."),
     ] = False,
+    checklist: Annotated[
+        bool,
+        typer.Option(
+            "--checklist",
+            help="Judge the aspects and criteria in one call per record and model (one verdict each in one JSON "
+            "object) instead of one call each; each keeps its own results (with --verdict-first: one call each).",
+        ),
+    ] = False,
     seed: Annotated[
         int,
         typer.Option(
@@ -272,6 +280,7 @@ def run(
         temperature=temperature,
         max_tokens=max_tokens,
         adaptive=adaptive,
+        checklist=checklist,
         cache=cache,
         use_cache=not no_cache,
         fresh=fresh,

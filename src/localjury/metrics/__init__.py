@@ -3,6 +3,7 @@ pairwise, and the agent-run metrics (goal achieved, tool-call accuracy, tool-res
 
 from localjury.metrics.agent import AGENT_METRICS, GoalAchieved, ToolResultFaithfulness
 from localjury.metrics.aspect_critic import PREDEFINED_ASPECTS, AspectCritic, CriterionInput
+from localjury.metrics.checklist import Checklist, ChecklistCriterion
 from localjury.metrics.base import JudgeMetric, Judgment, Message, Metric, Parsed, ParsedSample, PromptProgram
 from localjury.metrics.composite import (
     CompositeMetric,
@@ -30,6 +31,8 @@ __all__ = [
     "PREDEFINED_ASPECTS",
     "STATEMENT_GENERATOR",
     "AspectCritic",
+    "Checklist",
+    "ChecklistCriterion",
     "CompositeMetric",
     "CriterionInput",
     "FactualAccuracy",

@@ -56,6 +56,9 @@ class SamplingConfig(_Group):
     """The models' output token budget per sample (default: each models.yaml entry's)."""
     adaptive: bool = False
     """Draw k // 2 + 1 samples first, the rest only where those are not unanimous."""
+    checklist: bool = False
+    """Judge the run's Aspect Critics of one scope together, in one call per record and model
+    (:class:`~localjury.metrics.checklist.Checklist`); each keeps its own results."""
     scoring: Scoring = "votes"
     """``votes``: a model's verdict is the majority of its sampled votes, its score 1.0 or
     0.0. ``probability``: its score is its confidence (the mean ``p_pass`` of its valid

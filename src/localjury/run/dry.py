@@ -29,6 +29,7 @@ from localjury.engines.base import Engine, PromptTokens
 from localjury.errors import ConfigError, RecordError
 from localjury.manifest import model_record
 from localjury.metrics.base import Metric
+from localjury.metrics.checklist import checklist_metrics
 from localjury.records import Record
 from localjury.registry import ModelSpec
 from localjury.report import ModelEstimate, ModelPlan, RunPlan
@@ -93,6 +94,7 @@ def dry_run(
     if models is not None:
         settings["models"] = models
     config = (config or RunConfig()).replace(**settings)
+    metrics = checklist_metrics(metrics, config.sampling.checklist)
     if config.cluster is not None:
         raise ConfigError("a dry run plans a run on this machine; give it without a Ray `cluster`")
     if estimate < 0:

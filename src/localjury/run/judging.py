@@ -9,14 +9,14 @@ class. A new kind of metric is one new implementation (here, or in a module of i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar, Protocol
 
 from localjury.calibration import Calibrator
 from localjury.engines.base import Completion
-from localjury.metrics.base import JudgeMetric, Metric
+from localjury.metrics.base import JudgeMetric, Metric, ParsedSample
 from localjury.records import Record
 from localjury.report import InvalidSample, ModelJudgment, RecordResult
 from localjury.run.config import OverflowPolicy
@@ -156,43 +156,11 @@ class VerdictJudging(JudgingBase):
     ) -> tuple[ModelJudgment, Any]:
         (drawn,) = samples
         parsed = [self.metric.parse(c.text, finished=c.finished) for c in drawn]
-        votes = [p.vote for p in parsed]
         p_pass = [
             c.verdict_probs[0] if p.vote is not None and c.verdict_probs else None
             for c, p in zip(drawn, parsed, strict=True)
         ]
-        conf = confidence(p_pass)
-        cal = self.calibrators.get(name)
-        graded = None if cal is None else conf if cal.source == "p_pass" else vote_share(votes)
-        score: float | None
-        verdict: int | None
-        if cal is not None and graded is not None:
-            score = cal.calibrated(graded)
-            verdict = int(score > cal.threshold)
-        elif self.scoring == "probability" and conf is not None:
-            verdict, score = probability_verdict(conf, self.threshold), conf
-        else:
-            verdict = model_verdict(votes, self.tie)
-            score = model_score(verdict)
-        invalid = [
-            InvalidSample(sample=j, problem=p.problem or "invalid", raw=p.raw)
-            for j, p in enumerate(parsed)
-            if p.vote is None
-        ]
-        judgment = ModelJudgment(
-            model=name,
-            votes=votes,
-            reasons=[p.reason for p in parsed],
-            drawn=len(drawn),
-            abstentions=len(invalid),
-            verdict=verdict,
-            score=score,
-            p_pass=p_pass,
-            confidence=conf,
-            calibrated=cal is not None and graded is not None,
-            invalid=invalid,
-        )
-        return judgment, None
+        return verdict_judgment(self, name, parsed, p_pass), None
 
     def unjudged(self, name: str, error: str) -> ModelJudgment:
         k = self.k
@@ -214,3 +182,45 @@ class VerdictJudging(JudgingBase):
             statements=None,
             extracted_by=extracted_by,
         )
+
+
+def verdict_judgment(
+    judging: JudgingBase, name: str, parsed: Sequence[ParsedSample], p_pass: list[float | None]
+) -> ModelJudgment:
+    """Model ``name``'s judgment from its parsed samples of one yes/no criterion and their
+    verdict probabilities: calibrated where ``judging`` has the model's fit, by its confidence
+    under probability scoring, else the majority of its valid votes (an abstention for each
+    sample that did not parse)."""
+    votes = [p.vote for p in parsed]
+    conf = confidence(p_pass)
+    cal = judging.calibrators.get(name)
+    graded = None if cal is None else conf if cal.source == "p_pass" else vote_share(votes)
+    score: float | None
+    verdict: int | None
+    if cal is not None and graded is not None:
+        score = cal.calibrated(graded)
+        verdict = int(score > cal.threshold)
+    elif judging.scoring == "probability" and conf is not None:
+        verdict, score = probability_verdict(conf, judging.threshold), conf
+    else:
+        verdict = model_verdict(votes, judging.tie)
+        score = model_score(verdict)
+    invalid = [
+        InvalidSample(sample=j, problem=p.problem or "invalid", raw=p.raw)
+        for j, p in enumerate(parsed)
+        if p.vote is None
+    ]
+    judgment = ModelJudgment(
+        model=name,
+        votes=votes,
+        reasons=[p.reason for p in parsed],
+        drawn=len(parsed),
+        abstentions=len(invalid),
+        verdict=verdict,
+        score=score,
+        p_pass=p_pass,
+        confidence=conf,
+        calibrated=cal is not None and graded is not None,
+        invalid=invalid,
+    )
+    return judgment

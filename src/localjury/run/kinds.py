@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from localjury.errors import ConfigError
 from localjury.metrics.base import Metric
+from localjury.run.checklist import ChecklistJudging
 from localjury.run.composite import StatementsJudging
 from localjury.run.config import SamplingConfig
 from localjury.run.judging import Judging, VerdictJudging
@@ -11,11 +12,19 @@ from localjury.run.pairwise import PairwiseJudging
 from localjury.run.tool_calls import ToolCallJudging
 
 #: The judging of each kind of metric, by the metric's ``kind``.
-KINDS: dict[str, type[VerdictJudging] | type[StatementsJudging] | type[PairwiseJudging] | type[ToolCallJudging]] = {
+KINDS: dict[
+    str,
+    type[VerdictJudging]
+    | type[StatementsJudging]
+    | type[PairwiseJudging]
+    | type[ToolCallJudging]
+    | type[ChecklistJudging],
+] = {
     VerdictJudging.kind: VerdictJudging,
     StatementsJudging.kind: StatementsJudging,
     PairwiseJudging.kind: PairwiseJudging,
     ToolCallJudging.kind: ToolCallJudging,
+    ChecklistJudging.kind: ChecklistJudging,
 }
 
 

@@ -34,6 +34,7 @@ from localjury.engines import load_engine
 from localjury.errors import CommitError, ConfigError
 from localjury.manifest import build_manifest, dataset_record, model_record
 from localjury.metrics.base import Metric
+from localjury.metrics.checklist import checklist_metrics
 from localjury.readers import is_saved_dataset
 from localjury.registry import ModelSpec
 from localjury.run.assemble import assemble_all
@@ -103,7 +104,7 @@ def evaluate(
             (the judgment store and its journals, models.yaml, the models' files) before any
             model loads, like ``out``; the caller writes and commits them. Not with ``out``.
         **settings: Settings that replace ``config``'s, by name: ``seed``, ``strictness``,
-            ``tie_break``, ``temperature``, ``max_tokens``, ``adaptive`` (sampling);
+            ``tie_break``, ``temperature``, ``max_tokens``, ``adaptive``, ``checklist`` (sampling);
             ``cache``, ``use_cache``, ``fresh`` (the judgment store); ``strict_input``,
             ``on_overflow``, ``chunk_size`` (input); ``registry``, ``engine``, ``extractor``,
             ``trust_remote_code`` (the jury); ``cluster`` (a :class:`localjury.RayCluster`: shard each model's pass
@@ -129,6 +130,7 @@ def evaluate(
     if models is not None:
         settings["models"] = models
     config = (config or RunConfig()).replace(**settings)
+    metrics = checklist_metrics(metrics, config.sampling.checklist)
     session: RaySession | None = None
     if config.cluster is not None:
         from localjury.run._ray import RaySession

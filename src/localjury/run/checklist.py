@@ -1,0 +1,93 @@
+"""Checklist mode: each criterion of a :class:`~localjury.metrics.checklist.Checklist` judged
+as its own metric from samples the whole checklist shares (see :class:`ChecklistJudging`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, ClassVar
+
+from localjury.engines.base import Completion
+from localjury.metrics.checklist import CHECK_TOKENS, ChecklistCriterion
+from localjury.records import Record
+from localjury.report import ModelJudgment, RecordResult
+from localjury.run.config import OverflowPolicy
+from localjury.run.judging import JudgingBase, verdict_judgment
+from localjury.run.plan import fit_counted
+from localjury.run.state import JuryModel, Request
+from localjury.store import Stored
+from localjury.voting import final_score
+
+
+@dataclass(frozen=True)
+class ChecklistJudging(JudgingBase):
+    """One criterion of a checklist. Its request asks for the whole checklist (the same
+    messages, schema, k and token budget for every criterion of the checklist, so a model's
+    pass generates them once per record and the judgment store keeps them under one key);
+    it reads its own verdict, reason and ``p_pass`` from each sample and votes them as
+    :class:`~localjury.run.judging.VerdictJudging` votes an Aspect Critic's: the majority per
+    model (or its confidence, under probability scoring), the mean over the models. A sample
+    that does not parse is an abstention on every criterion of the checklist."""
+
+    kind: ClassVar[str] = "checklist"
+    extracts: ClassVar[bool] = False
+    metric: ChecklistCriterion
+
+    def first_step(self, record: Record, first: JuryModel) -> Request | None:
+        self.metric.checklist.messages(record, first.neutralise)  # raises the record's error
+        return None
+
+    def read_first_step(self, record: Record, stored: Stored | None, by: str, lost: str | None) -> Any:
+        return None
+
+    def judged(self, context: Any) -> bool:
+        return True
+
+    def requests(self, model: JuryModel, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
+        checklist = self.metric.checklist
+        budget = model.max_tokens + CHECK_TOKENS * (len(checklist.critics) - 1)
+        render = partial(checklist.messages, neutralise=model.neutralise)
+        messages, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
+        key = (record.id, self.metric.name)
+        return [Request(key, messages, checklist.json_schema(), self.k, budget, model.temperature, turns_cut=cut)]
+
+    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
+        # The whole checklist's, so that every criterion draws the same samples.
+        parsed = [self.metric.checklist.parse(c.text, finished=c.finished) for c in samples]
+        if any(p.problem for p in parsed):
+            return False
+        return all(len({p.votes[i] for p in parsed}) == 1 for i in range(len(self.metric.checklist.critics)))
+
+    def judge(
+        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
+    ) -> tuple[ModelJudgment, Any]:
+        (drawn,) = samples
+        parsed = [self.metric.parse(c.text, finished=c.finished) for c in drawn]
+        count, i = len(self.metric.checklist.critics), self.metric.index
+        # A sample's verdict probabilities, one per criterion in order, where it wrote them all.
+        p_pass = [
+            c.verdict_probs[i] if p.vote is not None and c.verdict_probs and len(c.verdict_probs) == count else None
+            for c, p in zip(drawn, parsed, strict=True)
+        ]
+        return verdict_judgment(self, name, parsed, p_pass), None
+
+    def unjudged(self, name: str, error: str) -> ModelJudgment:
+        k = self.k
+        return ModelJudgment(
+            model=name, votes=[None] * k, reasons=[None] * k, abstentions=k, verdict=None, score=None, error=error
+        )
+
+    def result(
+        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
+    ) -> RecordResult:
+        models = [j for j, _ in judged]
+        return RecordResult(
+            record_id=record.id,
+            metric=self.metric.name,
+            score=final_score([j.score for j in models]),
+            error=None,
+            confidence=final_score([j.confidence for j in models]),
+            models=models,
+            statements=None,
+            extracted_by=extracted_by,
+        )
