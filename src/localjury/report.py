@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-
-if TYPE_CHECKING:
-    pass
 
 
 class InvalidSample(BaseModel):
@@ -69,6 +66,16 @@ class ModelJudgment(BaseModel):
     position_consistent: bool | None = None
     """Pairwise metrics: whether the majorities of the two orders, order-corrected, agree;
     null when either order has no majority (an even split, or no valid vote)."""
+    scores: list[int | None] | None = None
+    """Rubrics: the samples' sampled scores on the scale (null where a sample abstained);
+    ``votes`` then holds whether each reaches the rubric's threshold (1) or not (0)."""
+    expected: list[float | None] | None = None
+    """Rubrics: per sample, the expected score (the levels weighted by the probability the
+    model gave each where it wrote its score); null where the sample abstained or the engine
+    gives no probabilities."""
+    scale_score: float | None = None
+    """Rubrics: the model's score on the scale, the mean or median of its sampled scores (under
+    probability scoring the mean expected score); ``score`` is it normalised to 0..1."""
 
 
 class StatementJudgment(BaseModel):
@@ -125,6 +132,19 @@ class ToolCallResult(BaseModel):
     """Calls made that matched no reference call, as ``name(arguments)``."""
 
 
+class RubricResult(BaseModel):
+    """A rubric's result on its scale (``RecordResult.score`` is the same normalised to 0..1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    levels: int
+    """The scale is 1..levels."""
+    score: float | None
+    """The mean of the models' scale scores; null when every model abstains."""
+    expected: float | None
+    """The mean of the models' mean expected scores; null when none has one."""
+
+
 class RecordResult(BaseModel):
     """The jury's result for one (record, criterion): one line of results.jsonl."""
 
@@ -153,6 +173,8 @@ class RecordResult(BaseModel):
     majorities agree; null for other metrics, or when no model has both."""
     tool_calls: ToolCallResult | None = None
     """Tool-call accuracy: the calls matched, missing and unexpected; null for other metrics."""
+    rubric: RubricResult | None = None
+    """Rubrics: the jury's scores on the scale; null for other metrics."""
     turns_cut: int | None = None
     """Conversation records under ``on_overflow="truncate"``: the most middle turns cut to
     fit a jury model's context (each prompt shows its cut as ``[… N turns cut …]``); null
@@ -165,8 +187,8 @@ class MetricSummary(BaseModel):
     metric: str
     kind: str = "judge"
     """``judge`` (one verdict per record), ``composite`` (verdicts per statement),
-    ``pairwise`` (a preference between two responses, asked in both orders) or ``tool_calls``
-    (computed from the record, no judge)."""
+    ``pairwise`` (a preference between two responses, asked in both orders), ``rubric`` (a
+    score on a scale, normalised to 0..1) or ``tool_calls`` (computed from the record, no judge)."""
     definition: str
     """The criterion, or what the metric measures."""
     strictness: int
@@ -348,7 +370,7 @@ def read_results(path: Path) -> list[RecordResult]:
 
 #: Fields that hold verdict probabilities: floats read from the logits, which a batch of
 #: another shape rounds differently (a sharded run, another chunk size).
-PROBABILITY_FIELDS = frozenset({"p_pass", "confidence"})
+PROBABILITY_FIELDS = frozenset({"p_pass", "confidence", "expected"})
 
 
 def same_results(a: Any, b: Any, *, tolerance: float = 1e-4) -> bool:

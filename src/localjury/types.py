@@ -41,7 +41,8 @@ class Completion:
     verdict_probs: tuple[float, ...] | None = None
     """At each place the output wrote a 0/1 verdict, in order, the probability the model gave
     to 1 there, renormalised over the verdict tokens the schema allowed (its distribution at
-    temperature 1, before top-p). None when the engine cannot tell (see each engine)."""
+    temperature 1, before top-p); for a rubric's score, the probability of each level of its
+    scale (1..N, N figures). None when the engine cannot tell (see each engine)."""
 
 
 @dataclass(frozen=True)

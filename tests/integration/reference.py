@@ -43,9 +43,11 @@ def greedy_with_p_pass(
     decision: Decision = VERDICT,
 ) -> tuple[str, list[float]]:
     """Greedy constrained decode of one prompt: the text, and at each decision position (only
-    tokens that write the decision, spaces or quotes allowed, both sides among them) the softmax
-    mass of the allowed passing tokens over that of the allowed passing and failing ones, kept
-    when the decision is written (``decision``: 0/1 verdicts, or a pairwise A/B preference).
+    tokens that write the decision, spaces or quotes allowed, two values or more among them) the
+    softmax mass of the allowed passing tokens over that of the allowed passing and failing ones,
+    or for a rubric's score the mass of each level's allowed tokens over that of all levels',
+    kept when the decision is written (``decision``: 0/1 verdicts, a pairwise A/B preference,
+    a score).
 
     With ``follow`` (an engine's output), each step takes the best allowed token that keeps
     the text a prefix of ``follow``: the engine's own path, so that a near tie that another
@@ -60,15 +62,16 @@ def greedy_with_p_pass(
         logits = list(next_logits(ids))
         allowed = guide.get_tokens()
         texts = {t: piece[t] for t in allowed if t != eos}
-        ones = [t for t, s in texts.items() if decision.side(s) == "pass"]
-        zeros = [t for t, s in texts.items() if decision.side(s) == "fail"]
+        writers = {t: decision.choice(s) for t, s in texts.items() if decision.choice(s) is not None}
         pending = None
-        neutral_or_decision = all(decision.side(s) or not s.lstrip(' "') for s in texts.values())
-        if ones and zeros and eos not in allowed and neutral_or_decision:
-            top = max(logits[t] for t in ones + zeros)
-            one = sum(math.exp(logits[t] - top) for t in ones)
-            zero = sum(math.exp(logits[t] - top) for t in zeros)
-            pending = one / (one + zero)
+        neutral_or_decision = all(decision.choice(s) is not None or not s.lstrip(' "') for s in texts.values())
+        if len(set(writers.values())) >= 2 and eos not in allowed and neutral_or_decision:
+            top = max(logits[t] for t in writers)
+            masses = [0.0] * len(decision.choices)
+            for t, c in writers.items():
+                masses[c] += math.exp(logits[t] - top)
+            binary = len(decision.choices) == 2
+            pending = (masses[0] / (masses[0] + masses[1]),) if binary else tuple(m / sum(masses) for m in masses)
         # The best allowed token by logit (the first of equals, in the guide's order); with
         # ``follow``, the best one whose text, decoded after the output so far, continues it.
         ranked = sorted(allowed, key=lambda t: -logits[t] if t < len(logits) else math.inf)
@@ -80,8 +83,8 @@ def greedy_with_p_pass(
             token = next((t for t in ranked if t in texts and continues(tokenizer, out, t, done, rest)), eos)
         if token == eos:
             break
-        if pending is not None and token in ones + zeros:
-            probs.append(pending)
+        if pending is not None and token in writers:
+            probs.extend(pending)
         guide.advance(token_id=token, return_tokens=False)
         out.append(token)
         ids.append(token)

@@ -37,7 +37,9 @@ class LocalDecoding(BatchEngine):
         the tokens that write its decision."""
         key = json.dumps(schema, sort_keys=True)
         if key not in self._indexes:
-            self._indexes[key] = JsonSchemaIndex(self._vocabulary, schema, self._decision_tokens(decision_of(schema)))
+            decision = decision_of(schema)
+            tokens = self._decision_tokens(decision) if decision is not None else None
+            self._indexes[key] = JsonSchemaIndex(self._vocabulary, schema, tokens)
         return self._indexes[key]
 
     def _decision_tokens(self, decision: Decision) -> VerdictTokens:

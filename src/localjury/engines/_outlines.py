@@ -77,11 +77,11 @@ def _build_vocabulary(hf_tokenizer: Any) -> Vocabulary:
 
 
 class VerdictTokens:
-    """Which tokens of a vocabulary write a decision (a 0/1 verdict, or a pairwise judge's
-    A/B preference): a token whose text, after any leading spaces and an opening quote, starts
-    with the decision's passing character (``1``, ``A``) passes, with its failing one (``0``,
-    ``B``) fails; the others that are only spaces and quotes are neutral (the schema allows a
-    space, and a string value opens with a quote, before the decision).
+    """Which tokens of a vocabulary write a decision (a 0/1 verdict, a pairwise judge's A/B
+    preference, a rubric's score): a token whose text, after any leading spaces and an opening
+    quote, starts with one of the decision's values (``1``/``0``, ``A``/``B``, ``1``..``N``)
+    writes that value; the others that are only spaces and quotes are neutral (the schema
+    allows a space, and a string value opens with a quote, before the decision).
 
     Args:
         hf_tokenizer: The Hugging Face tokenizer the engine decodes with.
@@ -92,42 +92,50 @@ class VerdictTokens:
         tokenizer = TransformerTokenizer(hf_tokenizer)
         vocab = tokenizer.get_vocab()
         size = max(vocab.values()) + 1
-        self.passes = torch.zeros(size, dtype=torch.bool)
-        self.fails = torch.zeros(size, dtype=torch.bool)
+        self.decision = decision
+        self.values = [torch.zeros(size, dtype=torch.bool) for _ in decision.choices]
         neutral = torch.zeros(size, dtype=torch.bool)
-        firsts = (decision.passing, decision.failing, "")
+        firsts = (*decision.choices, "")
         for token, token_id in vocab.items():
             # Byte-level BPE writes a space as "Ġ", SentencePiece as "▁": look only at the
             # tokens that can be spaces, quotes and decisions before decoding them exactly.
             if token.lstrip('Ġ▁ "')[:1] not in firsts:
                 continue
             text = tokenizer.convert_token_to_string(token)
-            side = decision.side(text)
-            if side == "pass":
-                self.passes[token_id] = True
-            elif side == "fail":
-                self.fails[token_id] = True
+            choice = decision.choice(text)
+            if choice is not None:
+                self.values[choice][token_id] = True
             elif not text.lstrip(' "') and token:
                 neutral[token_id] = True
-        self.other = ~(self.passes | self.fails | neutral)
-        self._sized: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self.writes = torch.stack(self.values).any(0)
+        self.other = ~(self.writes | neutral)
+        self._sized: dict[int, tuple[list[torch.Tensor], torch.Tensor]] = {}
 
-    def sized(self, vocab: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(passes, fails, other) over ``vocab`` logit rows: a model's logits can be wider than
-        its tokenizer (padding rows, never allowed), or narrower."""
+    @property
+    def passes(self) -> torch.Tensor:
+        """The tokens that write a yes/no decision's passing value."""
+        return self.values[0]
+
+    @property
+    def fails(self) -> torch.Tensor:
+        """The tokens that write a yes/no decision's failing value."""
+        return self.values[1]
+
+    def sized(self, vocab: int) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """(each value's tokens, other tokens) over ``vocab`` logit rows: a model's logits can
+        be wider than its tokenizer (padding rows, never allowed), or narrower."""
         if vocab not in self._sized:
-            pad = max(0, vocab - self.passes.shape[0])
+            pad = max(0, vocab - self.writes.shape[0])
             off = torch.zeros(pad, dtype=torch.bool)
             self._sized[vocab] = (
-                torch.cat([self.passes, off])[:vocab],
-                torch.cat([self.fails, off])[:vocab],
+                [torch.cat([v, off])[:vocab] for v in self.values],
                 torch.cat([self.other, ~off])[:vocab],
             )
         return self._sized[vocab]
 
     def writes_verdict(self, token: int) -> bool:
-        """Whether ``token`` writes the decision (a verdict digit, a preference letter)."""
-        return token < self.passes.shape[0] and bool(self.passes[token] or self.fails[token])
+        """Whether ``token`` writes the decision (a verdict digit, a preference letter, a score)."""
+        return token < self.writes.shape[0] and bool(self.writes[token])
 
 
 class JsonSchemaIndex:
@@ -148,23 +156,25 @@ class JsonSchemaIndex:
 class GuidedRows:
     """One Outlines guide per row of a decoding batch; rows can leave the batch.
 
-    With ``verdicts``, it also reads each row's verdict probabilities: a step where the schema
-    allows only decision tokens (and spaces or quotes), both passing and failing ones, is a
-    verdict position; the probability of passing there is the softmax of the raw logits over
-    the allowed passing tokens, renormalised over the allowed passing and failing tokens. The
-    figure is kept when the row writes its decision (after a space or quote token, the later
-    position counts).
+    With ``verdicts``, it also reads each row's decision figures: a step where the schema
+    allows only decision tokens (and spaces or quotes), of two values or more, is a decision
+    position; each value's probability there is the softmax of the raw logits over the allowed
+    tokens that write it, renormalised over the allowed tokens that write any value. A yes/no
+    decision keeps the probability of passing, a rubric's score the distribution over its
+    levels (:meth:`~localjury.engines._verdicts.Decision.figures`). The figures are kept when
+    the row writes its decision (after a space or quote token, the later position counts).
     """
 
     def __init__(self, index: Index, rows: int, verdicts: VerdictTokens | None = None) -> None:
         self.guides = [Guide(index) for _ in range(rows)]
         self._mask: torch.Tensor | None = None
         self._verdicts = verdicts
-        self._packed: tuple[int, torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._packed: tuple[int, list[torch.Tensor], torch.Tensor] | None = None
         self._rows = list(range(rows))  # each current row's index in the starting batch
-        self._pending: dict[int, float] = {}
+        self._pending: dict[int, tuple[float, ...]] = {}
         self.verdict_probs: list[list[float]] = [[] for _ in range(rows)]
-        """Per row of the starting batch, the probability of 1 at each verdict it wrote."""
+        """Per row of the starting batch, the figures of each decision it wrote (the probability
+        of 1 at each verdict; a score's distribution over its levels)."""
 
     def mask(self, logits: torch.Tensor) -> torch.Tensor:
         """Set every token that would leave the schema to -inf, for all rows at once: in place
@@ -195,23 +205,24 @@ class GuidedRows:
         assert self._verdicts is not None
         vocab = logits.shape[1]
         if self._packed is None or self._packed[0] != vocab:
-            passes, fails, other = (_pack(t, bits.shape[1]) for t in self._verdicts.sized(vocab))
-            self._packed = (vocab, passes, fails, other)
-        _, passes, fails, other = self._packed
-        # On the packed words (32 tokens each): a row is at a verdict when its schema allows
-        # passing and failing tokens and nothing else but spaces and quotes.
-        at_verdict = ~(bits & other).any(-1) & (bits & passes).any(-1) & (bits & fails).any(-1)
+            values, other = self._verdicts.sized(vocab)
+            self._packed = (vocab, [_pack(v, bits.shape[1]) for v in values], _pack(other, bits.shape[1]))
+        _, values, other = self._packed
+        # On the packed words (32 tokens each): a row is at a decision when its schema allows
+        # tokens of two values or more and nothing else but spaces and quotes.
+        allowed_values = torch.stack([(bits & v).any(-1) for v in values]).sum(0)
+        at_verdict = ~(bits & other).any(-1) & (allowed_values >= 2)
         self._pending = {}
         rows = at_verdict.nonzero().flatten().tolist()
         if not rows:
             return
-        ones_of, zeros_of, _ = (t.to(logits.device) for t in self._verdicts.sized(vocab))
+        of_value = [t.to(logits.device) for t in self._verdicts.sized(vocab)[0]]
         for row in rows:
             allowed = _unpack(bits[row : row + 1], vocab)[0].to(logits.device)
             raw = logits[row].float()
-            one = torch.logsumexp(raw[allowed & ones_of], 0)
-            zero = torch.logsumexp(raw[allowed & zeros_of], 0)
-            self._pending[row] = float(torch.sigmoid(one - zero))
+            mass = torch.stack([torch.logsumexp(raw[allowed & v], 0) for v in of_value])
+            masses = torch.exp(mass - mass.max()).tolist()
+            self._pending[row] = self._verdicts.decision.figures(masses)
 
     def advance(self, tokens: list[int], ended: list[bool]) -> None:
         """Feed each row the token it just sampled (rows that ended are left alone)."""
@@ -219,7 +230,7 @@ class GuidedRows:
             if not end:
                 guide.advance(token_id=token, return_tokens=False)
                 if row in self._pending and self._verdicts is not None and self._verdicts.writes_verdict(token):
-                    self.verdict_probs[self._rows[row]].append(self._pending[row])
+                    self.verdict_probs[self._rows[row]].extend(self._pending[row])
         self._pending = {}
 
     def select(self, keep: list[int]) -> None:

@@ -450,10 +450,10 @@ def _refuses_format(response: httpx2.Response) -> bool:
     return response.status_code == 500 and ("response_format" in text or "json_schema" in text)
 
 
-def _verdict_probs(steps: list[Any], decision: Decision) -> tuple[float, ...] | None:
-    """Verdict probabilities (of the schema's ``decision``: a 0/1 verdict or an A/B
-    preference) from a chat completion's ``logprobs.content``; None when the server gave no
-    alternatives."""
+def _verdict_probs(steps: list[Any], decision: Decision | None) -> tuple[float, ...] | None:
+    """Verdict probabilities (of the schema's ``decision``: a 0/1 verdict, an A/B preference,
+    a rubric's score) from a chat completion's ``logprobs.content``; None when the server gave
+    no alternatives."""
     tokens: list[str] = []
     tops: list[list[tuple[str, float]]] = []
     for step in steps:

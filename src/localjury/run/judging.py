@@ -145,7 +145,8 @@ class VerdictJudging(JudgingBase):
         messages, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
         schema = self.metric.json_schema()
         key = (record.id, self.metric.name)
-        return [Request(key, messages, schema, self.k, budget, model.temperature, turns_cut=cut)]
+        revision = getattr(self.metric, "revision", None)  # a rubrics file's criterion
+        return [Request(key, messages, schema, self.k, budget, model.temperature, turns_cut=cut, revision=revision)]
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
         votes = [self.metric.parse(c.text, finished=c.finished).vote for c in samples]

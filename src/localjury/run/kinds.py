@@ -9,6 +9,7 @@ from localjury.run.composite import StatementsJudging
 from localjury.run.config import SamplingConfig
 from localjury.run.judging import Judging, VerdictJudging
 from localjury.run.pairwise import PairwiseJudging
+from localjury.run.rubric import RubricJudging
 from localjury.run.tool_calls import ToolCallJudging
 
 #: The judging of each kind of metric, by the metric's ``kind``.
@@ -18,13 +19,15 @@ KINDS: dict[
     | type[StatementsJudging]
     | type[PairwiseJudging]
     | type[ToolCallJudging]
-    | type[ChecklistJudging],
+    | type[ChecklistJudging]
+    | type[RubricJudging],
 ] = {
     VerdictJudging.kind: VerdictJudging,
     StatementsJudging.kind: StatementsJudging,
     PairwiseJudging.kind: PairwiseJudging,
     ToolCallJudging.kind: ToolCallJudging,
     ChecklistJudging.kind: ChecklistJudging,
+    RubricJudging.kind: RubricJudging,
 }
 
 
@@ -38,7 +41,7 @@ def judging_for(metric: Metric, sampling: SamplingConfig) -> Judging:
     if kind is None:
         raise ConfigError(
             f"metric {metric.name!r} is a {type(metric).__name__}; "
-            "expected a JudgeMetric, CompositeMetric, PairwiseCritic or ToolCallAccuracy"
+            "expected a JudgeMetric, CompositeMetric, PairwiseCritic, Rubric or ToolCallAccuracy"
         )
     return kind(
         metric,  # type: ignore[arg-type]

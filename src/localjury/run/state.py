@@ -71,6 +71,9 @@ class Request:
     first_sample: int = 0
     turns_cut: int = 0
     """The conversation turns cut to fit the model's context (not part of the store key)."""
+    revision: str | None = None
+    """Where the metric comes from and its version (a rubrics file's entry): part of the store
+    key, so that a new version of an entry is judged again."""
 
 
 @dataclass(frozen=True)
@@ -99,4 +102,5 @@ class JuryModel:
             top_p=self.top_p if req.temperature > 0 else None,
             max_tokens=req.max_tokens,
             seed=seed,
+            **({"revision": req.revision} if req.revision is not None else {}),
         )
