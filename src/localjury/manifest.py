@@ -133,7 +133,8 @@ class Manifest(BaseModel):
     settings: dict[str, Any]
     """Run-wide overrides: strictness, tie_break, temperature, max_tokens, adaptive, extractor."""
     metrics: list[dict[str, Any]]
-    """Each metric: name, kind, description, strictness, tie_break."""
+    """Each metric: name, kind, description, strictness, tie_break; a rubric file's entry also
+    its ``source`` (file, sha256, version, line)."""
     models: list[ModelRecord]
     """Each judge model, its files' hashes and settings."""
     cache: str | None

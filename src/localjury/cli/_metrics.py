@@ -1,5 +1,5 @@
 """The metrics a command line names: ``--aspect``, ``--criterion``, ``--criteria``,
-``--metric`` and ``--pairwise``."""
+``--metric``, ``--pairwise`` and ``--rubrics``."""
 
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ def _build_metrics(
     composites: Sequence[str] = (),
     verdict_first: bool = False,
     pairwise: Sequence[str] = (),
+    rubrics: Path | None = None,
 ) -> list[Any]:
     """The metrics of ``run``'s options, in this order: the predefined aspects, the criteria,
-    the criteria file's, the composite metrics, the pairwise criteria.
+    the criteria file's, the named metrics (composites, agent-run metrics, rubrics), the
+    pairwise criteria, the rubric file's.
 
     Raises:
-        ConfigError: An unknown aspect or composite metric, a criterion not ``NAME=TEXT``, or
-            a bad criteria file.
+        ConfigError: An unknown aspect or named metric, a criterion not ``NAME=TEXT``, or
+            a bad criteria or rubric file.
     """
     from localjury.metrics import PREDEFINED_ASPECTS, AspectCritic, Metric
     from localjury.metrics.spec import NAMED_METRICS, criteria_metrics, named_criterion
@@ -59,4 +61,8 @@ def _build_metrics(
                 f'--pairwise expects NAME=TEXT, e.g. helpful="The response is more helpful."; got {item!r}'
             )
         metrics.append(PairwiseCritic(*named))
+    if rubrics is not None:
+        from localjury.metrics.rubric_file import rubric_file_metrics
+
+        metrics += rubric_file_metrics(rubrics)
     return metrics

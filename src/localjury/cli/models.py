@@ -32,7 +32,7 @@ def aspects() -> None:
 
 @app.command()
 def metrics() -> None:
-    """List the metrics known by name (`run --metric NAME`): composites and agent-run metrics."""
+    """List the metrics known by name (`run --metric NAME`): composites, agent-run metrics and rubrics."""
     from localjury._terminal import Column, print_table
     from localjury.metrics.spec import NAMED_METRICS
 

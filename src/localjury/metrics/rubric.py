@@ -20,6 +20,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -294,3 +295,7 @@ def predefined_rubric(name: str, *, strictness: int = 1) -> Rubric:
         raise UnknownNameError(f"unknown rubric {name!r}; expected one of: {', '.join(PREDEFINED_RUBRICS)}")
     criterion, levels, needs_reference = PREDEFINED_RUBRICS[name]
     return Rubric(name, criterion, levels, needs_reference=needs_reference, strictness=strictness)
+
+
+#: The predefined rubrics as named metrics (``--metric helpfulness_rubric``), like the composites.
+RUBRIC_METRICS = {name: partial(predefined_rubric, name) for name in PREDEFINED_RUBRICS}

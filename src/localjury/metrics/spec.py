@@ -4,6 +4,7 @@ criteria file. What ``localjury run`` and ``localjury bench`` (and any caller) r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,11 @@ from localjury.metrics.agent import AGENT_METRICS
 from localjury.metrics.aspect_critic import PREDEFINED_ASPECTS, AspectCritic
 from localjury.metrics.base import Metric
 from localjury.metrics.faithfulness import COMPOSITE_METRICS
+from localjury.metrics.rubric import RUBRIC_METRICS
 
-#: The metrics known by name (``--metric``): the composites and the agent-run metrics.
-NAMED_METRICS = {**COMPOSITE_METRICS, **AGENT_METRICS}
+#: The metrics known by name (``--metric``): the composites, the agent-run metrics and the
+#: predefined rubrics.
+NAMED_METRICS: dict[str, Callable[[], Metric]] = {**COMPOSITE_METRICS, **AGENT_METRICS, **RUBRIC_METRICS}
 
 
 def named_criterion(text: str) -> tuple[str, str] | None:

@@ -35,6 +35,7 @@ from localjury.errors import CommitError, ConfigError
 from localjury.manifest import build_manifest, dataset_record, model_record
 from localjury.metrics.base import Metric
 from localjury.metrics.checklist import checklist_metrics
+from localjury.metrics.rubric_file import rubric_file_metrics
 from localjury.readers import is_saved_dataset
 from localjury.registry import ModelSpec
 from localjury.run.assemble import assemble_all
@@ -70,6 +71,7 @@ def evaluate(
     progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
     output_set: OutputSet | None = None,
+    rubrics: str | Path | None = None,
     **settings: Any,
 ) -> RunResult:
     """Judge every record on every metric with every model, and vote.
@@ -103,6 +105,10 @@ def evaluate(
             an open :class:`~localjury._outputs.OutputSet`: checked against the run's inputs
             (the judgment store and its journals, models.yaml, the models' files) before any
             model loads, like ``out``; the caller writes and commits them. Not with ``out``.
+        rubrics: A rubric file (YAML: named, versioned criteria and rubrics, see
+            :mod:`localjury.metrics.rubric_file`): its metrics are judged after ``metrics``;
+            its hash and each entry's version are in the manifest's metrics, and each entry's
+            version in its judgments' store keys.
         **settings: Settings that replace ``config``'s, by name: ``seed``, ``strictness``,
             ``tie_break``, ``temperature``, ``max_tokens``, ``adaptive``, ``checklist`` (sampling);
             ``cache``, ``use_cache``, ``fresh`` (the judgment store); ``strict_input``,
@@ -129,6 +135,9 @@ def evaluate(
     """
     if models is not None:
         settings["models"] = models
+    if rubrics is not None:
+        metrics = [*metrics, *rubric_file_metrics(rubrics)]
+        inputs = {**(inputs or {}), "rubrics file": rubrics}
     config = (config or RunConfig()).replace(**settings)
     metrics = checklist_metrics(metrics, config.sampling.checklist)
     session: RaySession | None = None
@@ -260,8 +269,10 @@ def _judge(
 
 def metric_record(j: Judging) -> dict[str, Any]:
     """A metric as the manifest records it."""
-    return {"name": j.metric.name, "kind": j.kind, "description": j.metric.description, "strictness": j.k,
-            "tie_break": j.tie}  # fmt: skip
+    record = {"name": j.metric.name, "kind": j.kind, "description": j.metric.description, "strictness": j.k,
+              "tie_break": j.tie}  # fmt: skip
+    source = getattr(j.metric, "source", None)  # a rubric file's entry: the file's hash, its version
+    return {**record, "source": source} if source else record
 
 
 def jury_order(run: Run) -> list[JuryModel]:
