@@ -186,6 +186,10 @@ def markdown(fig: dict[str, Any]) -> str:
             f"Agreement between models: Fleiss' κ {_num(agreement['kappa'], 2)} on {agreement['records']} records."
         )
         lines.append("")
+    if fig.get("checklist"):
+        from localjury.bench.checklist import markdown_section
+
+        lines += markdown_section(fig["checklist"])
     lines += ["## Confusion matrices (rows: gold 0, 1; columns: predicted 0, 1)", ""]
     for name, j in fig["judges"].items():
         if j["confusion"]:
@@ -364,6 +368,10 @@ def html_report(fig: dict[str, Any]) -> str:
     plot_html = "".join(
         f'<figure id="plot-{k}">{svg}<figcaption>{esc(captions[k])}</figcaption></figure>' for k, svg in figures.items()
     )
+    if fig.get("checklist"):
+        from localjury.bench.checklist import html_section
+
+        graded += html_section(fig["checklist"])
     title = f"Judge benchmark — {fig['benchmark']['format']}"
     return (
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from localjury._outputs import OutputSet
-from localjury._pull import SOURCE_FILE
 from localjury._version import __version__
 from localjury.bench import stats
+from localjury.bench._files import described, write
+from localjury.bench.checklist import checklist_critics, compare_checklist
 from localjury.bench.formats import FORMATS, BenchItem, load, sample
 from localjury.bench.published import llmbar_reference
 from localjury.errors import ConfigError
@@ -27,7 +28,6 @@ from localjury.voting import passes, vote_share
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from localjury.manifest import Manifest
     from localjury.run.cluster import RayCluster
 
 JURY = "jury"
@@ -245,33 +245,6 @@ def compute(
     return figures, rows
 
 
-def _described(manifest: Manifest | None) -> list[dict[str, Any]]:
-    """The jury's models as metrics.json describes them: their manifest records (without the
-    files' hashes) and where each was pulled from."""
-    described = []
-    for m in manifest.models if manifest else []:
-        entry = m.model_dump(exclude={"files"})
-        source = Path(m.path) / SOURCE_FILE
-        if source.is_file():
-            entry["source"] = json.loads(source.read_text(encoding="utf-8"))
-        described.append(entry)
-    return described
-
-
-def _write(files: OutputSet, outputs: dict[str, Path], rows: list[dict[str, Any]], figures: dict[str, Any]) -> None:
-    """Write the bench's four files and commit them together, metrics.json last: never new
-    predictions beside old figures."""
-    from localjury.bench.report import html_report, markdown
-
-    predictions = files.file(outputs["predictions"])
-    for row in rows:
-        predictions.write(json.dumps(row, ensure_ascii=False) + "\n")
-    files.file(outputs["Markdown report"], markdown(figures))
-    files.file(outputs["HTML report"], html_report(figures))
-    files.file(outputs["figures"], json.dumps(figures, indent=2) + "\n")
-    files.commit()
-
-
 def run_bench(
     data: str | Path,
     fmt: str,
@@ -290,6 +263,7 @@ def run_bench(
     cluster: RayCluster | None = None,
     verdict_first: bool = False,
     mode: BenchMode = "auto",
+    checklist: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Benchmark judge models (and their jury) against a labeled data set.
 
@@ -303,6 +277,9 @@ def run_bench(
     orders' figures as LLMBar does, beside the published figures of LLMBar's judges;
     ``pointwise`` judges each response on its own; ``auto`` (default) is pairwise for sets
     of pairs (``llmbar``; ``jsonl`` records with ``response_a`` and ``response_b``).
+    ``checklist``: more criteria (aspects or ``NAME="criterion"``) to judge with the bench's
+    own, once one call per criterion and once in one checklist call per record, each from a
+    temporary store, and compare (:mod:`localjury.bench.checklist`; ``checklist`` in metrics.json).
 
     Returns:
         The content of metrics.json.
@@ -341,6 +318,7 @@ def run_bench(
         ids = [str(it.record["id"]) for it in items]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{data}: record ids are not unique")
+        critics = checklist_critics(judge, checklist, strictness) if checklist else None
         run = evaluate(
             [it.record for it in items],
             [judge],
@@ -365,14 +343,19 @@ def run_bench(
                 "strictness": strictness,
                 "metric": {"name": judge.name, "description": judge.description, "verdict_first": verdict_first},
                 "mode": "pairwise" if pairwise else "pointwise",
-                "models": _described(manifest),
+                "models": described(manifest),
                 "packages": manifest.packages if manifest else {},
                 "localjury_version": __version__,
                 "seconds": run.summary.seconds,
             },
             **figures,
         }
+        if critics:
+            figures["checklist"] = compare_checklist(
+                [it.record for it in items], [it.gold for it in items], critics, config, seed=sample_seed,
+                progress=progress, engine_factory=engine_factory, output_set=files,
+            )  # fmt: skip
         if pairwise and fmt == "llmbar":
             figures["published"] = llmbar_reference(data)
-        _write(files, outputs, rows, figures)
+        write(files, outputs, rows, figures)
     return figures

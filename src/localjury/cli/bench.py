@@ -78,6 +78,15 @@ def bench(
             "auto: pairwise for sets of pairs (llmbar; jsonl with response_a/response_b).",
         ),
     ] = "auto",
+    checklist: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--checklist",
+            help='Another criterion (an aspect or NAME="criterion"; repeatable) to judge with the bench\'s, '
+            "once in one checklist call per record and once one call per criterion (each from a temporary store), "
+            "reporting their agreement, κ against the labels and the tokens and seconds saved.",
+        ),
+    ] = None,
     registry: RegistryOpt = None,
     trust_remote_code: TrustOpt = [],  # noqa: B006
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse stored judgments.")] = False,
@@ -111,6 +120,7 @@ def bench(
             cluster=_cluster(cluster, address, replicas, replica_cpus),
             verdict_first=verdict_first,
             mode=mode,  # type: ignore[arg-type]  # checked by run_bench, naming the choices
+            checklist=checklist or (),
         )
     print_figures(figures, fmt, out)
     out.print(f"reports: {out_dir / 'report.html'}, {out_dir / 'report.md'}; figures: {out_dir / 'metrics.json'}")
@@ -189,7 +199,8 @@ def _both(figures: tuple[dict[str, Any], dict[str, Any]], key: str, form: str) -
 
 
 def print_figures(figures: dict[str, Any], fmt: str, console: Console) -> None:
-    """Print a bench's figures: each judge's, and for pairwise benches both orders'."""
+    """Print a bench's figures: each judge's, for pairwise benches both orders', and the checklist's
+    comparison where it ran one."""
     from localjury._terminal import Column, print_table
     from localjury.bench.report import BASELINE, ORDERS_HEADER, _header, _orders_rows, _rows
 
@@ -218,6 +229,12 @@ def print_figures(figures: dict[str, Any], fmt: str, console: Console) -> None:
         ]
         styles = ["dim" if "(published" in row[0] else None for row in orders]
         print_table(console, both, title="both orders (pairwise)", row_styles=styles)
+    if figures.get("checklist"):
+        from localjury.bench.checklist import COST_HEADER, HEADER, table_rows
+
+        for head, body in zip((HEADER, COST_HEADER), table_rows(figures["checklist"]), strict=True):
+            columns = [Column(h, [r[i] for r in body], "name" if i < 2 else "figure") for i, h in enumerate(head)]
+            print_table(console, columns, title="checklist against one call per criterion")
 
 
 def print_calibration(calibrators: list[Calibrator], console: Console) -> None:

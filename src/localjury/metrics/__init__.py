@@ -3,8 +3,8 @@ pairwise, and the agent-run metrics (goal achieved, tool-call accuracy, tool-res
 
 from localjury.metrics.agent import AGENT_METRICS, GoalAchieved, ToolResultFaithfulness
 from localjury.metrics.aspect_critic import PREDEFINED_ASPECTS, AspectCritic, CriterionInput
-from localjury.metrics.checklist import Checklist, ChecklistCriterion
 from localjury.metrics.base import JudgeMetric, Judgment, Message, Metric, Parsed, ParsedSample, PromptProgram
+from localjury.metrics.checklist import Checklist, ChecklistCriterion
 from localjury.metrics.composite import (
     CompositeMetric,
     Statements,
