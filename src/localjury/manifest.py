@@ -133,8 +133,9 @@ class Manifest(BaseModel):
     settings: dict[str, Any]
     """Run-wide overrides: strictness, tie_break, temperature, max_tokens, adaptive, extractor."""
     metrics: list[dict[str, Any]]
-    """Each metric: name, kind, description, strictness, tie_break; a rubric file's entry also
-    its ``source`` (file, sha256, version, line)."""
+    """Each metric: name, kind, description, strictness, tie_break; a judge profile's metric also
+    its ``profile`` (path, sha256, examples, shots); a rubric file's entry its ``source`` (file,
+    sha256, version, line)."""
     models: list[ModelRecord]
     """Each judge model, its files' hashes and settings."""
     cache: str | None

@@ -22,6 +22,7 @@ LAYERS = {
     "localjury.engines": 2,
     "localjury.voting": 2,
     "localjury.calibration": 2,
+    "localjury.profile": 2,
     "localjury.report": 2,
     "localjury.tables": 2,
     "localjury.store": 2,

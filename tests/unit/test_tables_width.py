@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from localjury._terminal import Column, SafeConsole, print_table
 from localjury.cli import app
 from localjury.cli.bench import print_calibration, print_figures
-from localjury.cli.run import print_checks
+from localjury.cli.verify import print_checks
 from localjury.metrics import PREDEFINED_ASPECTS
 from localjury.report import MetricSummary, ModelPlan, ModelSummary, RunPlan, Summary
 from localjury.tables import print_plan, print_summary

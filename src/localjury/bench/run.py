@@ -16,6 +16,7 @@ from localjury.bench.formats import FORMATS, BenchItem, load, sample
 from localjury.bench.published import llmbar_reference
 from localjury.errors import ConfigError
 from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCritic
+from localjury.metrics.aligned import DEFAULT_SHOTS
 from localjury.metrics.base import Metric
 from localjury.metrics.pairwise import ORDERS, PairwiseCritic, corrected
 from localjury.metrics.spec import metric_from_string
@@ -146,12 +147,19 @@ def _pick(share: float | None) -> int | None:
 
 
 def compute(
-    items: Sequence[BenchItem], run: RunResult, models: Sequence[str], *, seed: int = 0, pairwise: bool = False
+    items: Sequence[BenchItem],
+    run: RunResult,
+    models: Sequence[str],
+    *,
+    seed: int = 0,
+    pairwise: bool = False,
+    metric: str | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Every figure of the benchmark, and one prediction row per record; ``pairwise``: the
     records are pairs judged by a pairwise metric, and each judge also gets the figures of
-    its two orders (:func:`localjury.bench.stats.both_orders`)."""
-    by_id = {r.record_id: r for r in run.iter_results()}
+    its two orders (:func:`localjury.bench.stats.both_orders`); ``metric``: that metric's
+    results only (a run of several)."""
+    by_id = {r.record_id: r for r in run.iter_results() if metric is None or r.metric == metric}
     gold = [it.gold for it in items]
     preds: dict[str, list[int | None]] = {m: [] for m in models}
     grades: dict[str, list[float | None]] = {m: [] for m in models}
@@ -264,6 +272,8 @@ def run_bench(
     verdict_first: bool = False,
     mode: BenchMode = "auto",
     checklist: Sequence[str] = (),
+    aligned: int | None = None,
+    shots: int = DEFAULT_SHOTS,
 ) -> dict[str, Any]:
     """Benchmark judge models (and their jury) against a labeled data set.
 
@@ -280,6 +290,9 @@ def run_bench(
     ``checklist``: more criteria (aspects or ``NAME="criterion"``) to judge with the bench's
     own, once one call per criterion and once in one checklist call per record, each from a
     temporary store, and compare (:mod:`localjury.bench.checklist`; ``checklist`` in metrics.json).
+    ``aligned``: also judge each record shown ``shots`` nearest labeled records of the other
+    of ``aligned`` folds (a pair, or the records of one input, in one fold; see
+    :mod:`localjury.bench.align`), reported beside the zero-shot judges as "MODEL (aligned)".
 
     Returns:
         The content of metrics.json.
@@ -319,16 +332,22 @@ def run_bench(
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{data}: record ids are not unique")
         critics = checklist_critics(judge, checklist, strictness) if checklist else None
+        from localjury.bench.align import add_aligned, aligned_judge  # it imports this module
+
+        fold_judge = aligned_judge(items, judge, aligned, shots, sample_seed) if aligned else None
         run = evaluate(
             [it.record for it in items],
-            [judge],
+            [judge, *([fold_judge] if fold_judge else [])],
             config=config,
             progress=progress,
             engine_factory=engine_factory,
             output_set=files,
         )
         names = [m.model for m in run.summary.models]
-        figures, rows = compute(items, run, names, seed=sample_seed, pairwise=pairwise)
+        figures, rows = compute(items, run, names, seed=sample_seed, pairwise=pairwise, metric=judge.name)
+        if fold_judge is not None:
+            more = compute(items, run, names, seed=sample_seed, metric=fold_judge.name)
+            add_aligned(figures, rows, more, fold_judge, items)
         manifest = run.manifest
         figures = {
             "benchmark": {
@@ -343,6 +362,7 @@ def run_bench(
                 "strictness": strictness,
                 "metric": {"name": judge.name, "description": judge.description, "verdict_first": verdict_first},
                 "mode": "pairwise" if pairwise else "pointwise",
+                "aligned": {"folds": aligned, "shots": shots, "similarity": "tfidf-cosine"} if aligned else None,
                 "models": described(manifest),
                 "packages": manifest.packages if manifest else {},
                 "localjury_version": __version__,

@@ -22,6 +22,7 @@ from localjury.cli._common import (
     checked_path,
     out,
 )
+from localjury.metrics.aligned import DEFAULT_SHOTS
 from localjury.metrics.base import MAX_STRICTNESS
 
 if TYPE_CHECKING:
@@ -78,6 +79,18 @@ def bench(
             "auto: pairwise for sets of pairs (llmbar; jsonl with response_a/response_b).",
         ),
     ] = "auto",
+    aligned: Annotated[
+        int | None,
+        typer.Option(
+            "--aligned",
+            min=2,
+            help="Also judge each record shown its nearest labeled records (as `run --profile` does) from the other "
+            "of K folds (a pair, or the records of one input, in one fold), reported beside the zero-shot judges.",
+        ),
+    ] = None,
+    shots: Annotated[
+        int, typer.Option("--shots", min=1, max=32, help="With --aligned: labeled examples per prompt.")
+    ] = DEFAULT_SHOTS,
     checklist: Annotated[
         list[str] | None,
         typer.Option(
@@ -121,6 +134,8 @@ def bench(
             verdict_first=verdict_first,
             mode=mode,  # type: ignore[arg-type]  # checked by run_bench, naming the choices
             checklist=checklist or (),
+            aligned=aligned,
+            shots=shots,
         )
     print_figures(figures, fmt, out)
     out.print(f"reports: {out_dir / 'report.html'}, {out_dir / 'report.md'}; figures: {out_dir / 'metrics.json'}")

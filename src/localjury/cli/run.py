@@ -1,14 +1,12 @@
-"""`localjury run` (judge records) and `localjury verify` (check a run's files)."""
+"""`localjury run`: judge records (`localjury verify`, which checks a run's files, is in :mod:`.verify`)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.text import Text
 
 from localjury.cli._common import (
     MAX_SEED,
@@ -31,10 +29,7 @@ from localjury.errors import ConfigError
 from localjury.metrics.base import MAX_STRICTNESS
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from localjury.gate import Gate
-    from localjury.manifest import Check
     from localjury.run.result import RunResult
 
 
@@ -140,6 +135,16 @@ def run(
         bool,
         typer.Option("--verdict-first", help="Ask --aspect and --criterion judges for the verdict before the reason."),
     ] = False,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            "--profile",
+            callback=checked_path,
+            help="A judge profile from `localjury align`: its criterion is judged too, each record shown its "
+            "nearest labeled examples with their gold verdicts, scored by the profile's fitted thresholds; its "
+            "models judge when --models is not given.",
+        ),
+    ] = None,
     checklist: Annotated[
         bool,
         typer.Option(
@@ -268,6 +273,15 @@ def run(
     from localjury.tables import print_summary
 
     metrics = _build_metrics(aspect, criterion, criteria, metric, verdict_first, pairwise)
+    inputs: dict[str, str | Path] = {
+        k: v for k, v in (("criteria file", criteria), ("calibration file", calibration)) if v is not None
+    }
+    jury = [m.strip() for m in models.split(",") if m.strip()] if models else None
+    if profile is not None:
+        from localjury.profile import with_profile
+
+        metrics, inputs, profile_models = with_profile(profile, metrics, inputs)
+        jury = jury or profile_models or None
     gates = [Gate.parse(text) for text in fail_under or []]
     check_names(gates, [m.name for m in metrics])
     config = RunConfig.of(
@@ -287,7 +301,7 @@ def run(
         strict_input=strict_input,
         on_overflow=on_overflow,
         chunk_size=chunk_size,
-        models=[m.strip() for m in models.split(",") if m.strip()] if models else None,
+        models=jury,
         registry=registry,
         engine=engine,
         extractor=extractor,
@@ -307,7 +321,7 @@ def run(
             config=config,
             out=out_path,
             summary=summary,
-            inputs={k: v for k, v in (("criteria file", criteria), ("calibration file", calibration)) if v is not None},
+            inputs=inputs,
             command=["localjury", *sys.argv[1:]],
             progress=progress,
         )
@@ -350,61 +364,3 @@ def _dry_run(data: Path, metrics: list[Any], config: Any, estimate: int | None, 
         sys.stdout.write(plan.model_dump_json(indent=2) + "\n")
     else:
         print_plan(plan, out)
-
-
-@app.command()
-def verify(
-    results: Annotated[Path, typer.Argument(callback=checked_path, help="A results file written by `localjury run`.")],
-    manifest: Annotated[
-        Path | None,
-        typer.Option("--manifest", callback=checked_path, help="The manifest (default: <results stem>.manifest.json)."),
-    ] = None,
-    show_all: Annotated[bool, typer.Option("--all", help="List the checks that pass too.")] = False,
-) -> None:
-    """Re-check a run's manifest against this machine: same model files, package versions, dataset.
-
-    Hashes every weight, config and tokenizer file again. Exits 1 when anything differs.
-    A commit of these files that was cut short is settled first (completed, or undone).
-    """
-    from pydantic import ValidationError
-
-    from localjury._outputs import settle_pending
-    from localjury.manifest import Manifest, manifest_path_for
-    from localjury.manifest import verify as check
-
-    path = manifest or manifest_path_for(results)
-    for line in settle_pending([results, path]):
-        err.print(line, style="yellow", soft_wrap=True)
-    if not path.is_file():
-        raise ConfigError(f"no manifest at {path}: `localjury run` writes one beside its results (or pass --manifest)")
-    try:
-        recorded = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
-    except (ValidationError, ValueError) as exc:
-        raise ConfigError(f"{path} is not a localjury manifest: {str(exc).splitlines()[0]}") from None
-    checks = check(recorded, manifest_path=path, results=results)
-    bad = [c for c in checks if not c.ok]
-    shown = checks if show_all else bad
-    if shown:
-        print_checks(shown, path, out)
-    out.print(f"{len(checks) - len(bad)} of {len(checks)} checks match" + ("" if not bad else f"; {len(bad)} differ"))
-    if bad:
-        raise typer.Exit(1)
-
-
-def print_checks(checks: Sequence[Check], path: Path, console: Console) -> None:
-    """Print ``localjury verify``'s checks: what, whether it matches, the manifest's value and
-    this machine's (a SHA-256 by its first 16 digits)."""
-    import re
-
-    from localjury._terminal import Column, print_table
-
-    def short(value: str | None) -> str:
-        return value[:16] + "…" if value and re.fullmatch(r"[0-9a-f]{64}", value) else str(value)
-
-    columns = [
-        Column("check", [c.what for c in checks], "name"),
-        Column("ok", [Text("yes") if c.ok else Text("NO", style="red") for c in checks], justify="left"),
-        Column("manifest", [short(c.expected) for c in checks], "text"),
-        Column("this machine", [short(c.found) for c in checks], "text"),
-    ]
-    print_table(console, columns, title=str(path))

@@ -78,7 +78,12 @@ def jury_specs(metrics: Sequence[Metric], config: RunConfig, session: RaySession
                 "above 0 (set `temperature`, or temperature in models.yaml)"
             )
     if config.sampling.calibration is not None:
-        judged = [m.name for m in metrics if judging_for(m, config.sampling).kind == "judge"]
+        # A judge profile's metric (an AlignedCritic) carries its own fits.
+        judged = [
+            m.name
+            for m in metrics
+            if judging_for(m, config.sampling).kind == "judge" and not getattr(m, "calibrators", None)
+        ]
         config.sampling.calibration.require(seen, judged, "given")
     if jury.extractor is not None and jury.extractor not in seen:
         raise ConfigError(f"extractor {jury.extractor!r} is not in the jury; expected one of: {', '.join(seen)}")

@@ -43,13 +43,16 @@ def judging_for(metric: Metric, sampling: SamplingConfig) -> Judging:
             f"metric {metric.name!r} is a {type(metric).__name__}; "
             "expected a JudgeMetric, CompositeMetric, PairwiseCritic, Rubric or ToolCallAccuracy"
         )
+    own = getattr(metric, "calibrators", None)  # a judge profile's fits (an AlignedCritic)
     return kind(
         metric,  # type: ignore[arg-type]
         sampling.strictness or metric.strictness,
         sampling.tie_break or metric.tie_break,
         sampling.scoring,
         sampling.threshold,
-        {c.model: c for c in sampling.calibration.calibrators if c.metric == metric.name}
+        {c.model: c for c in own}
+        if own
+        else {c.model: c for c in sampling.calibration.calibrators if c.metric == metric.name}
         if sampling.calibration is not None and kind is VerdictJudging
         else {},
     )

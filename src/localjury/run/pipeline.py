@@ -36,6 +36,7 @@ from localjury.manifest import build_manifest, dataset_record, model_record
 from localjury.metrics.base import Metric
 from localjury.metrics.checklist import checklist_metrics
 from localjury.metrics.rubric_file import rubric_file_metrics
+from localjury.profile import JudgeProfile, with_profile
 from localjury.readers import is_saved_dataset
 from localjury.registry import ModelSpec
 from localjury.run.assemble import assemble_all
@@ -71,6 +72,7 @@ def evaluate(
     progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
     output_set: OutputSet | None = None,
+    profile: str | Path | JudgeProfile | None = None,
     rubrics: str | Path | None = None,
     **settings: Any,
 ) -> RunResult:
@@ -105,6 +107,10 @@ def evaluate(
             an open :class:`~localjury._outputs.OutputSet`: checked against the run's inputs
             (the judgment store and its journals, models.yaml, the models' files) before any
             model loads, like ``out``; the caller writes and commits them. Not with ``out``.
+        profile: A judge profile (its YAML file, or a :class:`~localjury.profile.JudgeProfile`)
+            from ``localjury align``: its criterion is judged too, each record shown its nearest
+            labeled examples, and scored by the profile's thresholds; its models are the jury
+            when none is named. Its hash is in the manifest's metrics.
         rubrics: A rubric file (YAML: named, versioned criteria and rubrics, see
             :mod:`localjury.metrics.rubric_file`): its metrics are judged after ``metrics``;
             its hash and each entry's version are in the manifest's metrics, and each entry's
@@ -138,6 +144,10 @@ def evaluate(
     if rubrics is not None:
         metrics = [*metrics, *rubric_file_metrics(rubrics)]
         inputs = {**(inputs or {}), "rubrics file": rubrics}
+    if profile is not None:
+        metrics, inputs, jury = with_profile(profile, metrics, inputs)
+        if jury and "models" not in settings and (config is None or config.jury.models is None):
+            settings["models"] = jury
     config = (config or RunConfig()).replace(**settings)
     metrics = checklist_metrics(metrics, config.sampling.checklist)
     session: RaySession | None = None
@@ -271,8 +281,10 @@ def metric_record(j: Judging) -> dict[str, Any]:
     """A metric as the manifest records it."""
     record = {"name": j.metric.name, "kind": j.kind, "description": j.metric.description, "strictness": j.k,
               "tie_break": j.tie}  # fmt: skip
+    profile = getattr(j.metric, "profile", None)  # an AlignedCritic's judge profile: its hash
     source = getattr(j.metric, "source", None)  # a rubric file's entry: the file's hash, its version
-    return {**record, "source": source} if source else record
+    record = {**record, "source": source} if source else record
+    return {**record, "profile": profile} if profile else record
 
 
 def jury_order(run: Run) -> list[JuryModel]:

@@ -1,0 +1,190 @@
+"""Label-aligned judges: build a judge profile from labeled records (``localjury align``) and
+measure one by cross-validation beside the zero-shot judge (``localjury bench --aligned K``).
+
+A profile's examples are the labeled records; each record to judge is shown its nearest ones
+(:mod:`localjury.metrics.aligned`). Wherever labeled records are themselves judged with such
+examples (to fit the profile's thresholds, or in a bench), each is put in a fold with the
+records that share its pair, group or user input, and is shown examples from the other folds
+only: no record ever sees itself or its pair as an example.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from localjury._hashing import file_sha256
+from localjury._outputs import OutputSet
+from localjury._version import __version__
+from localjury.bench.calibrate import _fit
+from localjury.bench.formats import BenchItem, load, sample
+from localjury.errors import ConfigError
+from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic
+from localjury.metrics.aspect_critic import AspectCritic
+from localjury.metrics.base import Metric
+from localjury.profile import JudgeProfile, LabeledExample, ProfileCriterion
+from localjury.records import parse_record
+from localjury.registry import ModelSpec, registry_path
+from localjury.run import EngineFactory, RunConfig, evaluate
+from localjury.run.prepare import store_files
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+#: What bench calls an aligned judge's row, after the model's name.
+ALIGNED = " (aligned)"
+_FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
+
+
+def unit(item: BenchItem) -> str:
+    """What a labeled record shares with the records that must never be its examples: its
+    pair or group, else its user input, else its id."""
+    return item.pair or item.group or str(item.record.get("user_input") or f"id:{item.record['id']}")
+
+
+def folds_of(items: Sequence[BenchItem], folds: int | None, seed: int = 0) -> dict[str, int]:
+    """Record id -> fold: the units (:func:`unit`) shuffled with ``seed`` and dealt round the
+    ``folds`` folds; ``None``: one fold a unit (each record sees every other unit's records)."""
+    units = list(dict.fromkeys(unit(it) for it in items))
+    random.Random(seed).shuffle(units)
+    fold = {u: i if folds is None else i % folds for i, u in enumerate(units)}
+    return {str(it.record["id"]): fold[unit(it)] for it in items}
+
+
+def examples_of(items: Sequence[BenchItem], where: str | Path) -> list[LabeledExample]:
+    """The labeled records as a profile's examples.
+
+    Raises:
+        ConfigError: A record without a response (naming the file, the record and the field).
+    """
+    examples = []
+    for it in items:
+        rec = it.record
+        fields = {f: rec[f] for f in _FIELDS if rec.get(f) not in (None, "", [])}
+        if isinstance(fields.get("retrieved_contexts"), str):
+            fields["retrieved_contexts"] = [fields["retrieved_contexts"]]
+        reason = rec.get("reason")
+        try:
+            examples.append(
+                LabeledExample(
+                    id=str(rec["id"]),
+                    gold=it.gold,  # type: ignore[arg-type]
+                    pair=it.pair or it.group,
+                    reason=reason if isinstance(reason, str) and reason.strip() else None,
+                    **fields,
+                )
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"{where}: record {rec['id']!r}, field {field!r}: {first['msg']}") from None
+    return examples
+
+
+def aligned_judge(
+    items: Sequence[BenchItem], judge: Metric, folds: int | None, shots: int = DEFAULT_SHOTS, seed: int = 0
+) -> AlignedCritic:
+    """``judge``'s criterion as an aligned metric over these labeled records, each shown
+    examples from the other folds only (``folds``: ``None``, every other unit).
+
+    Raises:
+        ConfigError: ``judge`` is not a criterion (an Aspect Critic).
+    """
+    if type(judge) is not AspectCritic:
+        raise ConfigError(
+            f"metric {judge.name!r} is not a yes/no criterion: label-aligned examples need one (a criterion or an "
+            "aspect, judged pointwise)"
+        )
+    profile = JudgeProfile(
+        criterion=ProfileCriterion(name=judge.name, definition=judge.definition),
+        verdict_first=judge.verdict_first,
+        shots=shots,
+        strictness=judge.strictness,
+        examples=examples_of(items, "labels"),
+    )
+    return profile.metric(folds=folds_of(items, folds, seed), name=judge.name + "_aligned")
+
+
+def add_aligned(
+    figures: dict[str, Any],
+    rows: list[dict[str, Any]],
+    aligned: tuple[dict[str, Any], list[dict[str, Any]]],
+    metric: AlignedCritic,
+    items: Sequence[BenchItem],
+) -> None:
+    """Put the aligned judges' figures and predictions beside the zero-shot ones, each under
+    its judge's name with :data:`ALIGNED` after it, and each record's demonstrations (ids)."""
+    more, more_rows = aligned
+    for name, entry in more["judges"].items():
+        figures["judges"][name + ALIGNED] = entry
+    for row, extra, it in zip(rows, more_rows, items, strict=True):
+        row["models"].update({m + ALIGNED: v for m, v in extra["models"].items()})
+        if "jury_prediction" in extra:
+            row["jury_prediction" + ALIGNED] = extra["jury_prediction"]
+        row["demonstrations"] = [d.record.id for d in metric.demonstrations(parse_record(it.record))]
+
+
+def build_profile(
+    data: str | Path,
+    models: Sequence[str | ModelSpec],
+    out: str | Path,
+    *,
+    judge: AspectCritic,
+    fmt: str = "jsonl",
+    shots: int = DEFAULT_SHOTS,
+    calibrate: bool = True,
+    folds: int = 5,
+    limit: int | None = None,
+    sample_seed: int = 0,
+    seed: int = 0,
+    registry: str | Path | None = None,
+    use_cache: bool = True,
+    progress: Progress | None = None,
+    engine_factory: EngineFactory | None = None,
+) -> JudgeProfile:
+    """Build a judge profile from labeled records and write it to ``out`` (YAML).
+
+    Its examples are the labeled records, ``shots`` of them shown per prompt. With
+    ``calibrate``, each model judges every labeled record (``judge.strictness`` samples),
+    shown examples of the other pairs, groups or inputs only, and a threshold is fitted on
+    its graded scores (as ``localjury calibrate`` fits one, with ``folds`` held-out folds
+    measuring it); without, no model loads and the profile is scored by votes.
+
+    Raises:
+        ConfigError: Bad labels, a record without a response, fewer than 2 records of a
+            label (with ``calibrate``), an output path refused or being written by another process.
+    """
+    out = Path(out)
+    config = RunConfig.of(models=list(models), seed=seed, strictness=judge.strictness, registry=registry,
+                          use_cache=use_cache)  # fmt: skip
+    inputs = {"labels": Path(data), "models.yaml": registry_path(registry), **store_files(config.store.path())}
+    with OutputSet({"judge profile": out}, inputs) as files:
+        items = sample(load(data, fmt), limit, sample_seed)
+        ids = [str(it.record["id"]) for it in items]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"{data}: record ids are not unique")
+        names = [m if isinstance(m, str) else m.name for m in models]
+        profile = JudgeProfile(
+            localjury_version=__version__,
+            criterion=ProfileCriterion(name=judge.name, definition=judge.definition),
+            verdict_first=judge.verdict_first,
+            shots=shots,
+            strictness=judge.strictness,
+            models=names,
+            labels=str(Path(data).resolve()),
+            labels_sha256=file_sha256(Path(data)),
+            examples=examples_of(items, data),
+        )
+        if calibrate:
+            metric = profile.metric(folds=folds_of(items, None, seed))
+            run = evaluate([it.record for it in items], [metric], config=config, progress=progress,
+                           engine_factory=engine_factory, output_set=files)  # fmt: skip
+            fits = [_fit(m.model, items, run, judge.name, data, folds, seed) for m in run.summary.models]
+            profile = profile.model_copy(update={"calibrators": fits})
+        files.file(out, profile.dump_yaml())
+        files.commit()
+    return profile

@@ -1,0 +1,76 @@
+"""`localjury verify`: check a run's files against this machine."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.text import Text
+
+from localjury.cli._common import app, checked_path, err, out
+from localjury.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from localjury.manifest import Check
+
+
+@app.command()
+def verify(
+    results: Annotated[Path, typer.Argument(callback=checked_path, help="A results file written by `localjury run`.")],
+    manifest: Annotated[
+        Path | None,
+        typer.Option("--manifest", callback=checked_path, help="The manifest (default: <results stem>.manifest.json)."),
+    ] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="List the checks that pass too.")] = False,
+) -> None:
+    """Re-check a run's manifest against this machine: same model files, package versions, dataset.
+
+    Hashes every weight, config and tokenizer file again. Exits 1 when anything differs.
+    A commit of these files that was cut short is settled first (completed, or undone).
+    """
+    from pydantic import ValidationError
+
+    from localjury._outputs import settle_pending
+    from localjury.manifest import Manifest, manifest_path_for
+    from localjury.manifest import verify as check
+
+    path = manifest or manifest_path_for(results)
+    for line in settle_pending([results, path]):
+        err.print(line, style="yellow", soft_wrap=True)
+    if not path.is_file():
+        raise ConfigError(f"no manifest at {path}: `localjury run` writes one beside its results (or pass --manifest)")
+    try:
+        recorded = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
+    except (ValidationError, ValueError) as exc:
+        raise ConfigError(f"{path} is not a localjury manifest: {str(exc).splitlines()[0]}") from None
+    checks = check(recorded, manifest_path=path, results=results)
+    bad = [c for c in checks if not c.ok]
+    shown = checks if show_all else bad
+    if shown:
+        print_checks(shown, path, out)
+    out.print(f"{len(checks) - len(bad)} of {len(checks)} checks match" + ("" if not bad else f"; {len(bad)} differ"))
+    if bad:
+        raise typer.Exit(1)
+
+
+def print_checks(checks: Sequence[Check], path: Path, console: Console) -> None:
+    """Print ``localjury verify``'s checks: what, whether it matches, the manifest's value and
+    this machine's (a SHA-256 by its first 16 digits)."""
+    import re
+
+    from localjury._terminal import Column, print_table
+
+    def short(value: str | None) -> str:
+        return value[:16] + "…" if value and re.fullmatch(r"[0-9a-f]{64}", value) else str(value)
+
+    columns = [
+        Column("check", [c.what for c in checks], "name"),
+        Column("ok", [Text("yes") if c.ok else Text("NO", style="red") for c in checks], justify="left"),
+        Column("manifest", [short(c.expected) for c in checks], "text"),
+        Column("this machine", [short(c.found) for c in checks], "text"),
+    ]
+    print_table(console, columns, title=str(path))

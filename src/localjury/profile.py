@@ -1,0 +1,174 @@
+"""Judge profiles: a criterion aligned to a user's labels, as one YAML file.
+
+``localjury align`` writes one; ``localjury run --profile FILE`` (``evaluate(profile=...)``)
+judges with it. A profile holds the criterion's wording, the labeled records that serve as
+per-record demonstrations (see :mod:`localjury.metrics.aligned`), how many are shown and how
+they are chosen, the thresholds fitted on the same labels (optional) and the models they were
+fitted for. Its hash (the SHA-256 of its content, whatever the YAML's layout) is recorded in
+the run's manifest; the demonstrations a prompt shows are part of that prompt, so the
+judgment store keys every generation by them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from localjury._files import read_yaml
+from localjury._hashing import content_hash
+from localjury.calibration import Calibrator
+from localjury.errors import ConfigError
+from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic, Demonstration, Selector, Similarity
+from localjury.metrics.base import MAX_STRICTNESS, REASON_MAX_CHARS, Metric
+from localjury.records import Record
+
+
+class LabeledExample(BaseModel):
+    """One labeled record of the pool: the fields the judge sees, and the gold verdict."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1)
+    """The record's id: a record with this id is never shown itself as an example."""
+    response: str = Field(min_length=1)
+    """The judged output."""
+    user_input: str | None = None
+    """The prompt or question the response answers."""
+    retrieved_contexts: list[str] | None = None
+    """Passages the system retrieved."""
+    reference: str | None = None
+    """A reference answer."""
+    gold: Literal[0, 1]
+    """1 when the response meets the criterion, 0 when it does not."""
+    reason: str | None = Field(default=None, max_length=REASON_MAX_CHARS)
+    """Why (optional): shown as the example's reason; without one, a sentence saying a reviewer labeled it."""
+    pair: str | None = None
+    """The pair or group it belongs to, as the labels gave it."""
+
+    def demonstration(self) -> Demonstration:
+        """The example as the selector takes it."""
+        fields = self.model_dump(include={"id", "response", "user_input", "retrieved_contexts", "reference"})
+        return Demonstration(Record(**fields), self.gold, self.reason, self.pair)
+
+
+class ProfileCriterion(BaseModel):
+    """The criterion a profile judges."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    """The metric name written in results."""
+    definition: str = Field(min_length=1)
+    """The yes/no statement about the response."""
+
+
+class JudgeProfile(BaseModel):
+    """A judge profile file (YAML)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    version: Literal[1] = 1
+    """The file format's version."""
+    localjury_version: str = ""
+    """The localjury that wrote it."""
+    criterion: ProfileCriterion
+    """What is judged."""
+    verdict_first: bool = False
+    """Ask for the verdict before the reason."""
+    shots: int = Field(default=DEFAULT_SHOTS, ge=0, le=32)
+    """Demonstrations per prompt, balanced by label."""
+    similarity: Similarity = "tfidf-cosine"
+    """How the demonstrations are chosen: TF-IDF cosine similarity over user input and response."""
+    strictness: int = Field(default=1, ge=1, le=MAX_STRICTNESS)
+    """Samples per model (a run's strictness overrides it)."""
+    models: list[str] = []
+    """The judge models it was fitted for; a run that names none uses these."""
+    labels: str = ""
+    """The labeled records it was built from."""
+    labels_sha256: str = ""
+    """Their file's SHA-256."""
+    examples: list[LabeledExample] = []
+    """The labeled pool."""
+    calibrators: list[Calibrator] = []
+    """Thresholds fitted on the labels with the demonstrations, one per model; none: scored by votes."""
+
+    @field_validator("examples")
+    @classmethod
+    def _unique_ids(cls, value: list[LabeledExample]) -> list[LabeledExample]:
+        ids = [e.id for e in value]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"example ids must be unique; repeated: {', '.join(dupes[:5])}")
+        return value
+
+    def sha256(self) -> str:
+        """The profile's hash: of its content, not of its file's layout."""
+        return content_hash(profile=self.model_dump(mode="json"))
+
+    def metric(
+        self,
+        *,
+        strictness: int | None = None,
+        path: str | Path | None = None,
+        folds: Mapping[str, int] | None = None,
+        name: str | None = None,
+    ) -> AlignedCritic:
+        """The metric that judges with this profile (``strictness`` overrides the profile's;
+        ``folds``: record id -> fold, a record shown examples of other folds only; ``name``:
+        another metric name than the criterion's)."""
+        described = {"sha256": self.sha256(), "examples": len(self.examples), "shots": self.shots}
+        if path is not None:
+            described = {"path": str(path), **described}
+        name = name or self.criterion.name
+        return AlignedCritic(
+            name,
+            self.criterion.definition,
+            selector=Selector([e.demonstration() for e in self.examples], self.shots, folds=folds),
+            calibrators=[c.model_copy(update={"metric": name}) for c in self.calibrators],
+            profile=described,
+            strictness=strictness or self.strictness,
+            verdict_first=self.verdict_first,
+        )
+
+    def dump_yaml(self) -> str:
+        """The profile as its YAML file holds it."""
+        return yaml.safe_dump(self.model_dump(mode="json", exclude_none=True), sort_keys=False, allow_unicode=True)
+
+
+def load_profile(path: str | Path) -> JudgeProfile:
+    """Read and check a judge profile file.
+
+    Raises:
+        ConfigError: The file is missing, unreadable, not YAML, or does not fit the format
+            (naming the file and the field, e.g. ``examples.3.gold``).
+    """
+    data: Any = read_yaml(Path(path), "judge profile")
+    if not isinstance(data, dict):
+        raise ConfigError(f"judge profile {path}: expected a mapping (version, criterion, examples, ...)")
+    try:
+        return JudgeProfile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(f"judge profile {path}: {where}: {first['msg']}") from None
+
+
+def with_profile(
+    profile: str | Path | JudgeProfile, metrics: Sequence[Metric], inputs: Mapping[str, str | Path] | None
+) -> tuple[list[Metric], dict[str, str | Path], list[str]]:
+    """A run's metrics with the profile's added, its inputs with the profile's file (no
+    output may overwrite it), and the profile's models.
+
+    Raises:
+        ConfigError: See :func:`load_profile`.
+    """
+    path = None if isinstance(profile, JudgeProfile) else Path(profile)
+    loaded = profile if isinstance(profile, JudgeProfile) else load_profile(profile)
+    files = dict(inputs or {})
+    if path is not None:
+        files["judge profile"] = path
+    return [*metrics, loaded.metric(path=path)], files, list(loaded.models)
