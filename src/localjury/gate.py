@@ -107,7 +107,7 @@ def check(gates: Sequence[Gate], summary: Summary, results: Iterable[RecordResul
         outcome = by_metric.get(r.metric)
         if outcome is None:
             continue
-        verdict = passes(r.score) if r.error is None else None
+        verdict = passes(r.score, r.rubric.threshold if r.rubric else None) if r.error is None else None
         if verdict is None:
             outcome.unscored.append(r.record_id)
         elif not verdict:

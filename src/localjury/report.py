@@ -70,12 +70,10 @@ class ModelJudgment(BaseModel):
     """Rubrics: the samples' sampled scores on the scale (null where a sample abstained);
     ``votes`` then holds whether each reaches the rubric's threshold (1) or not (0)."""
     expected: list[float | None] | None = None
-    """Rubrics: per sample, the expected score (the levels weighted by the probability the
-    model gave each where it wrote its score); null where the sample abstained or the engine
-    gives no probabilities."""
+    """Rubrics: per sample, the expected score (the levels weighted by their probabilities where
+    it wrote its score); null where the sample abstained or the engine gives no probabilities."""
     scale_score: float | None = None
-    """Rubrics: the model's score on the scale, the mean or median of its sampled scores (under
-    probability scoring the mean expected score); ``score`` is it normalised to 0..1."""
+    """Rubrics: the mean or median sampled score (by probability: the mean expected score)."""
 
 
 class StatementJudgment(BaseModel):
@@ -143,6 +141,8 @@ class RubricResult(BaseModel):
     """The mean of the models' scale scores; null when every model abstains."""
     expected: float | None
     """The mean of the models' mean expected scores; null when none has one."""
+    threshold: float
+    """The normalised score (``RecordResult.score``) at which the record passes."""
 
 
 class RecordResult(BaseModel):

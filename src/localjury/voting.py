@@ -81,9 +81,12 @@ def share_supported(verdicts: Sequence[int | None]) -> float | None:
     return sum(decided) / len(decided)
 
 
-def passes(score: float | None) -> bool | None:
-    """Whether a final score is a pass: a strict jury majority (score > 0.5); None if no score."""
-    return None if score is None else score > 0.5
+def passes(score: float | None, at: float | None = None) -> bool | None:
+    """Whether a final score is a pass: a strict jury majority (score > 0.5), or for a rubric's
+    normalised score reaching its threshold ``at``; None if no score."""
+    if score is None:
+        return None
+    return score > 0.5 if at is None else score >= at
 
 
 def vote_share(votes: Sequence[Vote]) -> float | None:

@@ -58,6 +58,15 @@ def run(
             help="YAML file of criteria: name: text, or a list of {name, definition, strictness, tie_break}.",
         ),
     ] = None,
+    rubrics: Annotated[
+        Path | None,
+        typer.Option(
+            "--rubrics",
+            callback=checked_path,
+            help="YAML file of named, versioned criteria and rubrics (graded 1-N, a description per level); "
+            "an edited or new version of an entry is judged again.",
+        ),
+    ] = None,
     pairwise: Annotated[
         list[str],
         typer.Option(
@@ -71,9 +80,10 @@ def run(
         typer.Option(
             "--metric",
             help="A metric by name (repeatable): faithfulness (needs retrieved_contexts), "
-            "factual_accuracy (needs reference); for agent runs (messages): goal_achieved (needs reference, the "
-            "goal), tool_call_accuracy and tool_call_accuracy_any_order (need reference_tool_calls), "
-            "tool_result_faithfulness; see `localjury metrics`.",
+            "factual_accuracy (needs reference); rubrics graded 1-5: helpfulness_rubric, correctness_rubric "
+            "(needs reference), coherence_rubric, harmlessness_rubric; for agent runs (messages): goal_achieved "
+            "(needs reference, the goal), tool_call_accuracy and tool_call_accuracy_any_order (need "
+            "reference_tool_calls), tool_result_faithfulness; see `localjury metrics`.",
         ),
     ] = [],  # noqa: B006
     models: Annotated[
@@ -272,10 +282,9 @@ def run(
     from localjury.run import RunConfig, evaluate
     from localjury.tables import print_summary
 
-    metrics = _build_metrics(aspect, criterion, criteria, metric, verdict_first, pairwise)
-    inputs: dict[str, str | Path] = {
-        k: v for k, v in (("criteria file", criteria), ("calibration file", calibration)) if v is not None
-    }
+    metrics = _build_metrics(aspect, criterion, criteria, metric, verdict_first, pairwise, rubrics)
+    files = (("criteria file", criteria), ("calibration file", calibration), ("rubrics file", rubrics))
+    inputs: dict[str, str | Path] = {k: v for k, v in files if v is not None}
     jury = [m.strip() for m in models.split(",") if m.strip()] if models else None
     if profile is not None:
         from localjury.profile import with_profile

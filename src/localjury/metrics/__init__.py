@@ -22,6 +22,7 @@ from localjury.metrics.faithfulness import (
     StatementSource,
 )
 from localjury.metrics.pairwise import PairInput, PairwiseCritic, Preference
+from localjury.metrics.rubric import PREDEFINED_RUBRICS, Rubric, predefined_rubric
 from localjury.metrics.tool_calls import ToolCallAccuracy
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "COMPOSITE_METRICS",
     "NLI_STATEMENT",
     "PREDEFINED_ASPECTS",
+    "PREDEFINED_RUBRICS",
     "STATEMENT_GENERATOR",
     "AspectCritic",
     "Checklist",
@@ -48,6 +50,7 @@ __all__ = [
     "ParsedSample",
     "Preference",
     "PromptProgram",
+    "Rubric",
     "StatementSource",
     "StatementVerdict",
     "StatementVerdicts",
@@ -56,4 +59,5 @@ __all__ = [
     "ToolCallAccuracy",
     "ToolResultFaithfulness",
     "VerifyProgram",
+    "predefined_rubric",
 ]

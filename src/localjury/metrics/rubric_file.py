@@ -158,17 +158,19 @@ def _metric(entry: CriterionEntry | RubricEntry, path: Path, line: int, where: s
 
 
 def line_of(text: str, loc: tuple[Any, ...]) -> int:
-    """The 1-based line of the YAML node at ``loc`` (keys and list indices), or of the deepest
-    node on the way that exists (a missing field's entry)."""
+    """The 1-based line of the YAML field at ``loc`` (keys and list indices: a key's line, a list
+    item's), or of the deepest one on the way that exists (a missing field's entry)."""
     node: Any = yaml.compose(text)
     line = node.start_mark.line + 1 if node is not None else 1
     for part in loc:
-        child = None
         if isinstance(node, yaml.MappingNode):
-            child = next((v for k, v in node.value if str(k.value) == str(part)), None)
+            pair = next(((k, v) for k, v in node.value if str(k.value) == str(part)), None)
+            if pair is None:
+                break
+            node, line = pair[1], pair[0].start_mark.line + 1  # the key's line
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            child = node.value[part]
-        if child is None:
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
             break
-        node, line = child, child.start_mark.line + 1
     return line

@@ -49,7 +49,7 @@ def assemble_all(run: Run, dataset: Dataset, out: StagedFile | None) -> tuple[li
                 if r.score is not None:
                     a.scored += 1
                     a.total += r.score
-                    a.passed += bool(passes(r.score))
+                    a.passed += bool(passes(r.score, r.rubric.threshold if r.rubric else None))
                 if r.turns_cut:
                     a.records_cut += 1
                     a.turns_cut += r.turns_cut

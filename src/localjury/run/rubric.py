@@ -113,5 +113,6 @@ class RubricJudging(VerdictJudging):
             levels=self.metric.n,
             score=final_score([j.scale_score for j in models]),
             expected=final_score([aggregate(j.expected or [], "mean") for j in models]),
+            threshold=self.pass_at,
         )
         return result.model_copy(update={"rubric": rubric})
