@@ -46,11 +46,13 @@ def setup(tmp_path, monkeypatch):
 RUN = ["run", "D", "-c", CRITERION, "--no-cache", "-q"]
 BENCH = ["bench", "D", "--format", "jsonl", "--out", "T/bench"]
 CALIBRATE = ["calibrate", "D", "--out", "T/cal.json"]
+ALIGN = ["align", "D", "-c", "A criterion.", "--no-calibrate", "--out", "T/profile.yaml"]
 #: Each path parameter of each command: its name in messages, and arguments that give it the
 #: loop (LOOP) and the others valid (D: the dataset; T/: the test's folder).
 PATH_PARAMS = [
     ("DATA", ["run", "LOOP", "-c", CRITERION, "--no-cache"]),
     *[(opt, [*RUN, opt, "LOOP"]) for opt in ("--out", "--summary", "--criteria", "--calibration", "--cache")],
+    ("--profile", [*RUN, "--profile", "LOOP"]),
     ("--registry", [*RUN, "--registry", "LOOP"]),
     ("RESULTS", ["verify", "LOOP"]),
     ("--manifest", ["verify", "D", "--manifest", "LOOP"]),
@@ -60,6 +62,9 @@ PATH_PARAMS = [
     ("DATA", ["calibrate", "LOOP", "--out", "T/cal.json"]),
     ("--out", ["calibrate", "D", "--out", "LOOP"]),
     ("--registry", [*CALIBRATE, "--registry", "LOOP"]),
+    ("DATA", ["align", "LOOP", "-c", "A criterion.", "--no-calibrate", "--out", "T/profile.yaml"]),
+    ("--out", ["align", "D", "-c", "A criterion.", "--no-calibrate", "--out", "LOOP"]),
+    ("--registry", [*ALIGN, "--registry", "LOOP"]),
     ("--registry", ["models", "list", "--registry", "LOOP"]),
     ("--registry", ["models", "info", "fake", "--registry", "LOOP"]),
     ("--wheel-dir", ["models", "pull", "smollm2-135m-instruct", "--wheel-dir", "LOOP"]),

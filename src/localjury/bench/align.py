@@ -184,7 +184,9 @@ def build_profile(
             run = evaluate([it.record for it in items], [metric], config=config, progress=progress,
                            engine_factory=engine_factory, output_set=files)  # fmt: skip
             fits = [_fit(m.model, items, run, judge.name, data, folds, seed) for m in run.summary.models]
-            profile = profile.model_copy(update={"calibrators": fits})
+            # As the file holds them (held-out CIs as lists), so that the result equals what is read back.
+            profile = JudgeProfile.model_validate({**profile.model_dump(mode="json"), "calibrators":
+                                                   [f.model_dump(mode="json") for f in fits]})  # fmt: skip
         files.file(out, profile.dump_yaml())
         files.commit()
     return profile
