@@ -40,6 +40,7 @@ from localjury.metrics import (
     ToolResultFaithfulness,
     VerifyProgram,
 )
+from localjury.profile import JudgeProfile, load_profile
 from localjury.readers import iter_records
 from localjury.records import Record
 from localjury.registry import ModelSpec, load_registry
@@ -60,6 +61,7 @@ __all__ = [
     "Faithfulness",
     "GoalAchieved",
     "JudgeMetric",
+    "JudgeProfile",
     "Judgment",
     "LocaljuryError",
     "Metric",
@@ -86,5 +88,6 @@ __all__ = [
     "dry_run",
     "evaluate",
     "iter_records",
+    "load_profile",
     "load_registry",
 ]
