@@ -55,7 +55,10 @@ def print_summary(summary: Summary, console: Console) -> None:
         Column("pass", [_fmt(m.pass_rate, True) for m in metrics]),
     ]
     print_table(console, crit, title="Metrics")
-    console.print("mean: mean score; pass: share of the scored records that pass (score above 0.5)", style="dim")
+    console.print(
+        "mean: mean score; pass: share of the scored records that pass (score above 0.5; a rubric's: at its threshold)",
+        style="dim",
+    )
     for m in summary.metrics:
         if m.position_consistency is not None:
             console.print(
