@@ -24,10 +24,9 @@ class RubricJudging(VerdictJudging):
     A model's scale score is the mean (or median, the rubric's ``aggregate``) of its valid
     sampled scores, or under ``scoring="probability"`` the mean of its samples' expected
     scores (where its engine gives them; else the sampled scores'); its ``score`` that
-    normalised to 0..1, its verdict whether the normalised score reaches the threshold (the
-    rubric's, or the run's ``threshold`` where the run sets another than 0.5). Each sample's
-    vote is whether its sampled score reaches the threshold, and its ``p_pass`` the probability
-    mass of the levels that do. The record's score is the mean of the models' normalised
+    normalised to 0..1, its verdict whether the normalised score reaches the rubric's
+    threshold. Each sample's vote is whether its sampled score reaches the threshold, and its
+    ``p_pass`` the probability mass of the levels that do. The record's score is the mean of the models' normalised
     scores, and its :class:`~localjury.report.RubricResult` the jury's mean on the scale.
     Adaptive strictness stops when the first samples agree on one score. ``calibrators`` are
     taken (every judging is built alike) and not used.
@@ -38,9 +37,9 @@ class RubricJudging(VerdictJudging):
 
     @property
     def pass_at(self) -> float:
-        """The normalised score a model passes at: the run's threshold where it changed the
-        default 0.5, else the rubric's."""
-        return self.threshold if self.threshold != 0.5 else self.metric.threshold
+        """The normalised score a model passes at: the rubric's threshold (the run's
+        ``threshold`` is the confidence of yes/no metrics under probability scoring)."""
+        return self.metric.threshold
 
     def requests(self, model: JuryModel, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
         budget = model.max_tokens
