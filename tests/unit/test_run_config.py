@@ -61,7 +61,7 @@ def test_manifest_settings_keep_their_keys():
     settings = RunConfig.of(strictness=3, cluster=RayCluster(replicas=2)).manifest_settings("A")
     assert set(settings) == {
         "strictness", "tie_break", "temperature", "max_tokens", "adaptive", "extractor", "chunk_size",
-        "on_overflow", "engine", "cluster", "scoring", "threshold", "calibration",
+        "on_overflow", "engine", "cluster", "scoring", "threshold", "calibration", "checklist",
     }  # fmt: skip
     assert settings["cluster"] == {
         "backend": "ray",
