@@ -255,3 +255,15 @@ def test_aligned_needs_a_yes_no_criterion():
     with pytest.raises(ConfigError, match="not a yes/no criterion"):
         aligned_judge([], PairwiseCritic("p", "Better."), 2)
     assert isinstance(aligned_judge([], AspectCritic("c", "Good."), 2), AlignedCritic)
+
+
+def test_a_checklist_never_takes_an_aligned_critic_whose_examples_it_would_drop():
+    from localjury.errors import MetricError
+    from localjury.metrics.checklist import Checklist, checklist_metrics
+
+    aligned, plain = profile().metric(), AspectCritic("short", "The response is short.")
+    other = AspectCritic("polite", "The response is polite.")
+    out = checklist_metrics([aligned, plain, other], group=True)
+    assert out[0] is aligned and [m.kind for m in out[1:]] == ["checklist", "checklist"]
+    with pytest.raises(MetricError, match=r"\['fluffy'\] show each record its own examples"):
+        Checklist([aligned, plain])

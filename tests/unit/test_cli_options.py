@@ -51,7 +51,10 @@ ALIGN = ["align", "D", "-c", "A criterion.", "--no-calibrate", "--out", "T/profi
 #: loop (LOOP) and the others valid (D: the dataset; T/: the test's folder).
 PATH_PARAMS = [
     ("DATA", ["run", "LOOP", "-c", CRITERION, "--no-cache"]),
-    *[(opt, [*RUN, opt, "LOOP"]) for opt in ("--out", "--summary", "--criteria", "--calibration", "--cache")],
+    *[
+        (opt, [*RUN, opt, "LOOP"])
+        for opt in ("--out", "--summary", "--criteria", "--rubrics", "--calibration", "--cache")
+    ],
     ("--profile", [*RUN, "--profile", "LOOP"]),
     ("--registry", [*RUN, "--registry", "LOOP"]),
     ("RESULTS", ["verify", "LOOP"]),

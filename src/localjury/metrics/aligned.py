@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
@@ -151,6 +151,8 @@ class AlignedCritic(AspectCritic):
         calibrators: Fitted calibrations of this metric, one per model.
         profile: The judge profile it comes from, as the manifest records it.
     """
+
+    in_checklist: ClassVar[bool] = False  # each record's prompt shows its own examples
 
     def __init__(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, ConfigDict
 
 from localjury.conversation import ChatMessage, Scope
@@ -117,6 +119,11 @@ class AspectCritic(JudgeMetric):
             last assistant turn as the response, the earlier turns shown as its context;
             ``"conversation"`` judges the whole conversation (another instruction says so).
     """
+
+    #: Whether a :class:`~localjury.metrics.checklist.Checklist` may judge this criterion
+    #: beside others: not where the critic's prompt is its own per record (label-aligned
+    #: examples), which a checklist's one shared prompt would drop.
+    in_checklist: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -157,6 +157,9 @@ class Checklist(Metric):
         scopes = {c.scope for c in critics}
         if len(scopes) > 1:
             raise MetricError(f"a checklist's criteria need one scope, got {sorted(scopes)}")
+        own = [c.name for c in critics if not c.in_checklist]
+        if own:
+            raise MetricError(f"criteria {own} show each record its own examples; a checklist's prompt is shared")
         first = [c.name for c in critics if c.verdict_first]
         if first:
             raise MetricError(f"criteria {first} answer verdict first; a checklist writes each reason first")
@@ -246,14 +249,15 @@ class ChecklistCriterion(Metric):
 
 def checklist_metrics(metrics: Sequence[Metric], group: bool = False) -> list[Metric]:
     """The metrics a run judges: each :class:`Checklist` replaced by its criteria, in place;
-    with ``group``, also every Aspect Critic not answering verdict first, grouped by scope into
+    with ``group``, also every Aspect Critic not answering verdict first (nor showing each
+    record its own examples: ``in_checklist``), grouped by scope into
     one checklist per scope (where a scope has two or more), its criteria where the first of
     them stood. Other metrics are left as they are.
     """
     out: list[Any] = []
     groups: dict[str, list[AspectCritic]] = {}
     for m in metrics:
-        if group and isinstance(m, AspectCritic) and not m.verdict_first:
+        if group and isinstance(m, AspectCritic) and m.in_checklist and not m.verdict_first:
             if m.scope not in groups:
                 out.append(m.scope)  # where the scope's checklist goes
             groups.setdefault(m.scope, []).append(m)
