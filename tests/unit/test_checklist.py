@@ -235,3 +235,20 @@ def test_cli_checklist_option(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("localjury.run.evaluate", fake_evaluate)
     code, _, _ = run_cli(monkeypatch, capsys, "run", data, "-a", "coherence", "-a", "conciseness", "--checklist")
     assert code == 0 and seen["config"].sampling.checklist is True
+
+
+def test_a_new_version_of_a_rubric_file_criterion_is_judged_again_under_a_checklist(tmp_path):
+    from localjury.metrics.rubric_file import rubric_file_metrics
+
+    path, cache, log = tmp_path / "rubrics.yaml", str(tmp_path / "store.sqlite"), []
+    entry = "  - name: {0}\n    version: {1}\n    definition: The response is {0}.\n"
+    kw = dict(strictness=3, checklist=True, cache=cache, engine_factory=factory(respond, log))
+
+    def generated(version):
+        path.write_text("criteria:\n" + entry.format("short", 1) + entry.format("polite", version))
+        log.clear()
+        evaluate(RECORDS, rubric_file_metrics(path), [spec("A")], **kw)
+        return len([e for e in log if e[0] == "generate"])
+
+    assert generated(1) == 1 and generated(1) == 0  # stored under the checklist's one key
+    assert generated(2) == 1  # the same text, a new version: judged again

@@ -10,17 +10,16 @@ from typing import Any, ClassVar
 from localjury.engines.base import Completion
 from localjury.metrics.checklist import CHECK_TOKENS, ChecklistCriterion
 from localjury.records import Record
-from localjury.report import ModelJudgment, RecordResult
+from localjury.report import ModelJudgment
 from localjury.run.config import OverflowPolicy
-from localjury.run.judging import JudgingBase, verdict_judgment
+from localjury.run.judging import OneVerdictJudging, verdict_judgment
 from localjury.run.plan import fit_counted
 from localjury.run.state import JuryModel, Request
 from localjury.store import Stored
-from localjury.voting import final_score
 
 
 @dataclass(frozen=True)
-class ChecklistJudging(JudgingBase):
+class ChecklistJudging(OneVerdictJudging):
     """One criterion of a checklist. Its request asks for the whole checklist (the same
     messages, schema, k and token budget for every criterion of the checklist, so a model's
     pass generates them once per record and the judgment store keeps them under one key);
@@ -49,7 +48,11 @@ class ChecklistJudging(JudgingBase):
         render = partial(checklist.messages, neutralise=model.neutralise)
         messages, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
         key = (record.id, self.metric.name)
-        return [Request(key, messages, checklist.json_schema(), self.k, budget, model.temperature, turns_cut=cut)]
+        # The criteria's rubric-file versions (name@version), so that a new version is judged again.
+        versions = [v for v in (getattr(c, "revision", None) for c in checklist.critics) if v]
+        revision = " ".join(versions) or None
+        schema = checklist.json_schema()
+        return [Request(key, messages, schema, self.k, budget, model.temperature, turns_cut=cut, revision=revision)]
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
         # The whole checklist's, so that every criterion draws the same samples.
@@ -70,24 +73,3 @@ class ChecklistJudging(JudgingBase):
             for c, p in zip(drawn, parsed, strict=True)
         ]
         return verdict_judgment(self, name, parsed, p_pass), None
-
-    def unjudged(self, name: str, error: str) -> ModelJudgment:
-        k = self.k
-        return ModelJudgment(
-            model=name, votes=[None] * k, reasons=[None] * k, abstentions=k, verdict=None, score=None, error=error
-        )
-
-    def result(
-        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
-    ) -> RecordResult:
-        models = [j for j, _ in judged]
-        return RecordResult(
-            record_id=record.id,
-            metric=self.metric.name,
-            score=final_score([j.score for j in models]),
-            error=None,
-            confidence=final_score([j.confidence for j in models]),
-            models=models,
-            statements=None,
-            extracted_by=extracted_by,
-        )

@@ -120,8 +120,34 @@ class JudgingBase:
     """Each calibrated model's fit for this metric, by model name."""
 
 
+class OneVerdictJudging(JudgingBase):
+    """What a judging of one yes/no verdict per sample shares: all k samples abstain where a
+    model could not judge, and the record's score is the mean of the models' scores."""
+
+    def unjudged(self, name: str, error: str) -> ModelJudgment:
+        k = self.k
+        return ModelJudgment(
+            model=name, votes=[None] * k, reasons=[None] * k, abstentions=k, verdict=None, score=None, error=error
+        )
+
+    def result(
+        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
+    ) -> RecordResult:
+        models = [j for j, _ in judged]
+        return RecordResult(
+            record_id=record.id,
+            metric=self.metric.name,
+            score=final_score([j.score for j in models]),
+            error=None,
+            confidence=final_score([j.confidence for j in models]),
+            models=models,
+            statements=None,
+            extracted_by=extracted_by,
+        )
+
+
 @dataclass(frozen=True)
-class VerdictJudging(JudgingBase):
+class VerdictJudging(OneVerdictJudging):
     """A :class:`~localjury.metrics.base.JudgeMetric` (the Aspect Critic): one prompt, one
     verdict per sample, the majority per model, the mean over the models."""
 
@@ -162,27 +188,6 @@ class VerdictJudging(JudgingBase):
             for c, p in zip(drawn, parsed, strict=True)
         ]
         return verdict_judgment(self, name, parsed, p_pass), None
-
-    def unjudged(self, name: str, error: str) -> ModelJudgment:
-        k = self.k
-        return ModelJudgment(
-            model=name, votes=[None] * k, reasons=[None] * k, abstentions=k, verdict=None, score=None, error=error
-        )
-
-    def result(
-        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
-    ) -> RecordResult:
-        models = [j for j, _ in judged]
-        return RecordResult(
-            record_id=record.id,
-            metric=self.metric.name,
-            score=final_score([j.score for j in models]),
-            error=None,
-            confidence=final_score([j.confidence for j in models]),
-            models=models,
-            statements=None,
-            extracted_by=extracted_by,
-        )
 
 
 def verdict_judgment(
