@@ -13,7 +13,7 @@ Equal scores are a tie, counted half right (``bench.scales.preference_accuracy``
 bootstrap interval is over the decided pairs' credit (1, 0.5 or 0). Also the share of samples
 whose score parsed and the mean seconds per judgment (generation only).
 
-    python benchmarks/rubric_quality.py [--pairs 40] [--model NAME] [--engine llamacpp] [--strictness 3] [--seed 0]
+    python benchmarks/rubric_quality.py [--pairs 40] [--model NAME] [--engine NAME] [--strictness 3] [--seed 0]
 
 Prints and saves benchmarks/results/rubric_quality.{json,md}, with the CPU and the command.
 """
@@ -89,7 +89,7 @@ def sample_pairs(n: int, seed: int) -> list[Any]:
     return [items[i] for i in chosen]
 
 
-def judge(items: list[Any], model: str, engine: str, strictness: int, seed: int) -> tuple[dict[str, Any], Any]:
+def judge(items: list[Any], model: str, engine: str | None, strictness: int, seed: int) -> tuple[dict[str, Any], Any]:
     """Grade both responses of each pair; the scores by record id, and the run's summary."""
     records = []
     for item in items:
@@ -174,7 +174,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--pairs", type=int, default=40, help="pairs sampled from the set (default 40)")
     parser.add_argument("--model", default=DEFAULT_MODEL)
-    parser.add_argument("--engine", default="llamacpp", help="the engine the judge runs on (default llamacpp)")
+    parser.add_argument(
+        "--engine", default=None, help="run the judge on this engine (default: its models.yaml entry's, auto)"
+    )
     parser.add_argument("--strictness", type=int, default=3, help="samples per response (k)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pair sample and of the sampling")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rubric_quality")
