@@ -19,6 +19,23 @@ class InvalidSample(BaseModel):
     """What the model generated."""
 
 
+class Quote(BaseModel):
+    """One quote of a judgment's evidence, located in the record: an exact span of one of its
+    texts (``record.<field>[start:end] == text``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    """The quote, as the judge wrote it."""
+    field: str
+    """The record text it comes from: ``response``, ``retrieved_contexts[i]`` (0-based), or a
+    conversation's ``messages[i]``."""
+    start: int
+    """Character offset of its first occurrence in that text."""
+    end: int
+    """Character offset just past it."""
+
+
 class ModelJudgment(BaseModel):
     """One model's judgment of one (record, metric)."""
 
@@ -74,6 +91,9 @@ class ModelJudgment(BaseModel):
     it wrote its score); null where the sample abstained or the engine gives no probabilities."""
     scale_score: float | None = None
     """Rubrics: the mean or median sampled score (by probability: the mean expected score)."""
+    evidence: list[list[Quote] | None] | None = None
+    """Judges asked for quoted evidence (``--evidence``): per sample, its quotes located in the
+    record (null where the sample abstained); an empty list where it found nothing to quote."""
 
 
 class StatementJudgment(BaseModel):
@@ -92,6 +112,9 @@ class StatementJudgment(BaseModel):
     p_pass: list[float | None] = []
     """Per sample, the probability the model gave to verdict 1 (supported) on this statement;
     null where the sample abstained or the engine gives no probabilities."""
+    evidence: list[list[Quote] | None] | None = None
+    """A verification with quoted evidence: per sample, its quotes of the context on this
+    statement, located (null where the sample abstained)."""
 
 
 class StatementResult(BaseModel):

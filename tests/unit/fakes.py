@@ -38,12 +38,11 @@ class ScriptedEngine:
     def count_tokens(self, prompts):
         return [len(p.split()) for p in prompts]
 
-    def generate(self, prompts, *, n, sampling, schema, progress=None):
+    def generate(self, prompts, *, n, sampling, schema, quotes=None, progress=None):
         self.log.append(("generate", self.spec.name, len(prompts), n))
         if self.calls is not None:
-            self.calls.append(
-                {"model": self.spec.name, "prompts": list(prompts), "n": n, "sampling": sampling, "schema": schema}
-            )
+            call = {"model": self.spec.name, "prompts": list(prompts), "n": n, "sampling": sampling, "schema": schema}
+            self.calls.append(call | ({"quotes": list(quotes)} if quotes is not None else {}))
         out = []
         for p in prompts:
             samples = []

@@ -50,10 +50,10 @@ def checklist_critics(judge: Metric, specs: Sequence[str], strictness: int) -> l
         ConfigError: The bench's metric is no Aspect Critic asked reason first, a spec is
             no criterion, or the criteria do not make a checklist (a repeated name).
     """
-    if not isinstance(judge, AspectCritic) or judge.verdict_first:
+    if not isinstance(judge, AspectCritic) or judge.verdict_first or judge.evidence:
         raise ConfigError(
             f"--checklist compares yes/no criteria; the bench's metric {judge.name!r} is not an Aspect Critic "
-            "asked reason first (give a criterion in `metric`, pointwise, without --verdict-first)"
+            "asked reason first (give a criterion in `metric`, pointwise, without --verdict-first or --evidence)"
         )
     critics: list[AspectCritic] = [judge]
     for spec in specs:

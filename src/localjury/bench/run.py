@@ -37,11 +37,18 @@ BenchMode = Literal["auto", "pairwise", "pointwise"]
 
 
 def resolve_metric(
-    spec: str | None, fmt: str, strictness: int, *, verdict_first: bool = False, pairwise: bool = False
+    spec: str | None,
+    fmt: str,
+    strictness: int,
+    *,
+    verdict_first: bool = False,
+    pairwise: bool = False,
+    evidence: bool = False,
 ) -> Metric:
     """The metric to benchmark: a composite (``faithfulness``), a predefined aspect, or
     ``NAME=criterion text``; by default the format's own criterion. ``verdict_first`` asks
-    the Aspect Critic for its verdict before its reason. ``pairwise``: the criterion (or the
+    the Aspect Critic for its verdict before its reason, ``evidence`` for quoted evidence
+    first (and a composite's verifications for quotes of the contexts). ``pairwise``: the criterion (or the
     aspect's definition) as a :class:`~localjury.metrics.pairwise.PairwiseCritic`, asked in
     both orders.
 
@@ -53,15 +60,15 @@ def resolve_metric(
     if spec is None:
         default = FORMATS[fmt]
         if default.default_metric and not pairwise:
-            return COMPOSITE_METRICS[default.default_metric]()
+            return COMPOSITE_METRICS[default.default_metric](**({"evidence": True} if evidence else {}))
         if default.criterion is None:
             raise ConfigError(
                 f'format {fmt!r} has no default criterion: give a `metric`: NAME="criterion", an aspect '
                 f"({', '.join(PREDEFINED_ASPECTS)}) or a composite ({', '.join(COMPOSITE_METRICS)})"
             )
-        metric = AspectCritic(*default.criterion, strictness=strictness, verdict_first=verdict_first)
+        metric = AspectCritic(*default.criterion, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
     else:
-        metric = metric_from_string(spec, strictness=strictness, verdict_first=verdict_first)
+        metric = metric_from_string(spec, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
     if metric is None:
         raise ConfigError(
             f"`metric` {spec!r}: expected a composite ({', '.join(COMPOSITE_METRICS)}), an aspect "
@@ -270,6 +277,7 @@ def run_bench(
     engine_factory: EngineFactory | None = None,
     cluster: RayCluster | None = None,
     verdict_first: bool = False,
+    evidence: bool = False,
     mode: BenchMode = "auto",
     checklist: Sequence[str] = (),
     aligned: int | None = None,
@@ -282,7 +290,7 @@ def run_bench(
     ``report.html`` with plots into ``out``. ``cluster`` shards the judging over Ray
     replicas (see :func:`localjury.evaluate`); the figures are those of a local run.
     ``verdict_first`` asks the Aspect Critic for its verdict before its reason (to compare
-    with the default, reason first). ``mode``: ``pairwise`` judges pairs with a
+    with the default, reason first); ``evidence`` for quoted evidence first. ``mode``: ``pairwise`` judges pairs with a
     :class:`~localjury.metrics.pairwise.PairwiseCritic` in both orders and reports both
     orders' figures as LLMBar does, beside the published figures of LLMBar's judges;
     ``pointwise`` judges each response on its own; ``auto`` (default) is pairwise for sets
@@ -327,7 +335,9 @@ def run_bench(
         pairwise = is_pairwise(mode, fmt, data)
         all_items = load(data, fmt, pairwise=pairwise)
         items = sample(all_items, limit, sample_seed)
-        judge = resolve_metric(metric, fmt, strictness, verdict_first=verdict_first, pairwise=pairwise)
+        judge = resolve_metric(
+            metric, fmt, strictness, verdict_first=verdict_first, pairwise=pairwise, evidence=evidence
+        )
         ids = [str(it.record["id"]) for it in items]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{data}: record ids are not unique")
@@ -360,7 +370,12 @@ def run_bench(
                 "sample_seed": sample_seed,
                 "seed": seed,
                 "strictness": strictness,
-                "metric": {"name": judge.name, "description": judge.description, "verdict_first": verdict_first},
+                "metric": {
+                    "name": judge.name,
+                    "description": judge.description,
+                    "verdict_first": verdict_first,
+                    "evidence": evidence,
+                },
                 "mode": "pairwise" if pairwise else "pointwise",
                 "aligned": {"folds": aligned, "shots": shots, "similarity": "tfidf-cosine"} if aligned else None,
                 "models": described(manifest),

@@ -18,17 +18,19 @@ def _build_metrics(
     verdict_first: bool = False,
     pairwise: Sequence[str] = (),
     rubrics: Path | None = None,
+    evidence: bool = False,
 ) -> list[Any]:
     """The metrics of ``run``'s options, in this order: the predefined aspects, the criteria,
     the criteria file's, the named metrics (composites, agent-run metrics, rubrics), the
-    pairwise criteria, the rubric file's.
+    pairwise criteria, the rubric file's. ``verdict_first`` and ``evidence`` shape the
+    answers of the aspects and criteria (``--verdict-first``, ``--evidence``).
 
     Raises:
         ConfigError: An unknown aspect or named metric, a criterion not ``NAME=TEXT``, or
             a bad criteria or rubric file.
     """
     from localjury.metrics import PREDEFINED_ASPECTS, AspectCritic, Metric
-    from localjury.metrics.spec import NAMED_METRICS, criteria_metrics, named_criterion
+    from localjury.metrics.spec import NAMED_METRICS, criteria_metrics, named_criterion, named_metric
 
     metrics: list[Metric] = []
     for name in aspects:
@@ -36,14 +38,14 @@ def _build_metrics(
             raise ConfigError(
                 f"unknown aspect {name!r}; expected one of: {', '.join(PREDEFINED_ASPECTS)} (see `localjury aspects`)"
             )
-        metrics.append(AspectCritic.predefined(name, verdict_first=verdict_first))
+        metrics.append(AspectCritic.predefined(name, verdict_first=verdict_first, evidence=evidence))
     for item in criteria:
         named = named_criterion(item)
         if named is None:
             raise ConfigError(
                 f'--criterion expects NAME=TEXT, e.g. dated="The response includes a year."; got {item!r}'
             )
-        metrics.append(AspectCritic(*named, verdict_first=verdict_first))
+        metrics.append(AspectCritic(*named, verdict_first=verdict_first, evidence=evidence))
     if criteria_file is not None:
         metrics += criteria_metrics(criteria_file)
     for name in composites:
@@ -51,7 +53,7 @@ def _build_metrics(
             raise ConfigError(
                 f"unknown metric {name!r}; expected one of: {', '.join(NAMED_METRICS)} (see `localjury metrics`)"
             )
-        metrics.append(NAMED_METRICS[name]())
+        metrics.append(named_metric(name, evidence=evidence))
     for item in pairwise:
         from localjury.metrics.pairwise import PairwiseCritic
 

@@ -71,6 +71,14 @@ def bench(
     verdict_first: Annotated[
         bool, typer.Option("--verdict-first", help="Ask for the verdict before the reason (compare with the default).")
     ] = False,
+    evidence: Annotated[
+        bool,
+        typer.Option(
+            "--evidence",
+            help="Ask for quoted evidence first, each quote an exact span of the judged text (compare with the "
+            "default).",
+        ),
+    ] = False,
     mode: Annotated[
         str,
         typer.Option(
@@ -132,6 +140,7 @@ def bench(
             progress=progress,
             cluster=_cluster(cluster, address, replicas, replica_cpus),
             verdict_first=verdict_first,
+            evidence=evidence,
             mode=mode,  # type: ignore[arg-type]  # checked by run_bench, naming the choices
             checklist=checklist or (),
             aligned=aligned,

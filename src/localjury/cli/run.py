@@ -145,6 +145,15 @@ def run(
         bool,
         typer.Option("--verdict-first", help="Ask --aspect and --criterion judges for the verdict before the reason."),
     ] = False,
+    evidence: Annotated[
+        bool,
+        typer.Option(
+            "--evidence",
+            help="Ask --aspect and --criterion judges for quoted evidence first (up to three quotes, each an exact "
+            "span of the response by construction: transformers, llamacpp, vllm with the guidance backend), and "
+            "faithfulness and factual_accuracy for quotes of the context on each statement.",
+        ),
+    ] = False,
     profile: Annotated[
         Path | None,
         typer.Option(
@@ -282,7 +291,7 @@ def run(
     from localjury.run import RunConfig, evaluate
     from localjury.tables import print_summary
 
-    metrics = _build_metrics(aspect, criterion, criteria, metric, verdict_first, pairwise, rubrics)
+    metrics = _build_metrics(aspect, criterion, criteria, metric, verdict_first, pairwise, rubrics, evidence)
     files = (("criteria file", criteria), ("calibration file", calibration), ("rubrics file", rubrics))
     inputs: dict[str, str | Path] = {k: v for k, v in files if v is not None}
     jury = [m.strip() for m in models.split(",") if m.strip()] if models else None

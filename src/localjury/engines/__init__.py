@@ -41,6 +41,20 @@ _ENGINES: dict[str, tuple[str, str, str]] = {
 }
 #: Engines whose package is optional: name -> the module that must be importable.
 _OPTIONAL = {"vllm": "vllm", "llamacpp": "llama_cpp"}
+#: Engines that cannot constrain quoted evidence to the record's text, and why.
+_NO_QUOTES = {
+    "server": (
+        "quoted evidence is not available on the server engine: an OpenAI-compatible server takes one JSON "
+        "schema per request, not a grammar over each record's own text, so its quotes could not be held to "
+        "the record; judge this model without --evidence, or run it on transformers, llamacpp or vllm"
+    ),
+}
+
+
+def quotes_refusal(engine: str) -> str | None:
+    """Why ``engine`` cannot judge with quoted evidence (:mod:`~localjury.engines._quotes`),
+    or None where it can."""
+    return _NO_QUOTES.get(engine)
 
 
 def vllm_usable() -> bool:

@@ -4,11 +4,14 @@ formatted and counted by a Hugging Face tokenizer, outputs constrained by Outlin
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
 from localjury.engines._index_cache import Lru, tokenizer_key
-from localjury.engines._outlines import GuidedRows, JsonSchemaIndex, VerdictTokens
+from localjury.engines._masks import MaskedRows, VerdictTokens
+from localjury.engines._outlines import JsonSchemaIndex
+from localjury.engines._quotes import has_quotes
 from localjury.engines._verdicts import Decision, decision_of
 from localjury.engines.base import BatchEngine
 from localjury.types import Completion
@@ -53,7 +56,32 @@ class LocalDecoding(BatchEngine):
             self._decisions[decision] = make() if key is None else _DECISION_TOKENS.get_or_make((key, decision), make)
         return self._decisions[decision]
 
-    def _completions(self, rows: list[tuple[list[int], bool]], guides: GuidedRows | None) -> list[Completion]:
+    def _rows(
+        self,
+        schema: dict[str, Any] | None,
+        prompts: int,
+        n: int,
+        quotes: Sequence[Sequence[str]] | None,
+        vocab: int,
+        eos_ids: Sequence[int],
+    ) -> MaskedRows | None:
+        """The constraint of a batch of ``prompts`` prompts, ``n`` samples each (rows in prompt
+        order): the schema's Outlines guides; or, where the schema has quotes and the call
+        gives each prompt's quotable texts (``quotes``, one sequence per prompt of the batch),
+        llguidance matchers of each prompt's own grammar (:mod:`~localjury.engines._quotes`);
+        None without a schema. ``vocab`` is the width of the model's logits, ``eos_ids`` its
+        end tokens."""
+        if schema is None:
+            return None
+        if quotes is None or not has_quotes(schema):
+            return self._index(schema).guides(prompts * n)
+        from localjury.engines._llguidance import ll_tokenizer, quote_rows
+
+        decision = decision_of(schema)
+        verdicts = self._decision_tokens(decision) if decision is not None else None
+        return quote_rows(ll_tokenizer(self.tokenizer, vocab, eos_ids), schema, quotes, n, verdicts)
+
+    def _completions(self, rows: list[tuple[list[int], bool]], guides: MaskedRows | None) -> list[Completion]:
         """The samples of one decoded batch, from each row's tokens and whether it ended, with
         the verdict probabilities its guides read (None when unconstrained)."""
         return [

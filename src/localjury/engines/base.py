@@ -53,12 +53,17 @@ class Engine(Protocol):
         n: int,
         sampling: Sampling,
         schema: dict[str, Any] | None,
+        quotes: Sequence[Sequence[str]] | None = None,
         progress: ProgressFn | None = None,
     ) -> list[list[Completion]]:
         """Draw ``n`` samples for every prompt, constrained to ``schema`` when given.
 
         All prompts arrive in one call so the engine can batch them as it sees fit; samples
         of one prompt are one request with ``n`` return sequences, never ``n`` calls.
+        ``quotes`` gives each prompt's quotable texts: where the schema marks quote arrays
+        (:data:`~localjury.types.QUOTE_KEY`), each quote can only be an exact span of one of
+        that prompt's texts (:mod:`~localjury.engines._quotes`). An engine that cannot
+        constrain quotes refuses the call.
 
         Returns:
             One list of ``n`` completions per prompt, in prompt order.
@@ -112,20 +117,25 @@ class BatchEngine(PromptTokens):
         n: int,
         sampling: Sampling,
         schema: dict[str, Any] | None,
+        quotes: Sequence[Sequence[str]] | None = None,
         progress: ProgressFn | None = None,
     ) -> list[list[Completion]]:
         """Draw ``n`` samples per prompt; see :class:`Engine`.
 
         Raises:
-            ConfigError: ``n`` above 1 at temperature 0 (the samples would all be the same).
+            ConfigError: ``n`` above 1 at temperature 0 (the samples would all be the same),
+                or ``quotes`` not one sequence of texts per prompt.
         """
         if n > 1 and sampling.temperature <= 0:
             raise ConfigError(f"model {self.spec.name!r}: {n} samples per prompt need a temperature above 0")
+        if quotes is not None and len(quotes) != len(prompts):
+            raise ConfigError(f"{len(quotes)} sets of quotable texts for {len(prompts)} prompts")
         self.last_usage = None
         if not prompts:
             self.last_usage = Usage(prompt_tokens=0)
             return []
-        outputs = self._generate(prompts, n=n, sampling=sampling, schema=schema, progress=progress)
+        extra = {"quotes": quotes} if quotes is not None else {}
+        outputs = self._generate(prompts, n=n, sampling=sampling, schema=schema, progress=progress, **extra)
         if self.last_usage is None:
             self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(prompts)))
         return outputs
@@ -138,8 +148,9 @@ class BatchEngine(PromptTokens):
         sampling: Sampling,
         schema: dict[str, Any] | None,
         progress: ProgressFn | None,
+        quotes: Sequence[Sequence[str]] | None = None,
     ) -> list[list[Completion]]:
-        """The backend's generation of a checked, non-empty call."""
+        """The backend's generation of a checked, non-empty call (``quotes`` only when given)."""
         raise NotImplementedError
 
 

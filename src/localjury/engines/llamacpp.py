@@ -44,7 +44,8 @@ from transformers.utils import logging as hf_logging
 from localjury.engines import _cpu
 from localjury.engines._llamacpp_kernels import announce, kernel_choice
 from localjury.engines._local import LocalDecoding
-from localjury.engines._outlines import GuidedRows, JsonSchemaIndex, vocabulary_of_tokenizer
+from localjury.engines._masks import MaskedRows
+from localjury.engines._outlines import JsonSchemaIndex, vocabulary_of_tokenizer
 from localjury.engines._prompts import PromptFormatter
 from localjury.engines._sampling import sample, sample_generators
 from localjury.engines.base import Completion, ProgressFn, Sampling, Usage
@@ -195,11 +196,11 @@ class LlamaCppEngine(LocalDecoding):
         n: int,
         sampling: Sampling,
         schema: dict[str, Any] | None,
+        quotes: Sequence[Sequence[str]] | None = None,
         progress: ProgressFn | None = None,
     ) -> list[list[Completion]]:
         """Draw ``n`` samples per prompt of a checked call (see :class:`~localjury.engines.base.BatchEngine`)."""
         encoded: list[list[int]] = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
-        index = self._index(schema) if schema is not None else None
         results: list[list[Completion]] = [[] for _ in prompts]
         # Cells per sequence: the longest prompt and its budget, in blocks of 256 (so that
         # calls of similar shape reuse the context).
@@ -212,7 +213,8 @@ class LlamaCppEngine(LocalDecoding):
             self.last_usage = Usage(sum(len(e) for e in encoded), prefix * (len(prompts) - 1))
             for idx in batches:
                 rngs = sample_generators(sampling.seed, [prompts[i] for i in idx], n, sampling.first_sample)
-                guides = index.guides(len(idx) * n) if index is not None else None
+                batch_quotes = [quotes[i] for i in idx] if quotes is not None else None
+                guides = self._rows(schema, len(idx), n, batch_quotes, self.n_vocab, sorted(self.eog))
                 rows = self._run_batch([encoded[i] for i in idx], prefix, n, sampling, guides, rngs)
                 for row, completion in enumerate(self._completions(rows, guides)):
                     results[idx[row // n]].append(completion)
@@ -300,7 +302,7 @@ class LlamaCppEngine(LocalDecoding):
         prefix: int,
         n: int,
         sampling: Sampling,
-        guides: GuidedRows | None,
+        guides: MaskedRows | None,
         rngs: list[torch.Generator],
     ) -> list[tuple[list[int], bool]]:
         """Prefill each prompt's suffix once, copy it to its n sample sequences, and sample

@@ -45,6 +45,8 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from localjury._hashing import content_hash
+from localjury.engines import quotes_refusal
+from localjury.engines._quotes import has_quotes
 from localjury.engines._server_client import (
     ServerClient,
     Unreachable,
@@ -216,13 +218,17 @@ class ServerEngine(BatchEngine):
         sampling: Sampling,
         schema: dict[str, Any] | None,
         progress: ProgressFn | None,
+        quotes: Sequence[Sequence[str]] | None = None,
     ) -> list[list[Completion]]:
         """Every prompt's ``n`` samples, requests running concurrently; see the module docstring.
 
         Raises:
             EngineError: A request failed after its retries, the server refused the schema, or
                 it answered with no completion; ``completed`` holds the prompts that finished.
+                Also quoted evidence, which an OpenAI-compatible server cannot constrain.
         """
+        if schema is not None and quotes is not None and has_quotes(schema):
+            raise EngineError(str(quotes_refusal(self.name)), engine=self.name, model=self.spec.name)
 
         def one(prompt: str) -> list[Completion]:
             samples = self._samples(prompt, n, sampling, schema)

@@ -29,7 +29,8 @@ from transformers.utils import logging as hf_logging
 
 from localjury.engines import _attention
 from localjury.engines._local import LocalDecoding
-from localjury.engines._outlines import GuidedRows, JsonSchemaIndex, vocabulary_of
+from localjury.engines._masks import MaskedRows
+from localjury.engines._outlines import JsonSchemaIndex, vocabulary_of
 from localjury.engines._prompts import PromptFormatter
 from localjury.engines._sampling import Sampler, sample_generators
 from localjury.engines.base import Completion, ProgressFn, Sampling, Usage
@@ -120,12 +121,13 @@ class TransformersEngine(LocalDecoding):
         n: int,
         sampling: Sampling,
         schema: dict[str, Any] | None,
+        quotes: Sequence[Sequence[str]] | None = None,
         progress: ProgressFn | None = None,
     ) -> list[list[Completion]]:
         """Draw ``n`` samples per prompt of a checked call (see :class:`~localjury.engines.base.BatchEngine`)."""
         encoded = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
         order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
-        index = self._index(schema) if schema is not None else None
+        vocab = self.model.config.get_text_config().vocab_size
         prefix_len, prefix_cache = self._prefill_prefix(encoded)
         # The prefix is computed once for the call, not once per prompt.
         self.last_usage = Usage(sum(len(e) for e in encoded), prefix_len * (len(prompts) - 1))
@@ -148,7 +150,8 @@ class TransformersEngine(LocalDecoding):
             try:
                 with torch.inference_mode():
                     ids, mask, cache = self._prefill_batch([encoded[i] for i in idx], prefix_len, prefix_cache, n)
-                    guides = index.guides(ids.shape[0]) if index is not None else None
+                    batch_quotes = [quotes[i] for i in idx] if quotes is not None else None
+                    guides = self._rows(schema, len(idx), n, batch_quotes, vocab, self.eos_ids)
                     rows = self._decode(ids, mask, cache, sampling, guides, rngs)
             except Exception as exc:
                 raise EngineError(f"generation failed: {exc}", engine=self.name, model=self.spec.name) from exc
@@ -170,7 +173,7 @@ class TransformersEngine(LocalDecoding):
         mask: torch.Tensor,
         cache: Any,
         sampling: Sampling,
-        guides: GuidedRows | None,
+        guides: MaskedRows | None,
         rngs: list[torch.Generator],
     ) -> list[tuple[list[int], bool]]:
         """Sample until every row has ended or used max_tokens; rows that end leave the batch.

@@ -113,13 +113,31 @@ class VllmEngine(BatchEngine):
         n: int,
         sampling: Sampling,
         schema: dict[str, Any] | None,
+        quotes: Sequence[Sequence[str]] | None = None,
         progress: ProgressFn | None = None,
     ) -> list[list[Completion]]:
-        """Draw ``n`` samples per prompt in one ``LLM.generate``, after BatchEngine's checks."""
+        """Draw ``n`` samples per prompt in one ``LLM.generate``, after BatchEngine's checks.
+        With ``quotes`` and a schema that has quote arrays, each prompt's output follows its
+        own grammar (:func:`~localjury.engines._quotes.quote_grammar`), which needs vLLM's
+        ``guidance`` backend (llguidance)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import StructuredOutputsParams
 
+        from localjury.engines._quotes import has_quotes, quote_grammar
+
+        if schema is not None and quotes is not None and has_quotes(schema):
+            if self.spec.vllm.structured_outputs_backend != "guidance":
+                raise EngineError(
+                    "quoted evidence needs vLLM's guidance backend (llguidance) to constrain each prompt's "
+                    f"quotes, and this model's is {self.spec.vllm.structured_outputs_backend!r}: set "
+                    "vllm.structured_outputs_backend: guidance in its models.yaml entry",
+                    engine=self.name,
+                    model=self.spec.name,
+                )
+            constraints = [StructuredOutputsParams(grammar=quote_grammar(schema, texts)) for texts in quotes]
+        else:
+            constraints = [StructuredOutputsParams(json=schema) if schema is not None else None] * len(prompts)
         ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
         params = [
             SamplingParams(
@@ -128,10 +146,10 @@ class VllmEngine(BatchEngine):
                 top_p=sampling.top_p if sampling.temperature > 0 else 1.0,
                 max_tokens=sampling.max_tokens,
                 seed=request_seed(sampling.seed, p, sampling.first_sample),
-                structured_outputs=StructuredOutputsParams(json=schema) if schema is not None else None,
+                structured_outputs=constraint,
                 logprobs=TOP_LOGPROBS if schema is not None else None,
             )
-            for p in prompts
+            for p, constraint in zip(prompts, constraints, strict=True)
         ]
         try:
             outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(t)) for t in ids], params, use_tqdm=False)

@@ -19,20 +19,26 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from localjury.conversation import CONVERSATION_TAGS, ChatMessage, Scope, conversation_values, render_conversation
 from localjury.errors import MetricError, RecordError
 from localjury.neutralise import DEFAULT, Neutraliser
 from localjury.records import Record
-from localjury.types import Message
+from localjury.report import Quote
+from localjury.types import QUOTE_KEY, Message
 from localjury.voting import TieBreak, check_tie_break
 
 #: Upper bound of a judgment's ``reason``; part of the schema, so a generation cannot run
 #: out of tokens mid-string when max_tokens leaves room for it.
 REASON_MAX_CHARS = 200
+
+#: The most quotes one judgment's evidence holds, and the longest quote (characters as JSON
+#: writes it): bounded, so that the evidence cannot eat the token budget of the reason.
+MAX_QUOTES = 3
+QUOTE_MAX_CHARS = 160
 
 #: The most samples a model may draw per judgment: majority votes settle well before this,
 #: and a typo (k=1000) would otherwise run for hours.
@@ -67,6 +73,24 @@ class VerdictFirstJudgment(BaseModel):
     """One or two sentences that justify the verdict, written after it."""
 
 
+class EvidenceJudgment(BaseModel):
+    """The judge's output with quoted evidence (``evidence=True``): the quotes first, then the
+    reasoning over them, then the verdict. On an engine that constrains quotes, each quote can
+    only be an exact span of the judged text (:data:`~localjury.types.QUOTE_KEY`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    evidence: list[Annotated[str, StringConstraints(min_length=1, max_length=QUOTE_MAX_CHARS)]] = Field(
+        max_length=MAX_QUOTES, json_schema_extra={QUOTE_KEY: True}
+    )
+    """Up to three short quotes copied from the judged text that bear on the criterion; empty
+    when it holds nothing that does."""
+    reason: str = Field(max_length=REASON_MAX_CHARS)
+    """One or two sentences that check the criterion against the quotes."""
+    verdict: Literal[0, 1]
+    """1 when the response meets the criterion, 0 when it does not."""
+
+
 @dataclass(frozen=True)
 class Parsed(Generic[OutT]):
     """One sample parsed into the output model, or an abstention with the reason it is one."""
@@ -86,6 +110,50 @@ class ParsedSample:
     raw: str
     problem: str | None = None
     """Why the sample abstained (does not parse, cut off by the token budget)."""
+    quotes: list[Quote] | None = None
+    """Its evidence located in the record, when the metric asks for quotes."""
+
+
+def quotable_texts(inp: BaseModel, fields: Sequence[str]) -> list[tuple[str, str]]:
+    """The texts of ``inp``'s ``fields`` that quotes may come from, each with its place in the
+    record: a string field by its name, a list's items (a list of strings, or the turns of a
+    conversation shown to the judge) as ``name[i]``; empty ones left out."""
+    texts: list[tuple[str, str]] = []
+    for name in fields:
+        value = getattr(inp, name, None)
+        if isinstance(value, str):
+            texts.append((name, value))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, ChatMessage):
+                    texts.append((f"{name}[{i}]", item.content or ""))
+                elif isinstance(item, str):
+                    texts.append((f"{name}[{i}]", item))
+    return [(place, text) for place, text in texts if text]
+
+
+def quote_field(output_model: type[BaseModel]) -> str | None:
+    """The output model's field of quotes (the one marked :data:`~localjury.types.QUOTE_KEY`), or None."""
+    for name, info in output_model.model_fields.items():
+        extra = info.json_schema_extra
+        if isinstance(extra, dict) and extra.get(QUOTE_KEY):
+            return name
+    return None
+
+
+def locate_quotes(quotes: Sequence[str], texts: Sequence[tuple[str, str]]) -> list[Quote] | str:
+    """Each quote's first occurrence in ``texts`` (as :func:`quotable_texts` gives them), or a
+    message naming the first quote that is in none of them."""
+    located = []
+    for quote in quotes:
+        for place, text in texts:
+            start = text.find(quote)
+            if start >= 0:
+                located.append(Quote(text=quote, field=place, start=start, end=start + len(quote)))
+                break
+        else:
+            return f"quotes what is not in the record: {quote[:80]!r}"
+    return located
 
 
 def _render_value(name: str, value: Any, neutralise: Neutraliser) -> str:
@@ -324,6 +392,11 @@ class JudgeMetric(Metric):
         scope: For conversation records and an input model with a ``conversation`` field:
             ``"last_turn"`` (default) judges the last assistant turn as the response, the
             turns before it shown as context; ``"conversation"`` judges every turn.
+        quote_from: The input fields whose text the output's quotes (a list marked
+            :data:`~localjury.types.QUOTE_KEY`, as in :class:`EvidenceJudgment`) must be
+            exact spans of: engines that can constrain them to those texts do (transformers,
+            llamacpp, vLLM with its guidance backend), and a sample quoting anything else
+            abstains.
     """
 
     kind: ClassVar[str | None] = "judge"
@@ -342,8 +415,13 @@ class JudgeMetric(Metric):
         tie_break: TieBreak = "fail",
         description: str = "",
         scope: Scope = "last_turn",
+        quote_from: Sequence[str] = (),
     ) -> None:
         super().__init__(name, strictness=strictness, tie_break=tie_break)
+        unknown = [f for f in quote_from if f not in input_model.model_fields]
+        if unknown:
+            raise MetricError(f"metric {name!r}: quote_from names {unknown[0]!r}, which is no field of its input model")
+        self.quote_from = tuple(quote_from)
         if scope not in get_args(Scope):
             raise MetricError(
                 f"metric {name!r}: unknown scope {scope!r}; expected one of: {', '.join(get_args(Scope))}"
@@ -389,11 +467,32 @@ class JudgeMetric(Metric):
         """The JSON schema the engine constrains every sample to."""
         return self.program.json_schema()
 
-    def parse(self, text: str, *, finished: bool = True) -> ParsedSample:
-        """Parse one sample into a vote; anything that does not validate is an abstention, not a 0."""
+    def quotable(self, record: Record) -> list[tuple[str, str]]:
+        """The texts of ``record`` this metric's quotes may come from, each with its place
+        (:func:`quotable_texts`); empty for a metric that asks for no quotes."""
+        return quotable_texts(self.bind(record), self.quote_from) if self.quote_from else []
+
+    def parse(self, text: str, *, finished: bool = True, record: Record | None = None) -> ParsedSample:
+        """Parse one sample into a vote; anything that does not validate is an abstention, not a 0.
+
+        For a metric that asks for quotes, given the ``record``, each quote is located in it;
+        a sample with a quote the record does not hold abstains (an engine that constrains
+        quotes never writes one)."""
         parsed = self.program.parse(text, finished=finished)
         if parsed.value is None:
             return ParsedSample(vote=None, reason=None, raw=text, problem=parsed.problem)
         value = parsed.value
         reason = getattr(value, "reason", None)
-        return ParsedSample(vote=int(value.verdict), reason=reason if isinstance(reason, str) else None, raw=text)  # type: ignore[attr-defined]
+        quotes = None
+        field = quote_field(self.output_model) if self.quote_from and record is not None else None
+        if field is not None and record is not None:
+            located = locate_quotes(getattr(value, field), self.quotable(record))
+            if isinstance(located, str):
+                return ParsedSample(vote=None, reason=None, raw=text, problem=located)
+            quotes = located
+        return ParsedSample(
+            vote=int(value.verdict),  # type: ignore[attr-defined]
+            reason=reason if isinstance(reason, str) else None,
+            raw=text,
+            quotes=quotes,
+        )

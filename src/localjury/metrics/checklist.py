@@ -134,8 +134,8 @@ class Checklist(Metric):
 
     Args:
         critics: The Aspect Critics to judge together, at least two, with distinct names,
-            all of the same scope and none ``verdict_first`` (a checklist writes each reason
-            before its verdict).
+            all of the same scope and none ``verdict_first`` or ``evidence`` (a checklist
+            writes each reason before its verdict, and no quotes).
         strictness: Samples per model for the whole checklist (k); default the largest of
             the critics'. Each criterion keeps its own tie-break.
 
@@ -163,6 +163,9 @@ class Checklist(Metric):
         first = [c.name for c in critics if c.verdict_first]
         if first:
             raise MetricError(f"criteria {first} answer verdict first; a checklist writes each reason first")
+        quoting = [c.name for c in critics if c.evidence]
+        if quoting:
+            raise MetricError(f"criteria {quoting} quote evidence first; a checklist writes each reason first")
         super().__init__(f"checklist({', '.join(names)})", strictness=strictness or max(c.strictness for c in critics))
         self.critics = critics
         self.scope: Scope = critics[0].scope
@@ -249,15 +252,15 @@ class ChecklistCriterion(Metric):
 
 def checklist_metrics(metrics: Sequence[Metric], group: bool = False) -> list[Metric]:
     """The metrics a run judges: each :class:`Checklist` replaced by its criteria, in place;
-    with ``group``, also every Aspect Critic not answering verdict first (nor showing each
-    record its own examples: ``in_checklist``), grouped by scope into
+    with ``group``, also every Aspect Critic not answering verdict first nor quoting evidence
+    (nor showing each record its own examples: ``in_checklist``), grouped by scope into
     one checklist per scope (where a scope has two or more), its criteria where the first of
     them stood. Other metrics are left as they are.
     """
     out: list[Any] = []
     groups: dict[str, list[AspectCritic]] = {}
     for m in metrics:
-        if group and isinstance(m, AspectCritic) and m.in_checklist and not m.verdict_first:
+        if group and isinstance(m, AspectCritic) and m.in_checklist and not (m.verdict_first or m.evidence):
             if m.scope not in groups:
                 out.append(m.scope)  # where the scope's checklist goes
             groups.setdefault(m.scope, []).append(m)

@@ -18,9 +18,21 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from localjury.errors import MetricError
-from localjury.metrics.base import Message, Metric, PromptProgram, bind_input, check_inputs
+from localjury.metrics.base import (
+    MAX_QUOTES,
+    QUOTE_MAX_CHARS,
+    Message,
+    Metric,
+    PromptProgram,
+    bind_input,
+    check_inputs,
+    locate_quotes,
+    quotable_texts,
+)
 from localjury.neutralise import DEFAULT, Neutraliser
 from localjury.records import Record
+from localjury.report import Quote
+from localjury.types import QUOTE_KEY
 from localjury.voting import TieBreak
 
 #: At most this many statements are extracted from one response (part of the schema).
@@ -69,7 +81,34 @@ class StatementVerdicts(BaseModel):
     """One entry per statement given, in the same order."""
 
 
-class VerifyProgram(PromptProgram[Any, StatementVerdicts]):
+class QuotedStatementVerdict(BaseModel):
+    """The verdict on one statement, with the context's quotes that bear on it first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    statement: str = Field(max_length=STATEMENT_MAX_CHARS)
+    """The statement judged, copied (informative: statements are matched by position)."""
+    evidence: list[Annotated[str, Field(min_length=1, max_length=QUOTE_MAX_CHARS)]] = Field(
+        max_length=MAX_QUOTES, json_schema_extra={QUOTE_KEY: True}
+    )
+    """Up to three quotes of the context that support or contradict it; empty when the context
+    says nothing of it. Each an exact span of the context on engines that constrain quotes."""
+    reason: str = Field(max_length=STATEMENT_REASON_MAX_CHARS)
+    """Why it is or is not supported, written before the verdict."""
+    verdict: Literal[0, 1]
+    """1 when the statement is supported, 0 when it is not."""
+
+
+class QuotedStatementVerdicts(BaseModel):
+    """The second stage's output with quoted evidence: one verdict per statement, in order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdicts: list[QuotedStatementVerdict]
+    """One entry per statement given, in the same order."""
+
+
+class VerifyProgram(PromptProgram[Any, Any]):
     """A verification program: its schema asks for exactly one verdict per statement given,
     so that the k samples' verdicts line up statement by statement."""
 
@@ -80,7 +119,7 @@ class VerifyProgram(PromptProgram[Any, StatementVerdicts]):
             schema["properties"]["verdicts"].update(minItems=count, maxItems=count)
         return schema
 
-    def check(self, value: StatementVerdicts, inp: Any) -> str | None:
+    def check(self, value: Any, inp: Any) -> str | None:
         if inp is not None and len(value.verdicts) != len(inp.statements):
             return f"gives {len(value.verdicts)} verdicts for {len(inp.statements)} statements"
         return None
@@ -94,6 +133,8 @@ class Verification:
     reasons: list[str | None]
     raw: str
     problem: str | None = None
+    quotes: list[list[Quote]] | None = None
+    """Per statement, its evidence located in the context (a verification that quotes)."""
 
 
 class CompositeMetric(Metric):
@@ -120,6 +161,8 @@ class CompositeMetric(Metric):
         strictness: Samples per model in the verification stage (k).
         tie_break: What an even split on a statement gives.
         description: One line for summaries.
+        quote_from: The verification input's fields whose text its quotes must be exact spans
+            of (a verification whose output quotes, as :data:`NLI_STATEMENT_QUOTED` does).
     """
 
     kind: ClassVar[str | None] = "composite"
@@ -136,8 +179,10 @@ class CompositeMetric(Metric):
         strictness: int = 1,
         tie_break: TieBreak = "fail",
         description: str = "",
+        quote_from: Sequence[str] = (),
     ) -> None:
         super().__init__(name, strictness=strictness, tie_break=tie_break)
+        self.quote_from = tuple(quote_from)
         if "statements" not in extract.output_model.model_fields:
             raise MetricError(f"metric {name!r}: the extraction output model needs a `statements` list")
         if not isinstance(verify, VerifyProgram):
@@ -203,6 +248,11 @@ class CompositeMetric(Metric):
         """The verification schema: exactly one verdict per statement."""
         return self.verify.json_schema(self.verify_input(record, statements))
 
+    def quotable(self, record: Record) -> list[tuple[str, str]]:
+        """The texts of ``record`` the verification's quotes may come from, each with its place;
+        empty for a verification that does not quote."""
+        return quotable_texts(self.verify_input(record, []), self.quote_from) if self.quote_from else []
+
     def parse_verification(
         self, text: str, record: Record, statements: Sequence[str], *, finished: bool = True
     ) -> Verification:
@@ -212,8 +262,20 @@ class CompositeMetric(Metric):
         if parsed.value is None:
             none: list[int | None] = [None] * len(statements)
             return Verification(votes=none, reasons=[None] * len(statements), raw=text, problem=parsed.problem)
+        verdicts = parsed.value.verdicts
+        quotes = None
+        if self.quote_from:
+            texts = self.quotable(record)
+            quotes = []
+            for v in verdicts:
+                located = locate_quotes(getattr(v, "evidence", []), texts)
+                if isinstance(located, str):
+                    none = [None] * len(statements)
+                    return Verification(votes=none, reasons=[None] * len(statements), raw=text, problem=located)
+                quotes.append(located)
         return Verification(
-            votes=[int(v.verdict) for v in parsed.value.verdicts],
-            reasons=[v.reason for v in parsed.value.verdicts],
+            votes=[int(v.verdict) for v in verdicts],
+            reasons=[v.reason for v in verdicts],
             raw=text,
+            quotes=quotes,
         )

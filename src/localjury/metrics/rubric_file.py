@@ -69,6 +69,8 @@ class CriterionEntry(_Entry):
     """What an even split of valid votes gives."""
     scope: Scope = "last_turn"
     """For conversation records: the last turn, or the whole conversation."""
+    evidence: bool = False
+    """Ask for quoted evidence first, each quote an exact span of the response."""
 
 
 class RubricEntry(_Entry):
@@ -142,7 +144,12 @@ def _metric(entry: CriterionEntry | RubricEntry, path: Path, line: int, where: s
     try:
         if isinstance(entry, CriterionEntry):
             return AspectCritic(
-                entry.name, entry.definition, strictness=entry.strictness, tie_break=entry.tie_break, scope=entry.scope
+                entry.name,
+                entry.definition,
+                strictness=entry.strictness,
+                tie_break=entry.tie_break,
+                scope=entry.scope,
+                evidence=entry.evidence,
             )
         return Rubric(
             entry.name,

@@ -21,6 +21,14 @@ from localjury.metrics.rubric import RUBRIC_METRICS
 NAMED_METRICS: dict[str, Callable[[], Metric]] = {**COMPOSITE_METRICS, **AGENT_METRICS, **RUBRIC_METRICS}
 
 
+def named_metric(name: str, *, evidence: bool = False) -> Metric:
+    """The named metric ``name`` (a key of :data:`NAMED_METRICS`); ``evidence`` asks a
+    composite's verification for quoted evidence (other named metrics have no such mode)."""
+    if evidence and name in COMPOSITE_METRICS:
+        return COMPOSITE_METRICS[name](evidence=True)
+    return NAMED_METRICS[name]()
+
+
 def named_criterion(text: str) -> tuple[str, str] | None:
     """``NAME=criterion text`` as (name, text), or None when it is not of that form."""
     name, sep, criterion = text.partition("=")
@@ -29,21 +37,25 @@ def named_criterion(text: str) -> tuple[str, str] | None:
     return name.strip(), criterion
 
 
-def metric_from_string(text: str, *, strictness: int = 1, verdict_first: bool = False) -> Metric | None:
+def metric_from_string(
+    text: str, *, strictness: int = 1, verdict_first: bool = False, evidence: bool = False
+) -> Metric | None:
     """A named metric's name (:data:`NAMED_METRICS`), a predefined aspect's name or
-    ``NAME=criterion`` as its metric (aspects with ``strictness`` and ``verdict_first``), or
-    None when it is none of those."""
+    ``NAME=criterion`` as its metric (aspects with ``strictness``, ``verdict_first`` and
+    ``evidence``), or None when it is none of those."""
     if text in NAMED_METRICS:
-        return NAMED_METRICS[text]()
+        return named_metric(text, evidence=evidence)
     if text in PREDEFINED_ASPECTS:
-        return AspectCritic.predefined(text, strictness=strictness, verdict_first=verdict_first)
+        return AspectCritic.predefined(text, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
     named = named_criterion(text)
-    return AspectCritic(*named, strictness=strictness, verdict_first=verdict_first) if named else None
+    if named is None:
+        return None
+    return AspectCritic(*named, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
 
 
 def read_criteria(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
     """Read criteria from YAML: ``name: text`` pairs, or a list of {name, definition, ...}
-    (``strictness``, ``tie_break``, and ``scope`` for conversation records).
+    (``strictness``, ``tie_break``, ``evidence``, and ``scope`` for conversation records).
 
     Raises:
         ConfigError: The file cannot be read or is not of that shape.
@@ -62,7 +74,7 @@ def read_criteria(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
             if not isinstance(entry, dict) or not {"name", "definition"} <= entry.keys():
                 raise ConfigError(f"criteria file {path}: item {i} needs 'name' and 'definition'")
             extra = {k: v for k, v in entry.items() if k not in ("name", "definition")}
-            unknown = set(extra) - {"strictness", "tie_break", "scope"}
+            unknown = set(extra) - {"strictness", "tie_break", "scope", "evidence"}
             if unknown:
                 raise ConfigError(f"criteria file {path}: item {i} has unknown keys: {', '.join(sorted(unknown))}")
             items.append((str(entry["name"]), str(entry["definition"]), extra))

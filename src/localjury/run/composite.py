@@ -63,7 +63,8 @@ class StatementsJudging(JudgingBase):
         verify, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
         schema = self.metric.verify_schema(record, statements)
         key = (record.id, self.metric.name)
-        return [Request(key, verify, schema, self.k, budget, model.temperature, turns_cut=cut)]
+        quotes = tuple(text for _, text in self.metric.quotable(record))
+        return [Request(key, verify, schema, self.k, budget, model.temperature, turns_cut=cut, quotes=quotes)]
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
         parsed = [self.metric.parse_verification(c.text, record, context, finished=c.finished) for c in samples]
@@ -86,8 +87,12 @@ class StatementsJudging(JudgingBase):
             verdicts.append(verdict)
             reasons = [p.reasons[i] for p in checks]
             p_pass = [ps[i] if ps is not None and v is not None else None for ps, v in zip(probs, votes, strict=True)]
+            quoted = any(p.quotes is not None for p in checks)
+            evidence = [p.quotes[i] if p.quotes is not None else None for p in checks] if quoted else None
             per_statement.append(
-                StatementJudgment(model=name, votes=votes, reasons=reasons, verdict=verdict, p_pass=p_pass)
+                StatementJudgment(
+                    model=name, votes=votes, reasons=reasons, verdict=verdict, p_pass=p_pass, evidence=evidence
+                )
             )
         invalid = [
             InvalidSample(sample=j, problem=p.problem or "invalid", raw=p.raw)

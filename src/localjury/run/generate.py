@@ -143,9 +143,15 @@ class Worker:
                 seed=self.run_.seed,
                 first_sample=first_sample,
             )
+            quotes = {p: req.quotes for req, p in members}
+            schema = members[0][0].schema
             t = time.perf_counter()
             try:
-                outputs = engine.generate(unique, n=n, sampling=sampling, schema=members[0][0].schema)
+                if any(quotes.values()):  # only then: an engine without quotes never sees the argument
+                    quoted = [quotes[p] for p in unique]
+                    outputs = engine.generate(unique, n=n, sampling=sampling, schema=schema, quotes=quoted)
+                else:
+                    outputs = engine.generate(unique, n=n, sampling=sampling, schema=schema)
             except EngineError as exc:
                 self._keep(members, exc.completed, results)
                 raise

@@ -172,17 +172,30 @@ class VerdictJudging(OneVerdictJudging):
         schema = self.metric.json_schema()
         key = (record.id, self.metric.name)
         revision = getattr(self.metric, "revision", None)  # a rubrics file's criterion
-        return [Request(key, messages, schema, self.k, budget, model.temperature, turns_cut=cut, revision=revision)]
+        quotes = tuple(text for _, text in self.metric.quotable(record))
+        return [
+            Request(
+                key,
+                messages,
+                schema,
+                self.k,
+                budget,
+                model.temperature,
+                turns_cut=cut,
+                revision=revision,
+                quotes=quotes,
+            )
+        ]
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
-        votes = [self.metric.parse(c.text, finished=c.finished).vote for c in samples]
+        votes = [self.metric.parse(c.text, finished=c.finished, record=record).vote for c in samples]
         return None not in votes and len(set(votes)) == 1
 
     def judge(
         self, name: str, record: Record, context: Any, samples: list[list[Completion]]
     ) -> tuple[ModelJudgment, Any]:
         (drawn,) = samples
-        parsed = [self.metric.parse(c.text, finished=c.finished) for c in drawn]
+        parsed = [self.metric.parse(c.text, finished=c.finished, record=record) for c in drawn]
         p_pass = [
             c.verdict_probs[0] if p.vote is not None and c.verdict_probs else None
             for c, p in zip(drawn, parsed, strict=True)
@@ -228,5 +241,6 @@ def verdict_judgment(
         confidence=conf,
         calibrated=cal is not None and graded is not None,
         invalid=invalid,
+        evidence=[p.quotes for p in parsed] if any(p.quotes is not None for p in parsed) else None,
     )
     return judgment

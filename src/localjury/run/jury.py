@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localjury._trust import check_remote_code
-from localjury.engines import resolve_engine
+from localjury.engines import quotes_refusal, resolve_engine
 from localjury.errors import ConfigError
 from localjury.manifest import ModelRecord
 from localjury.metrics.base import Metric
@@ -59,8 +59,9 @@ def jury_specs(metrics: Sequence[Metric], config: RunConfig, session: RaySession
     Raises:
         ConfigError: A model named twice or unknown, a model asking to run its own code that
             the run does not name in ``trust_remote_code``, sampling at temperature 0 with a
-            strictness above 1, an extractor not in the jury, or a calibration without a fit
-            for a (model, judge metric) of the run.
+            strictness above 1, an extractor not in the jury, a calibration without a fit
+            for a (model, judge metric) of the run, or a metric asking for quoted evidence
+            of a model whose engine cannot constrain quotes.
     """
     jury = config.jury
     specs = resolve_models(jury.models, jury.registry, jury.trust_remote_code)
@@ -87,6 +88,11 @@ def jury_specs(metrics: Sequence[Metric], config: RunConfig, session: RaySession
         config.sampling.calibration.require(seen, judged, "given")
     if jury.extractor is not None and jury.extractor not in seen:
         raise ConfigError(f"extractor {jury.extractor!r} is not in the jury; expected one of: {', '.join(seen)}")
+    quoting = [m.name for m in metrics if getattr(m, "quote_from", ())]
+    for spec in specs if quoting else ():
+        refusal = quotes_refusal(spec.engine)
+        if refusal is not None:
+            raise ConfigError(f"model {spec.name!r}, metric {quoting[0]!r}: {refusal}")
     return specs
 
 

@@ -74,6 +74,9 @@ class Request:
     revision: str | None = None
     """Where the metric comes from and its version (a rubrics file's entry): part of the store
     key, so that a new version of an entry is judged again."""
+    quotes: tuple[str, ...] = ()
+    """The record's texts the output's quotes must be spans of (a metric that asks for quoted
+    evidence); part of the store key."""
 
 
 @dataclass(frozen=True)
@@ -103,4 +106,5 @@ class JuryModel:
             max_tokens=req.max_tokens,
             seed=seed,
             **({"revision": req.revision} if req.revision is not None else {}),
+            **({"quotes": list(req.quotes)} if req.quotes else {}),
         )

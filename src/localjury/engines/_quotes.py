@@ -1,0 +1,146 @@
+"""Evidence quoted verbatim, by construction: a metric's JSON schema, with its quote arrays
+(marked :data:`~localjury.types.QUOTE_KEY`) bound to one prompt's quotable texts, written as
+an llguidance Lark grammar.
+
+Each quote is a JSON string whose body can only be a run of consecutive chunks of one
+quotable text as JSON writes it (llguidance's ``substring_chunks`` lexeme, a suffix automaton
+over the chunks): the judge cannot write a year, a name or a phrase the record does not hold.
+The chunks are words, single characters and whole escape sequences of the JSON-escaped text,
+so a quote starts and ends at a word or punctuation boundary and never inside ``\\"`` or
+``\\n``; parsed back with ``json.loads`` it is an exact substring of the text. Everything else
+in the schema is compiled as JSON by llguidance (``%json``), with the separators ``", "`` and
+``": "`` the prompts' examples are written with. Pure string work: no model, no llguidance
+import; the engines hand the grammar to llguidance (:mod:`~localjury.engines._llguidance`) or
+to vLLM's ``guidance`` backend.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from localjury.errors import ConfigError
+from localjury.types import QUOTE_KEY
+
+#: One chunk of a JSON-escaped text: an escape sequence, a word, or any other single character.
+_CHUNK = re.compile(r"\\u[0-9a-fA-F]{4}|\\.|\w+|.", re.DOTALL)
+#: A quote's length bound when its schema gives none (characters as JSON writes them).
+DEFAULT_QUOTE_CHARS = 200
+
+
+def has_quotes(schema: dict[str, Any]) -> bool:
+    """Whether ``schema`` marks an array (anywhere in it) as quotes of the prompt's texts."""
+    return QUOTE_KEY in json.dumps(schema)
+
+
+def chunks(text: str) -> list[str]:
+    """The chunks a quote of ``text`` is made of, in order: ``text`` as a JSON string body
+    (without its quotes) cut into escape sequences, words and single characters."""
+    return _CHUNK.findall(json.dumps(text, ensure_ascii=False)[1:-1])
+
+
+def quote_grammar(schema: dict[str, Any], sources: Sequence[str]) -> str:
+    """The Lark grammar (llguidance's dialect) of ``schema`` whose quote arrays may hold only
+    spans of ``sources``; a quote array is empty when every source is.
+
+    The properties of an object are written in the schema's order, all of them; arrays of
+    objects and nested objects are followed down to their quote arrays; any other value is
+    llguidance's JSON of its sub-schema.
+
+    Raises:
+        ConfigError: A part of the schema this cannot follow (a ``$ref`` outside ``$defs``,
+            quotes that are not an array of strings, a quote array inside a union).
+    """
+    return _Grammar(schema, [s for s in sources if s]).lark()
+
+
+class _Grammar:
+    def __init__(self, schema: dict[str, Any], sources: list[str]) -> None:
+        self.schema = schema
+        self.defs: dict[str, Any] = schema.get("$defs", {})
+        self.sources = sources
+        self.rules: list[str] = []
+        self.terminals: list[str] = []
+        self.spans: dict[int, str] = {}  # quote length bound -> its terminals, one per source
+
+    def lark(self) -> str:
+        start = self.value(self.schema)
+        return "\n".join([f"start: {start}", *self.rules, *self.terminals]) + "\n"
+
+    def resolve(self, node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            ref = node["$ref"]
+            if not ref.startswith("#/$defs/") or ref[len("#/$defs/") :] not in self.defs:
+                raise ConfigError(f"quote grammar: cannot follow $ref {ref!r}")
+            node = {**self.defs[ref[len("#/$defs/") :]], **{k: v for k, v in node.items() if k != "$ref"}}
+        return node
+
+    def rule(self, body: str) -> str:
+        name = f"r{len(self.rules)}"
+        self.rules.append(f"{name}: {body}")
+        return name
+
+    def value(self, node: dict[str, Any]) -> str:
+        node = self.resolve(node)
+        whole = self.inline(node)
+        if not has_quotes(whole):
+            return self.rule("%json " + json.dumps(whole))
+        if node.get(QUOTE_KEY):
+            return self.quotes(node)
+        if node.get("type") == "object" and "properties" in node:
+            parts = []
+            for i, (key, sub) in enumerate(node["properties"].items()):
+                lead = ("{" if i == 0 else ", ") + json.dumps(key) + ": "
+                parts.append(f"{json.dumps(lead)} {self.value(sub)}")
+            return self.rule(" ".join(parts) + ' "}"')
+        if node.get("type") == "array" and isinstance(node.get("items"), dict):
+            return self.array(self.value(node["items"]), node)
+        raise ConfigError("quote grammar: quotes must be an array of strings, inside objects and arrays only")
+
+    def inline(self, node: dict[str, Any]) -> dict[str, Any]:
+        """A sub-schema with every $ref replaced by its definition (llguidance's ``%json``
+        sees the sub-schema alone, not the root's ``$defs``)."""
+        node = self.resolve(node)
+        out: dict[str, Any] = {}
+        for key, val in node.items():
+            if isinstance(val, dict):
+                out[key] = self.inline(val) if key != "properties" else {k: self.inline(v) for k, v in val.items()}
+            elif isinstance(val, list) and key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+                out[key] = [self.inline(v) for v in val]
+            else:
+                out[key] = val
+        return out
+
+    def array(self, item: str, node: dict[str, Any]) -> str:
+        low = int(node.get("minItems", 0))
+        high = node.get("maxItems")
+        if high is not None and int(high) == 0:
+            return self.rule('"[]"')
+        if high is None:
+            more = f' ("," " " {item})*'
+        elif int(high) == 1:
+            more = ""
+        else:
+            more = f' ("," " " {item}){{{max(low - 1, 0)},{int(high) - 1}}}'
+        if low >= 1:
+            return self.rule(f'"[" {item}{more} "]"')
+        return self.rule(f'"[" ({item}{more})? "]"')
+
+    def quotes(self, node: dict[str, Any]) -> str:
+        items = self.resolve(node.get("items") or {})
+        if node.get("type") != "array" or items.get("type") != "string":
+            raise ConfigError(f"quote grammar: {QUOTE_KEY} marks an array of strings, got {node!r}")
+        if not self.sources:
+            return self.rule('"[]"')
+        bound = int(items.get("maxLength", DEFAULT_QUOTE_CHARS))
+        if bound not in self.spans:
+            names = [f"Q{len(self.terminals) + i}" for i in range(len(self.sources))]
+            for name, text in zip(names, self.sources, strict=True):
+                lexeme = json.dumps({"substring_chunks": chunks(text)}, ensure_ascii=False)
+                self.terminals.append(f"{name}: %regex {lexeme} & /(.|\\n){{1,{bound}}}/")
+            self.spans[bound] = " | ".join(names)
+        spans = self.spans[bound]
+        quote = self.rule(f'"\\"" ({spans}) "\\""')
+        return self.array(quote, node)

@@ -1,0 +1,156 @@
+"""Judging with quoted evidence (``--evidence``), on a scripted engine: what the run asks the
+engine (each prompt's quotable texts beside the schema), where quotes land in the results
+(located, with offsets), what a quote the record lacks does (the sample abstains), how the
+store keys and the refusals follow. The constraint itself: tests/unit/test_quotes.py; on the
+real models and engines: tests/integration/test_evidence.py."""
+
+import json
+
+import pytest
+
+import localjury.run.pipeline
+from localjury import AspectCritic, evaluate
+from localjury.errors import ConfigError, MetricError
+from localjury.metrics.checklist import Checklist, checklist_metrics
+from localjury.metrics.faithfulness import Faithfulness
+from localjury.records import Record
+from localjury.registry import ModelSpec
+from localjury.run.state import JuryModel, Request
+from localjury.types import QUOTE_KEY
+
+from .fakes import factory, fake_registry, run_cli, spec
+
+DATED = "The response must include a specific date or year."
+RECORDS = [
+    {"id": "wall", "user_input": "When did the Wall fall?", "response": "It fell on 9 November 1989, at night."},
+    {"id": "art", "user_input": "Who painted it?", "response": "Vincent van Gogh painted The Starry Night."},
+]
+
+
+def quoted(*quotes: str, verdict: int = 1, reason: str = "r") -> str:
+    return json.dumps({"evidence": list(quotes), "reason": reason, "verdict": verdict})
+
+
+def run(respond, metrics, calls, **kw):
+    return evaluate(
+        RECORDS, metrics, [spec("A")], engine_factory=factory(respond, [], calls), use_cache=False, seed=0, **kw
+    )
+
+
+def test_the_engine_gets_each_prompts_response_to_quote_and_the_results_locate_every_quote():
+    calls: list = []
+    answers = {"9 November 1989": quoted("9 November 1989"), "Starry": quoted(verdict=0)}
+    result = run(
+        lambda m, p, j: next(a for key, a in answers.items() if key in p.split("<response>")[-1]),
+        [AspectCritic("dated", DATED, evidence=True, strictness=2)],
+        calls,
+    )
+    (call,) = calls
+    assert call["schema"]["properties"]["evidence"][QUOTE_KEY] is True
+    assert sorted(call["quotes"]) == sorted([(r["response"],) for r in RECORDS])
+    wall, art = sorted(result.results, key=lambda r: r.record_id != "wall")
+    (model,) = wall.models
+    assert [[(q.text, q.field, q.start, q.end) for q in ev] for ev in model.evidence] == [
+        [("9 November 1989", "response", 11, 26)]
+    ] * 2
+    assert RECORDS[0]["response"][11:26] == "9 November 1989"
+    assert wall.score == 1.0 and art.score == 0.0 and art.models[0].evidence == [[], []]
+
+
+def test_a_quote_the_record_does_not_hold_is_an_abstention_counted_never_a_vote():
+    """An engine that does not constrain quotes can write one; the sample abstains and says why."""
+    result = run(
+        lambda m, p, j: quoted("1889") if j == 0 else quoted("Vincent van Gogh", verdict=0),
+        [AspectCritic("dated", DATED, evidence=True, strictness=2)],
+        [],
+    )
+    art = next(r for r in result.results if r.record_id == "art")
+    (model,) = art.models
+    assert model.votes == [None, 0] and model.abstentions == 1 and model.verdict == 0
+    assert model.invalid[0].problem == "quotes what is not in the record: '1889'"
+    assert model.evidence[0] is None and [q.text for q in model.evidence[1]] == ["Vincent van Gogh"]
+
+
+def test_without_evidence_the_engine_gets_no_quotes_and_the_results_no_evidence():
+    calls: list = []
+    result = run(lambda m, p, j: json.dumps({"reason": "r", "verdict": 1}), [AspectCritic("dated", DATED)], calls)
+    assert "quotes" not in calls[0]
+    assert all(r.models[0].evidence is None for r in result.results)
+
+
+def test_faithfulness_with_evidence_quotes_the_contexts_statement_by_statement():
+    calls: list = []
+    record = {
+        "id": "moon",
+        "user_input": "When?",
+        "response": "Apollo 11 landed in 1969.",
+        "retrieved_contexts": ["Other text.", "Apollo 11 landed on the Moon on July 20, 1969."],
+    }
+
+    def respond(m, p, j):
+        if "statements" in p and "<statements>" not in p:
+            return json.dumps({"statements": ["Apollo 11 landed in 1969.", "It was crewed."]})
+        verdicts = [
+            {"statement": "a", "evidence": ["July 20, 1969"], "reason": "r", "verdict": 1},
+            {"statement": "b", "evidence": [], "reason": "r", "verdict": 0},
+        ]
+        return json.dumps({"verdicts": verdicts})
+
+    result = evaluate([record], [Faithfulness(evidence=True)], [spec("A")], engine_factory=factory(respond, [], calls),
+                      use_cache=False)  # fmt: skip
+    verify = calls[-1]
+    assert verify["quotes"] == [tuple(record["retrieved_contexts"])]
+    (res,) = result.results
+    first, second = res.statements
+    (quote,) = first.models[0].evidence[0]
+    assert (quote.field, quote.start, quote.end) == ("context[1]", 32, 45)
+    assert record["retrieved_contexts"][1][32:45] == "July 20, 1969"
+    assert second.models[0].evidence == [[]] and res.score == 0.5
+
+
+def test_quotes_are_part_of_the_store_key_and_absent_ones_leave_old_keys_alone():
+    model = JuryModel(spec=ModelSpec(name="a", path="/x"), identity="i", temperature=1.0, top_p=1.0, max_tokens=64)
+    base = Request(("r", "m"), [{"role": "user", "content": "x"}], {"type": "object"}, 1, 64, 1.0)
+    same = Request(("r", "m"), [{"role": "user", "content": "x"}], {"type": "object"}, 1, 64, 1.0, quotes=())
+    one = Request(("r", "m"), [{"role": "user", "content": "x"}], {"type": "object"}, 1, 64, 1.0, quotes=("a",))
+    two = Request(("r", "m"), [{"role": "user", "content": "x"}], {"type": "object"}, 1, 64, 1.0, quotes=("b",))
+    keys = [model.store_key(q, 0) for q in (base, same, one, two)]
+    assert keys[0] == keys[1] and len(set(keys)) == 3
+
+
+def test_evidence_is_not_asked_with_verdict_first_nor_folded_into_a_checklist():
+    with pytest.raises(MetricError, match="evidence is quoted before the verdict, not with verdict_first"):
+        AspectCritic("d", DATED, evidence=True, verdict_first=True)
+    quoting = AspectCritic("d", DATED, evidence=True)
+    with pytest.raises(MetricError, match=r"criteria \['d'\] quote evidence first"):
+        Checklist([quoting, AspectCritic.predefined("conciseness")])
+    folded = checklist_metrics([quoting, AspectCritic.predefined("conciseness"), AspectCritic("e", "E.")], group=True)
+    assert quoting in folded  # judged on its own, the other two as a checklist
+
+
+def test_a_server_model_is_refused_before_anything_loads_or_connects():
+    served = ModelSpec(name="s", base_url="http://127.0.0.1:1/v1")
+    refusal = "model 's', metric 'd': quoted evidence is not available on the server engine"
+    with pytest.raises(ConfigError, match=refusal):
+        evaluate(RECORDS, [AspectCritic("d", DATED, evidence=True)], [served], use_cache=False)
+
+
+def test_the_record_texts_a_critic_may_quote():
+    record = Record.model_validate(RECORDS[0])
+    assert AspectCritic("d", DATED, evidence=True).quotable(record) == [("response", RECORDS[0]["response"])]
+    assert AspectCritic("d", DATED).quotable(record) == []
+
+
+def test_run_evidence_on_the_command_line(tmp_path, monkeypatch, capsys):
+    registry = fake_registry(tmp_path)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    calls: list = []
+    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(lambda m, p, j: quoted(verdict=0), [], calls))
+    code, _, err = run_cli(monkeypatch, capsys, "run", data, "--criterion", f"dated={DATED}", "--evidence",
+                           "--models", "fake", "--registry", registry, "--quiet", "--out", tmp_path / "r.jsonl",
+                           "--cache", tmp_path / "c.sqlite")  # fmt: skip
+    assert code == 0, err
+    assert sorted(calls[0]["quotes"]) == sorted((r["response"],) for r in RECORDS)
+    rows = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert all(row["models"][0]["evidence"] == [[]] for row in rows)
