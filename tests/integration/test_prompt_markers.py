@@ -118,7 +118,9 @@ def test_no_added_token_of_the_judge_survives_in_record_text(registry, name):
     not special; Gemma 3 adds <start_of_image> and HTML tags the same way), written in record
     text, is neutralised so that the tokenizer no longer finds it. Runs of newlines and spaces
     (Gemma's) are added tokens too, and text."""
-    folder = registry.get(name).require_local_dir()
+    # The tokenizer is all it needs: a GGUF-only pull (the default judge's on a new machine)
+    # keeps its tokenizer files beside the GGUF, and no config.json.
+    folder = registry.get(name).tokenizer_dir()
     tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     neutralise = Neutraliser(tokenizer_markers(folder))
     added = {i: t.content for i, t in tok.added_tokens_decoder.items() if t.content.strip()}
