@@ -154,3 +154,44 @@ def test_run_evidence_on_the_command_line(tmp_path, monkeypatch, capsys):
     assert sorted(calls[0]["quotes"]) == sorted((r["response"],) for r in RECORDS)
     rows = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
     assert all(row["models"][0]["evidence"] == [[]] for row in rows)
+
+
+def test_show_marks_every_quote_in_its_text(tmp_path, monkeypatch, capsys):
+    registry = fake_registry(tmp_path)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    monkeypatch.setattr(
+        localjury.run.pipeline,
+        "load_engine",
+        factory(lambda m, p, j: quoted("9 November 1989") if "1989" in p.split("<response>")[-1] else quoted(verdict=0),
+                []),
+    )  # fmt: skip
+    results = tmp_path / "r.jsonl"
+    code, _, err = run_cli(monkeypatch, capsys, "run", data, "--criterion", f"dated={DATED}", "--evidence",
+                           "--models", "fake", "--registry", registry, "--quiet", "--out", results,
+                           "--cache", tmp_path / "c.sqlite")  # fmt: skip
+    assert code == 0, err
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = run_cli(monkeypatch, capsys, "show", results, "--record", "wall")
+    assert code == 0, err
+    assert "wall · dated · score 1.000" in out and "art" not in out
+    assert "quotes: “9 November 1989”" in out
+    assert "response:\nIt fell on 9 November 1989, at night." in out  # the dataset the manifest names
+    code, out, _ = run_cli(monkeypatch, capsys, "show", results, "--failed")
+    assert "art · dated · score 0.000" in out and "quotes: (none)" in out and "wall" not in out
+    code, _, err = run_cli(monkeypatch, capsys, "show", results, "--record", "nope")
+    assert code == 2 and "no record 'nope'" in err
+
+
+def test_marked_html_escapes_the_text_and_marks_each_occurrence_of_a_quote():
+    from localjury.report import Quote
+    from localjury.show import marked_html, spans
+
+    text = "<b>1989</b> and 1989, then 19"
+    quotes = [Quote(text="1989", field="response", start=3, end=7), Quote(text="89</b> and", field="response",
+              start=5, end=15)]  # fmt: skip
+    assert spans(text, quotes) == [(3, 15), (16, 20)]
+    assert marked_html(text, quotes) == "&lt;b&gt;<mark>1989&lt;/b&gt; and</mark> <mark>1989</mark>, then 19"
+    long = "x " * 400 + "needle" + " y" * 400
+    shown = marked_html(long, [Quote(text="needle", field="response", start=800, end=806)])
+    assert shown.startswith("…") and shown.endswith("…") and "<mark>needle</mark>" in shown and len(shown) < 200

@@ -25,6 +25,7 @@ LAYERS = {
     "localjury.profile": 2,
     "localjury.report": 2,
     "localjury.tables": 2,
+    "localjury.show": 2,
     "localjury.store": 2,
     "localjury.manifest": 2,
     "localjury.gate": 2,

@@ -1,6 +1,6 @@
 """The ``localjury`` command. Thin: parse options, call the library, print.
 
-One module per group of commands (:mod:`.run`, :mod:`.verify`, :mod:`.bench`, :mod:`.align`,
+One module per group of commands (:mod:`.run`, :mod:`.show`, :mod:`.verify`, :mod:`.bench`, :mod:`.align`,
 :mod:`.models`, :mod:`.doctor`);
 :mod:`._common` holds the app and what they share."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from localjury._files import is_symlink_loop
-from localjury.cli import align, bench, doctor, models, run, verify  # noqa: F401  (each registers its commands on the app)
+from localjury.cli import align, bench, doctor, models, run, show, verify  # noqa: F401  (each registers its commands on the app)
 from localjury.cli._common import FLAGS, _report, _state, app, cli_words
 from localjury.cli._metrics import _build_metrics
 from localjury.errors import ConfigError, LocaljuryError
