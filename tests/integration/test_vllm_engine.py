@@ -115,3 +115,25 @@ def test_load_release_and_load_again_gives_the_same_samples(smollm_eager):
         )
         assert ref_text == sample.text and len(probs) == 1, case
         assert sample.verdict_probs == pytest.approx(tuple(probs), abs=1e-2), case
+
+
+def test_quoted_evidence_on_the_guidance_backend(smollm_eager):
+    """Each prompt's own grammar (its response's spans) on vLLM's guidance backend (llguidance):
+    every quote is an exact span of its record; another backend is refused, naming the setting."""
+    guided = smollm_eager.model_copy(
+        update={"vllm": smollm_eager.vllm.model_copy(update={"structured_outputs_backend": "guidance"})}
+    )
+    critic = AspectCritic("dated", "The response must include a specific date or year.", evidence=True, strictness=2)
+    result = evaluate(RECORDS, [critic], [guided], engine="vllm", use_cache=False, seed=0)
+    responses = {r["id"]: r["response"] for r in RECORDS}
+    for row in result.results:
+        (m,) = row.models
+        assert row.error is None and len(m.votes) == 2
+        assert all(i.problem == "cut off by the token budget (max_tokens)" for i in m.invalid)
+        for sample, vote in zip(m.evidence or [None, None], m.votes, strict=True):
+            assert (sample is None) == (vote is None)
+            for q in sample or []:
+                assert responses[row.record_id][q.start : q.end] == q.text
+        assert all((p is None) == (v is None) for p, v in zip(m.p_pass, m.votes, strict=True))
+    with pytest.raises(Exception, match="structured_outputs_backend: guidance"):
+        evaluate(RECORDS[:1], [critic], [smollm_eager], engine="vllm", use_cache=False, seed=0)
