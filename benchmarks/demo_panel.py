@@ -1,7 +1,7 @@
 """Which embedded judges get the demo's obvious cases right: each candidate alone and as a
 jury, on examples/demo.jsonl's two criteria, strictness 3, seed 0, in one run.
 
-    python benchmarks/demo_panel.py [--models a,b,...] [--juries a+b,...] [--verdict-first]
+    python benchmarks/demo_panel.py [--models a,b,...] [--juries a+b,...] [--verdict-first | --evidence]
 
 Prints and saves (benchmarks/results/demo_panel.{json,md}) per judge and jury the verdicts
 that match the expected ones (examples/demo_labels.jsonl: only the unambiguous cases), and
@@ -29,11 +29,12 @@ DATA = ROOT / "examples" / "demo.jsonl"
 DATED = "The response must include a specific date or year."
 
 
-def metrics(verdict_first: bool) -> list[AspectCritic]:
-    """The demo's two criteria; ``verdict_first`` asks for the verdict before the reason."""
+def metrics(verdict_first: bool, evidence: bool = False) -> list[AspectCritic]:
+    """The demo's two criteria; ``verdict_first`` asks for the verdict before the reason,
+    ``evidence`` for quoted evidence first."""
     return [
-        AspectCritic("mentions_date", DATED, verdict_first=verdict_first),
-        AspectCritic.predefined("conciseness", verdict_first=verdict_first),
+        AspectCritic("mentions_date", DATED, verdict_first=verdict_first, evidence=evidence),
+        AspectCritic.predefined("conciseness", verdict_first=verdict_first, evidence=evidence),
     ]
 
 
@@ -68,18 +69,23 @@ def main() -> None:
     )
     parser.add_argument("--strictness", type=int, default=3)
     parser.add_argument("--verdict-first", action="store_true", help="ask for the verdict before the reason")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "demo_panel")
+    parser.add_argument("--evidence", action="store_true", help="ask for quoted evidence first")
+    parser.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/demo_panel[_evidence]")
     parser.add_argument(
         "--min-right", type=int, default=12, help=f"the least {DEFAULT_MODEL} alone must get right (exit 1 below)"
     )
     args = parser.parse_args()
+    suffix = "_verdict_first" if args.verdict_first else "_evidence" if args.evidence else ""
+    args.out = args.out or ROOT / "benchmarks" / "results" / f"demo_panel{suffix}"
     cpu = detect().describe()
     print(f"CPU: {cpu}")
     rows = []
     panels = [[m] for m in args.models.split(",")] + [j.split("+") for j in args.juries.split(",") if j]
     for panel in panels:
         started = time.perf_counter()
-        result = evaluate(DATA, metrics(args.verdict_first), panel, strictness=args.strictness, seed=0, use_cache=False)
+        result = evaluate(
+            DATA, metrics(args.verdict_first, args.evidence), panel, strictness=args.strictness, seed=0, use_cache=False
+        )
         seconds = time.perf_counter() - started
         right, wrong = correct(result)
         engines = ",".join(m.engine for m in result.summary.models)
@@ -107,6 +113,7 @@ def main() -> None:
     figures = {
         "strictness": args.strictness,
         "verdict_first": args.verdict_first,
+        "evidence": args.evidence,
         "cpu": cpu,
         "min_right": args.min_right,
         "rows": rows,
@@ -114,7 +121,7 @@ def main() -> None:
     args.out.with_suffix(".json").write_text(json.dumps(figures, indent=2) + "\n")
     lines = [
         f"# Demo panel: expected verdicts on examples/demo.jsonl (strictness {args.strictness}, seed 0"
-        + (", verdict first)" if args.verdict_first else ")"),
+        + (", verdict first)" if args.verdict_first else ", quoted evidence first)" if args.evidence else ")"),
         "",
         f"CPU: {cpu}" + (f"; {verdict}" if verdict else ""),
         "",

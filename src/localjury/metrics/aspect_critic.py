@@ -86,7 +86,8 @@ EXAMPLES: list[tuple[CriterionInput, Judgment]] = [
     ),
 ]
 
-#: The same examples with quoted evidence, and one whose response holds nothing to quote.
+#: The same examples with quoted evidence, and one whose quotes do not meet its criterion:
+#: a quote is what bears on the criterion, for or against, not a reason to pass.
 EVIDENCE_EXAMPLES: list[tuple[CriterionInput, EvidenceJudgment]] = [
     (
         EXAMPLES[0][0],
@@ -104,11 +105,15 @@ EVIDENCE_EXAMPLES: list[tuple[CriterionInput, EvidenceJudgment]] = [
     ),
     (
         CriterionInput(
-            criterion="The response names a specific person.",
-            user_input="Why was the bridge built?",
-            response="It was built so that trains could cross the river.",
+            criterion="The response gives a price in a currency.",
+            user_input="How much were the tickets?",
+            response="The tickets were cheap, and children went in free.",
         ),
-        EvidenceJudgment(evidence=[], reason="Nothing in the response names a person.", verdict=0),
+        EvidenceJudgment(
+            evidence=["The tickets were cheap", "children went in free"],
+            reason="The quotes describe the cost but give no price in any currency.",
+            verdict=0,
+        ),
     ),
 ]
 
@@ -151,7 +156,7 @@ class AspectCritic(JudgeMetric):
         evidence: Ask for quoted evidence first: ``{"evidence": [...], "reason", "verdict"}``,
             each quote an exact span of the response (of the judged turns, under
             ``scope="conversation"``), which the engines that can constrain it do (see
-            :class:`~localjury.metrics.base.EvidenceJudgment`); not with ``verdict_first``.
+            :class:`~localjury.metrics.base.EvidenceJudgment`). Not with ``verdict_first``.
         scope: For conversation records (``messages``): ``"last_turn"`` (default) judges the
             last assistant turn as the response, the earlier turns shown as its context;
             ``"conversation"`` judges the whole conversation (another instruction says so).
