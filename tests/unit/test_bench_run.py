@@ -81,6 +81,7 @@ def test_every_output_file(bench):
         "prediction": 0,
         "graded": 0.0,
         "abstentions": 0,
+        "reasons": ["because"] * 3,
     }
     # The jury's graded score is the mean of A's vote share (0) and B's (1).
     assert rows[1]["jury_graded"] == 0.5

@@ -195,3 +195,38 @@ def test_marked_html_escapes_the_text_and_marks_each_occurrence_of_a_quote():
     long = "x " * 400 + "needle" + " y" * 400
     shown = marked_html(long, [Quote(text="needle", field="response", start=800, end=806)])
     assert shown.startswith("…") and shown.endswith("…") and "<mark>needle</mark>" in shown and len(shown) < 200
+
+
+def test_bench_with_evidence_shows_the_quotes_in_their_text_wrong_records_first(tmp_path):
+    pytest.importorskip("sklearn")
+    from localjury.bench.run import run_bench
+
+    rows = [
+        {"id": "a", "response": "It fell in <b>1989</b>.", "gold": 1},
+        {"id": "b", "response": "It fell long ago.", "gold": 1},
+        {"id": "c", "response": "Paris, in 1889 & later.", "gold": 0},
+    ]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def respond(m, p, j):
+        response = p.rsplit("<response>\n", 1)[1]
+        year = next((y for y in ("1989", "1889") if y in response), None)
+        return quoted(year, verdict=1) if year else quoted(verdict=0)
+
+    out = tmp_path / "out"
+    run_bench(data, "jsonl", [spec("A")], out, metric=f"dated={DATED}", strictness=2, evidence=True,
+              engine_factory=factory(respond, []), use_cache=False)  # fmt: skip
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["benchmark"]["metric"]["evidence"] is True
+    shown = metrics["evidence"]
+    assert [e["record_id"] for e in shown] == ["b", "c", "a"]  # the two it got wrong, then the right one
+    predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert predictions[0]["models"]["A"]["evidence"][0] == [
+        {"text": "1989", "field": "response", "start": 14, "end": 18}
+    ]
+    page = (out / "report.html").read_text()
+    assert "<h2>Quoted evidence in context</h2>" in page
+    assert "It fell in &lt;b&gt;<mark>1989</mark>&lt;/b&gt;." in page
+    assert "Paris, in <mark>1889</mark> &amp; later." in page
+    assert "  - response: It fell in &lt;b&gt;**1989**&lt;/b&gt;." in (out / "report.md").read_text()

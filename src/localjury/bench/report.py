@@ -190,6 +190,10 @@ def markdown(fig: dict[str, Any]) -> str:
         from localjury.bench.checklist import markdown_section
 
         lines += markdown_section(fig["checklist"])
+    if fig.get("evidence"):
+        from localjury.bench.evidence import markdown_section as evidence_lines
+
+        lines += evidence_lines(fig["evidence"])
     lines += ["## Confusion matrices (rows: gold 0, 1; columns: predicted 0, 1)", ""]
     for name, j in fig["judges"].items():
         if j["confusion"]:
@@ -313,6 +317,7 @@ dd{margin:0;word-break:break-all}
 .plots{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}.plots figure{margin:0}
 figcaption{font-size:.85em;color:#555}.note{font-size:.88em;color:#444;background:#f7f7f2;padding:.6em .8em}
 svg{max-width:100%;height:auto}
+mark{background:#ffe58a;padding:0 .1em}.quoted{font-size:.92em;line-height:1.5}.samples{font-size:.88em;color:#333}
 """
 
 
@@ -372,6 +377,10 @@ def html_report(fig: dict[str, Any]) -> str:
         from localjury.bench.checklist import html_section
 
         graded += html_section(fig["checklist"])
+    if fig.get("evidence"):
+        from localjury.bench.evidence import html_section as evidence_html
+
+        graded += evidence_html(fig["evidence"])
     title = f"Judge benchmark — {fig['benchmark']['format']}"
     return (
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"

@@ -204,7 +204,12 @@ def compute(
                 "prediction": pred,
                 "graded": grades[m][-1],
                 "abstentions": j.abstentions if j else None,
+                "reasons": j.reasons if j else None,
             }
+            if j is not None and j.evidence is not None:
+                row["models"][m]["evidence"] = [
+                    None if sample is None else [q.model_dump() for q in sample] for sample in j.evidence
+                ]
             if pairwise:
                 for order, share in order_shares(j).items():
                     picks[m][order].append(_pick(share))
@@ -225,6 +230,12 @@ def compute(
                 {"statement": s.statement, "score": s.score, "votes": {j.model: j.votes for j in s.models}}
                 for s in result.statements
             ]
+            for entry, stmt in zip(row["statements"], result.statements, strict=True):
+                quoted = {j.model: j.evidence for j in stmt.models if j.evidence is not None}
+                if quoted:
+                    entry["evidence"] = {
+                        m: [None if x is None else [q.model_dump() for q in x] for x in ev] for m, ev in quoted.items()
+                    }
         rows.append(row)
     speed = {s.model: s for s in run.summary.models}
     judges: dict[str, Any] = {}
@@ -286,7 +297,7 @@ def run_bench(
     """Benchmark judge models (and their jury) against a labeled data set.
 
     Writes ``metrics.json`` (every figure), ``predictions.jsonl`` (each record with gold and
-    per-model votes, verdicts and predictions), ``report.md`` and a self-contained
+    per-model votes, reasons, quotes, verdicts and predictions), ``report.md`` and a self-contained
     ``report.html`` with plots into ``out``. ``cluster`` shards the judging over Ray
     replicas (see :func:`localjury.evaluate`); the figures are those of a local run.
     ``verdict_first`` asks the Aspect Critic for its verdict before its reason (to compare
@@ -392,5 +403,9 @@ def run_bench(
             )  # fmt: skip
         if pairwise and fmt == "llmbar":
             figures["published"] = llmbar_reference(data)
+        if evidence:
+            from localjury.bench.evidence import examples
+
+            figures["evidence"] = examples(items, rows)
         write(files, outputs, rows, figures)
     return figures

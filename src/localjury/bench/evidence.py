@@ -1,0 +1,129 @@
+"""The bench report's quoted evidence in context (``bench --evidence``): for a few records, the
+judged text with every judge's quotes marked, each sample's vote and reason beside the gold
+label, the records the judges got wrong first (where a reader most needs to see why)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from localjury.bench._markdown import md_text
+from localjury.bench.formats import BenchItem
+from localjury.report import Quote
+from localjury.show import marked_html, spans
+
+#: Records shown in the report's evidence section.
+SHOWN = 8
+
+
+def _texts(record: dict[str, Any]) -> dict[str, str]:
+    """A bench record's texts by the field names quotes carry."""
+    texts = {"response": record["response"]} if isinstance(record.get("response"), str) else {}
+    contexts = record.get("retrieved_contexts") or []
+    for i, ctx in enumerate([contexts] if isinstance(contexts, str) else contexts):
+        texts[f"retrieved_contexts[{i}]"] = texts[f"context[{i}]"] = ctx
+    return texts
+
+
+def _samples(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each model's samples of a prediction row: vote, reason and quotes (statements' too)."""
+    out = []
+    for model, m in row["models"].items():
+        for j, quotes in enumerate(m.get("evidence") or []):
+            votes, reasons = m.get("votes") or [], m.get("reasons") or []
+            out.append(
+                {
+                    "model": model,
+                    "vote": votes[j] if j < len(votes) else None,
+                    "reason": reasons[j] if j < len(reasons) else None,
+                    "quotes": quotes,
+                }
+            )
+    for s in row.get("statements") or []:
+        for model, per in (s.get("evidence") or {}).items():
+            for j, quotes in enumerate(per):
+                votes = s["votes"].get(model) or []
+                out.append(
+                    {
+                        "model": model,
+                        "statement": s["statement"],
+                        "vote": votes[j] if j < len(votes) else None,
+                        "reason": None,
+                        "quotes": quotes,
+                    }
+                )
+    return out
+
+
+def _predicted(row: dict[str, Any]) -> int | None:
+    """The jury's prediction of a row, or its sole judge's."""
+    if "jury_prediction" in row:
+        return row["jury_prediction"]
+    first: dict[str, Any] = next(iter(row["models"].values()), {})
+    return first.get("prediction")
+
+
+def examples(items: Sequence[BenchItem], rows: Sequence[dict[str, Any]], shown: int = SHOWN) -> list[dict[str, Any]]:
+    """Up to ``shown`` records with quoted evidence, for the report: the ones whose jury (or
+    sole judge) prediction differs from the gold label first, in file order; each with its
+    quoted texts, its gold label, the prediction and every sample."""
+    chosen: list[tuple[bool, int]] = []
+    for i, row in enumerate(rows):
+        if not _samples(row):
+            continue
+        chosen.append((_predicted(row) == row["gold"], i))
+    out = []
+    for _, i in sorted(chosen)[:shown]:
+        row, record = rows[i], items[i].record
+        samples = _samples(row)
+        fields = sorted({q["field"] for s in samples for q in s["quotes"] or []})
+        texts = _texts(record)
+        out.append(
+            {
+                "record_id": row["record_id"],
+                "gold": row["gold"],
+                "prediction": _predicted(row),
+                "texts": {f: texts[f] for f in fields if f in texts} or {"response": texts.get("response", "")},
+                "samples": samples,
+            }
+        )
+    return out
+
+
+def _quotes(example: dict[str, Any], field: str) -> list[Quote]:
+    return [Quote(**q) for s in example["samples"] for q in s["quotes"] or [] if q["field"] == field]
+
+
+def html_section(shown: Sequence[dict[str, Any]]) -> str:
+    """The report's HTML section: each record's texts with the quotes marked, then its samples."""
+    esc = html.escape
+    parts = ["<h2>Quoted evidence in context</h2><p class='note'>The records the judges got wrong first. "
+             "Marked: every span any sample quoted (each an exact span of the text).</p>"]  # fmt: skip
+    for ex in shown:
+        parts.append(f"<h3>{esc(ex['record_id'])}: gold {ex['gold']}, predicted {esc(str(ex['prediction']))}</h3>")
+        for field, text in ex["texts"].items():
+            parts.append(f"<p class='quoted'><b>{esc(field)}</b>: {marked_html(text, _quotes(ex, field))}</p>")
+        items = []
+        for s in ex["samples"]:
+            about = f" on “{esc(s['statement'])}”" if s.get("statement") else ""
+            quotes = "; ".join(f"“{esc(q['text'])}”" for q in s["quotes"] or []) or "(none)"
+            vote = "abstained" if s["vote"] is None else f"vote {s['vote']}"
+            reason = f" — {esc(s['reason'])}" if s.get("reason") else ""
+            items.append(f"<li>{esc(s['model'])}{about}: {vote}{reason}<br>quotes: {quotes}</li>")
+        parts.append("<ul class='samples'>" + "".join(items) + "</ul>")
+    return "".join(parts)
+
+
+def markdown_section(shown: Sequence[dict[str, Any]]) -> list[str]:
+    """The report's Markdown lines: per record, the quoted spans in bold in their text."""
+    lines = ["## Quoted evidence in context", "", "The records the judges got wrong first; quoted spans in bold.", ""]
+    for ex in shown:
+        lines.append(f"- **{md_text(ex['record_id'])}**: gold {ex['gold']}, predicted {ex['prediction']}")
+        for field, text in ex["texts"].items():
+            marked, at = [], 0
+            for start, end in spans(text, _quotes(ex, field)):
+                marked += [md_text(text[at:start]), f"**{md_text(text[start:end])}**"]
+                at = end
+            lines.append(f"  - {md_text(field)}: {''.join([*marked, md_text(text[at:])])}")
+    return [*lines, ""]
