@@ -21,15 +21,16 @@ class InvalidSample(BaseModel):
 
 class Quote(BaseModel):
     """One quote of a judgment's evidence, located in the record: an exact span of one of its
-    texts (``record.<field>[start:end] == text``)."""
+    texts (``record.response[start:end] == text`` for ``field`` ``response``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     text: str
     """The quote, as the judge wrote it."""
     field: str
-    """The record text it comes from: ``response``, ``retrieved_contexts[i]`` (0-based), or a
-    conversation's ``messages[i]``."""
+    """The record text it comes from: ``response`` (a conversation record's: its last assistant
+    turn), ``reference``, ``retrieved_contexts[i]`` (0-based), or ``conversation[i]``, the
+    i-th turn (0-based) of those shown to the judge of a conversation."""
     start: int
     """Character offset of its first occurrence in that text."""
     end: int

@@ -11,6 +11,7 @@ from rich.console import Group
 from rich.text import Text
 
 from localjury._terminal import escape_controls
+from localjury.conversation import last_response
 from localjury.records import Record
 from localjury.report import ModelJudgment, Quote, RecordResult
 
@@ -21,12 +22,30 @@ WHOLE_CHARS = 600
 
 
 def texts_of(record: Record) -> dict[str, str]:
-    """The texts of ``record`` a quote's ``field`` can name: ``response``, ``reference``,
-    ``user_input``, ``retrieved_contexts[i]`` (also as ``context[i]``, a composite's name)."""
+    """The texts of ``record`` a quote's ``field`` names: ``response`` (a conversation's last
+    assistant turn with text, where the record has none), ``reference``, ``user_input``,
+    ``retrieved_contexts[i]``, and each turn's text as ``messages[i]``."""
     texts = {k: v for k in ("response", "reference", "user_input") if isinstance(v := getattr(record, k), str)}
+    if "response" not in texts and record.messages and (last := last_response(record.messages)):
+        texts["response"] = last
     for i, ctx in enumerate(record.retrieved_contexts or []):
-        texts[f"retrieved_contexts[{i}]"] = texts[f"context[{i}]"] = ctx
+        texts[f"retrieved_contexts[{i}]"] = ctx
+    for i, turn in enumerate(record.messages or []):
+        if turn.content:
+            texts[f"messages[{i}]"] = turn.content
     return texts
+
+
+def text_for(field: str, quotes: Sequence[Quote], texts: Mapping[str, str]) -> tuple[str, str] | None:
+    """Where ``quotes`` (all of one ``field``) stand among ``texts``: that field, or for the
+    turns shown to a conversation's judge (``conversation[i]``, numbered among those shown)
+    the record's turn that holds them all; None when no text does."""
+    if field in texts:
+        return field, texts[field]
+    for name, text in texts.items():
+        if name.startswith("messages[") and all(q.text in text for q in quotes):
+            return name, text
+    return None
 
 
 def quotes_of(result: RecordResult) -> list[Quote]:
@@ -146,9 +165,10 @@ def judgment_view(result: RecordResult, record: Record | None) -> Group:
     texts: Mapping[str, str] = texts_of(record) if record is not None else {}
     for field in fields:
         mine = [q for q in quotes if q.field == field]
-        if field in texts:
-            parts.append(Text(f"{field}:", style="dim"))
-            parts.append(marked_text(texts[field], mine))
+        found = text_for(field, mine, texts)
+        if found is not None:
+            parts.append(Text(f"{field}:" if found[0] == field else f"{field} ({found[0]}):", style="dim"))
+            parts.append(marked_text(found[1], mine))
         else:
             at = ", ".join(f"{q.start}-{q.end}" for q in mine)
             parts.append(Text(f"{field}: quoted at characters {at} (the record is not at hand)", style="dim"))

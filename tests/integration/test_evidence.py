@@ -78,5 +78,5 @@ def test_faithfulness_quotes_the_contexts_on_each_statement(smollm):
         for sample, vote in zip(m.evidence, m.votes, strict=True):
             assert (sample is None) == (vote is None)
             for q in sample or []:
-                index = int(q.field.removeprefix("context[").removesuffix("]"))
+                index = int(q.field.removeprefix("retrieved_contexts[").removesuffix("]"))
                 assert record["retrieved_contexts"][index][q.start : q.end] == q.text

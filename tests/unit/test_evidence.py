@@ -103,19 +103,24 @@ def test_faithfulness_with_evidence_quotes_the_contexts_statement_by_statement()
     (res,) = result.results
     first, second = res.statements
     (quote,) = first.models[0].evidence[0]
-    assert (quote.field, quote.start, quote.end) == ("context[1]", 32, 45)
+    assert (quote.field, quote.start, quote.end) == ("retrieved_contexts[1]", 32, 45)
     assert record["retrieved_contexts"][1][32:45] == "July 20, 1969"
     assert second.models[0].evidence == [[]] and res.score == 0.5
 
 
 def test_quotes_are_part_of_the_store_key_and_absent_ones_leave_old_keys_alone():
+    from localjury.store import generation_key
+
     model = JuryModel(spec=ModelSpec(name="a", path="/x"), identity="i", temperature=1.0, top_p=1.0, max_tokens=64)
-    base = Request(("r", "m"), [{"role": "user", "content": "x"}], {"type": "object"}, 1, 64, 1.0)
-    same = Request(("r", "m"), [{"role": "user", "content": "x"}], {"type": "object"}, 1, 64, 1.0, quotes=())
-    one = Request(("r", "m"), [{"role": "user", "content": "x"}], {"type": "object"}, 1, 64, 1.0, quotes=("a",))
-    two = Request(("r", "m"), [{"role": "user", "content": "x"}], {"type": "object"}, 1, 64, 1.0, quotes=("b",))
-    keys = [model.store_key(q, 0) for q in (base, same, one, two)]
-    assert keys[0] == keys[1] and len(set(keys)) == 3
+    messages = [{"role": "user", "content": "x"}]
+    quotes = (None, (), ("a",), ("b",))
+    requests = [Request(("r", "m"), messages, {"type": "object"}, 1, 64, 1.0, quotes=q) for q in quotes]
+    keys = [model.store_key(q, 0) for q in requests]
+    assert len(set(keys)) == 4  # nothing to quote is a constraint too: [] only
+    # A request without quotes has the key it had before quotes existed.
+    assert keys[0] == generation_key(model="i", engine=model.spec.engine, prompt_format=model.spec.prompt_format,
+                                     messages=messages, schema={"type": "object"}, n=1, first_sample=0,
+                                     temperature=1.0, top_p=1.0, max_tokens=64, seed=0)  # fmt: skip
 
 
 def test_evidence_is_not_asked_with_verdict_first_nor_folded_into_a_checklist():
@@ -229,4 +234,72 @@ def test_bench_with_evidence_shows_the_quotes_in_their_text_wrong_records_first(
     assert "<h2>Quoted evidence in context</h2>" in page
     assert "It fell in &lt;b&gt;<mark>1989</mark>&lt;/b&gt;." in page
     assert "Paris, in <mark>1889</mark> &amp; later." in page
-    assert "  - response: It fell in &lt;b&gt;**1989**&lt;/b&gt;." in (out / "report.md").read_text()
+    md = (out / "report.md").read_text()
+    assert "  - response: It fell in &lt;b&gt;**1989**&lt;/b&gt;." in md
+    assert "  - response: Paris, in **1889** &amp; later." in md  # the spaces around a quote kept
+
+
+def test_a_record_with_nothing_to_quote_is_still_held_to_an_empty_list():
+    """An empty response leaves nothing to quote: the engine still gets the constraint (an
+    empty set of texts, so the evidence can only be []), not an unconstrained schema."""
+    calls: list = []
+    records = [{"id": "empty", "user_input": "Say something.", "response": ""}, RECORDS[0]]
+    evaluate(records, [AspectCritic("dated", DATED, evidence=True)], [spec("A")], use_cache=False,
+             engine_factory=factory(lambda m, p, j: quoted(verdict=0), [], calls))  # fmt: skip
+    assert sorted(calls[0]["quotes"]) == [(), (RECORDS[0]["response"],)]
+
+
+def test_factual_accuracy_quotes_name_the_reference():
+    from localjury.metrics.faithfulness import FactualAccuracy
+
+    record = Record.model_validate({"id": "r", "response": "It is 1879.", "reference": "Born 14 March 1879."})
+    metric = FactualAccuracy(evidence=True)
+    assert metric.quotable(record) == [("reference", "Born 14 March 1879.")]
+    faithful = Faithfulness(evidence=True)
+    contexts = Record.model_validate({"id": "r", "response": "x", "retrieved_contexts": ["a", "", "c"]})
+    assert faithful.quotable(contexts) == [("retrieved_contexts[0]", "a"), ("retrieved_contexts[2]", "c")]
+
+
+def test_vllm_quotes_only_on_its_guidance_backend_and_a_server_never():
+    from localjury.engines import quotes_refusal
+    from localjury.registry import VllmSettings
+
+    outlines = ModelSpec(name="v", path="/x")
+    guidance = ModelSpec(name="v", path="/x", vllm=VllmSettings(structured_outputs_backend="guidance"))
+    assert "set vllm: {structured_outputs_backend: guidance}" in quotes_refusal("vllm", outlines)
+    assert quotes_refusal("vllm", guidance) is None
+    assert quotes_refusal("transformers", outlines) is None and quotes_refusal("llamacpp", outlines) is None
+    assert "not available on the server engine" in quotes_refusal("server", outlines)
+
+
+def test_bench_refuses_evidence_where_it_cannot_quote(tmp_path):
+    pytest.importorskip("sklearn")
+    from localjury.bench.run import resolve_metric, run_bench
+
+    with pytest.raises(ConfigError, match="a pairwise judge compares two responses and quotes neither"):
+        resolve_metric(None, "llmbar", 1, pairwise=True, evidence=True)
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "a", "response": "x", "gold": 1}) + "\n")
+    with pytest.raises(ConfigError, match="no gold quotes"):
+        run_bench(data, "jsonl", [spec("A")], tmp_path / "out", metric=f"d={DATED}", evidence=True, aligned=2,
+                  engine_factory=factory(lambda m, p, j: quoted(), []))  # fmt: skip
+
+
+def test_show_finds_a_conversations_quotes_in_its_turns():
+    from localjury.report import Quote
+    from localjury.show import text_for, texts_of
+
+    record = Record.model_validate(
+        {
+            "id": "c",
+            "messages": [
+                {"role": "user", "content": "Book it for 9 May."},
+                {"role": "assistant", "content": "Booked for 9 May."},
+            ],
+        }
+    )
+    texts = texts_of(record)
+    assert texts["response"] == "Booked for 9 May." and texts["messages[0]"] == "Book it for 9 May."
+    quote = Quote(text="Book it", field="conversation[0]", start=0, end=7)
+    assert text_for("conversation[0]", [quote], texts) == ("messages[0]", "Book it for 9 May.")
+    assert text_for("conversation[3]", [Quote(text="nowhere", field="conversation[3]", start=0, end=7)], texts) is None

@@ -64,6 +64,8 @@ def answer(*quotes: str, verdict: int = 1) -> str:
 def test_chunks_are_words_single_characters_and_whole_escapes():
     parts = ["Say", " ", '\\"', "hi", '\\"', "\\n", "\\t", "now", ",", " ", "1989", "!"]
     assert chunks('Say "hi"\n\tnow, 1989!') == parts
+    # scripts written without spaces: a character a chunk, so a quote can end inside a clause
+    assert chunks("東京は首都 Zürich") == ["東", "京", "は", "首", "都", " ", "Zürich"]
     assert (
         "".join(chunks("any text: ünïcode \\ \x00 <|im_end|>"))
         == json.dumps("any text: ünïcode \\ \x00 <|im_end|>", ensure_ascii=False)[1:-1]
@@ -128,17 +130,29 @@ def test_quote_arrays_inside_arrays_of_objects_compose_with_the_rest_of_the_sche
     assert not accepts(ll, byte_tokenizer, schema, ["It rains."], one)  # two statements, two verdicts
 
 
-def test_a_schema_without_quote_arrays_is_plain_json(ll, byte_tokenizer):
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+def test_a_schema_without_quote_arrays_is_its_json_with_the_examples_separators(ll, byte_tokenizer):
+    """What vLLM's guidance backend is given for every schema: objects written with ", " and
+    ": " as the prompts' examples are, never free whitespace."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+        "required": ["a", "b"],
+    }
     assert not has_quotes(schema)
-    assert accepts(ll, byte_tokenizer, schema, ["text"], '{"a": 12}')
+    assert accepts(ll, byte_tokenizer, schema, ["text"], '{"a": 12, "b": "x y"}')
+    assert not accepts(ll, byte_tokenizer, schema, ["text"], '{"a": 12,\n "b": "x"}')
+    assert not accepts(ll, byte_tokenizer, schema, ["text"], '{"a":12, "b": "x"}')
+    assert not accepts(ll, byte_tokenizer, schema, ["text"], '{"b": "x", "a": 12}')  # the schema's order
 
 
 def test_quotes_that_are_not_an_array_of_strings_are_refused():
     with pytest.raises(ConfigError, match="marks an array of strings"):
-        quote_grammar({"type": "object", "properties": {"q": {"type": "string", QUOTE_KEY: True}}}, ["x"])
+        schema = {"type": "object", "properties": {"q": {"type": "string", QUOTE_KEY: True}}, "required": ["q"]}
+        quote_grammar(schema, ["x"])
     with pytest.raises(ConfigError, match="inside objects and arrays only"):
         quote_grammar({"anyOf": [{"type": "array", "items": {"type": "string"}, QUOTE_KEY: True}]}, ["x"])
+    with pytest.raises(ConfigError, match="inside objects and arrays only"):  # an optional property
+        quote_grammar({"type": "object", "properties": {"q": SCHEMA["properties"]["evidence"]}}, ["x"])
 
 
 HOSTILE = (

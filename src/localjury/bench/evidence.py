@@ -19,10 +19,10 @@ SHOWN = 8
 
 def _texts(record: dict[str, Any]) -> dict[str, str]:
     """A bench record's texts by the field names quotes carry."""
-    texts = {"response": record["response"]} if isinstance(record.get("response"), str) else {}
+    texts = {k: record[k] for k in ("response", "reference") if isinstance(record.get(k), str)}
     contexts = record.get("retrieved_contexts") or []
     for i, ctx in enumerate([contexts] if isinstance(contexts, str) else contexts):
-        texts[f"retrieved_contexts[{i}]"] = texts[f"context[{i}]"] = ctx
+        texts[f"retrieved_contexts[{i}]"] = ctx
     return texts
 
 
@@ -121,9 +121,12 @@ def markdown_section(shown: Sequence[dict[str, Any]]) -> list[str]:
     for ex in shown:
         lines.append(f"- **{md_text(ex['record_id'])}**: gold {ex['gold']}, predicted {ex['prediction']}")
         for field, text in ex["texts"].items():
+            # Marks as control characters, escaped with the text as a whole (md_text strips the
+            # ends of what it is given: pieces would lose the spaces around each quote).
             marked, at = [], 0
             for start, end in spans(text, _quotes(ex, field)):
-                marked += [md_text(text[at:start]), f"**{md_text(text[start:end])}**"]
+                marked += [text[at:start], "\x01", text[start:end], "\x02"]
                 at = end
-            lines.append(f"  - {md_text(field)}: {''.join([*marked, md_text(text[at:])])}")
+            body = md_text("".join([*marked, text[at:]])).replace("\x01", "**").replace("\x02", "**")
+            lines.append(f"  - {md_text(field)}: {body}")
     return [*lines, ""]

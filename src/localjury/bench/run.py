@@ -56,6 +56,11 @@ def resolve_metric(
         ConfigError: Nothing given for a format without a default, an unknown name, or a
             composite metric asked pairwise.
     """
+    if pairwise and evidence:
+        raise ConfigError(
+            "--evidence asks a yes/no criterion for quotes of its response; a pairwise judge compares two "
+            "responses and quotes neither (judge pointwise: --mode pointwise)"
+        )
     metric: Metric | None
     if spec is None:
         default = FORMATS[fmt]
@@ -339,6 +344,11 @@ def run_bench(
     config = RunConfig.of(
         models=list(models), seed=seed, strictness=strictness, registry=registry, use_cache=use_cache, cluster=cluster
     )
+    if aligned and evidence:
+        raise ConfigError(
+            "--aligned shows each record labeled records with their gold verdicts but no gold quotes, so an aligned "
+            "judge answers with a free reason; bench --evidence and --aligned in two runs"
+        )
     inputs = {"dataset": Path(data), "models.yaml": registry_path(registry), **store_files(config.store.path())}
     # Locked from here to the commit; checked against the models' files too (by evaluate)
     # before any model loads.

@@ -51,9 +51,16 @@ _NO_QUOTES = {
 }
 
 
-def quotes_refusal(engine: str) -> str | None:
-    """Why ``engine`` cannot judge with quoted evidence (:mod:`~localjury.engines._quotes`),
-    or None where it can."""
+def quotes_refusal(engine: str, spec: ModelSpec | None = None) -> str | None:
+    """Why ``spec``'s model cannot judge with quoted evidence on ``engine``
+    (:mod:`~localjury.engines._quotes`), or None where it can: the server engine never can,
+    vLLM only on its guidance backend."""
+    if engine == "vllm" and spec is not None and spec.vllm.structured_outputs_backend != "guidance":
+        return (
+            "quoted evidence needs vLLM's guidance backend (llguidance) to hold each prompt's quotes to its record, "
+            f"and this model's is {spec.vllm.structured_outputs_backend!r}: set vllm: {{structured_outputs_backend: "
+            "guidance}} in its models.yaml entry"
+        )
     return _NO_QUOTES.get(engine)
 
 

@@ -66,6 +66,10 @@ class QuoteRows(MaskedRows):
     def _write(self, ptr: int, width: int) -> None:
         for row, matcher in enumerate(self.matchers):
             matcher.unsafe_compute_mask_ptr(ptr + row * width * 4, width * 4)
+            # A matcher in error (a grammar that outgrew llguidance's limits) writes a mask of
+            # the end token alone: the row would stop mid-JSON and pass for a bad sample.
+            if matcher.is_error():
+                raise RuntimeError(f"the quote grammar failed: {matcher.get_error()}")
 
     def _advance_row(self, row: int, token: int) -> None:
         matcher = self.matchers[row]

@@ -86,7 +86,8 @@ class LocalDecoding(BatchEngine):
         the verdict probabilities its guides read (None when unconstrained)."""
         return [
             Completion(
-                text=str(self.tokenizer.decode(tokens, skip_special_tokens=True)),
+                # Never "cleaned up" (" ." to "."): a quote is a span of the record as written.
+                text=str(self.tokenizer.decode(tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)),
                 n_tokens=len(tokens),
                 finished=finished,
                 verdict_probs=tuple(guides.verdict_probs[row]) if guides is not None else None,

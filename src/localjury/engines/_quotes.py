@@ -24,8 +24,12 @@ from typing import Any
 from localjury.errors import ConfigError
 from localjury.types import QUOTE_KEY
 
-#: One chunk of a JSON-escaped text: an escape sequence, a word, or any other single character.
-_CHUNK = re.compile(r"\\u[0-9a-fA-F]{4}|\\.|\w+|.", re.DOTALL)
+#: Scripts written without spaces between words (Thai, Lao, Khmer, Myanmar, CJK, kana, Hangul):
+#: each character is a chunk of its own, so that a quote can start and end inside a clause.
+_UNSPACED = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+#: One chunk of a JSON-escaped text: an escape sequence, a character of an unspaced script, a
+#: word, or any other single character.
+_CHUNK = re.compile(rf"\\u[0-9a-fA-F]{{4}}|\\.|[{_UNSPACED}]|[^\W{_UNSPACED}]+|.", re.DOTALL)
 #: A quote's length bound when its schema gives none (characters as JSON writes them).
 DEFAULT_QUOTE_CHARS = 200
 
@@ -37,7 +41,8 @@ def has_quotes(schema: dict[str, Any]) -> bool:
 
 def chunks(text: str) -> list[str]:
     """The chunks a quote of ``text`` is made of, in order: ``text`` as a JSON string body
-    (without its quotes) cut into escape sequences, words and single characters."""
+    (without its quotes) cut into escape sequences, words and single characters (every
+    character of a script written without spaces)."""
     return _CHUNK.findall(json.dumps(text, ensure_ascii=False)[1:-1])
 
 
@@ -45,9 +50,10 @@ def quote_grammar(schema: dict[str, Any], sources: Sequence[str]) -> str:
     """The Lark grammar (llguidance's dialect) of ``schema`` whose quote arrays may hold only
     spans of ``sources``; a quote array is empty when every source is.
 
-    The properties of an object are written in the schema's order, all of them; arrays of
-    objects and nested objects are followed down to their quote arrays; any other value is
-    llguidance's JSON of its sub-schema.
+    Objects whose properties are all required, and arrays, are written by the grammar itself,
+    with the separators ``", "`` and ``": "`` (an object's properties in the schema's order);
+    any other value is llguidance's JSON of its sub-schema. Without quote arrays it is the schema's grammar with
+    those separators (vLLM's guidance backend takes it for every schema).
 
     Raises:
         ConfigError: A part of the schema this cannot follow (a ``$ref`` outside ``$defs``,
@@ -84,12 +90,10 @@ class _Grammar:
 
     def value(self, node: dict[str, Any]) -> str:
         node = self.resolve(node)
-        whole = self.inline(node)
-        if not has_quotes(whole):
-            return self.rule("%json " + json.dumps(whole))
         if node.get(QUOTE_KEY):
             return self.quotes(node)
-        if node.get("type") == "object" and "properties" in node:
+        properties = node.get("properties") or {}
+        if node.get("type") == "object" and properties and set(properties) <= set(node.get("required", ())):
             parts = []
             for i, (key, sub) in enumerate(node["properties"].items()):
                 lead = ("{" if i == 0 else ", ") + json.dumps(key) + ": "
@@ -97,7 +101,10 @@ class _Grammar:
             return self.rule(" ".join(parts) + ' "}"')
         if node.get("type") == "array" and isinstance(node.get("items"), dict):
             return self.array(self.value(node["items"]), node)
-        raise ConfigError("quote grammar: quotes must be an array of strings, inside objects and arrays only")
+        whole = self.inline(node)
+        if has_quotes(whole):
+            raise ConfigError("quote grammar: quotes must be an array of strings, inside objects and arrays only")
+        return self.rule("%json " + json.dumps(whole))
 
     def inline(self, node: dict[str, Any]) -> dict[str, Any]:
         """A sub-schema with every $ref replaced by its definition (llguidance's ``%json``

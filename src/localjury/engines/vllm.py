@@ -124,18 +124,17 @@ class VllmEngine(BatchEngine):
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import StructuredOutputsParams
 
+        from localjury.engines import quotes_refusal
         from localjury.engines._quotes import has_quotes, quote_grammar
 
-        if schema is not None and quotes is not None and has_quotes(schema):
-            if self.spec.vllm.structured_outputs_backend != "guidance":
-                raise EngineError(
-                    "quoted evidence needs vLLM's guidance backend (llguidance) to constrain each prompt's "
-                    f"quotes, and this model's is {self.spec.vllm.structured_outputs_backend!r}: set "
-                    "vllm.structured_outputs_backend: guidance in its models.yaml entry",
-                    engine=self.name,
-                    model=self.spec.name,
-                )
-            constraints = [StructuredOutputsParams(grammar=quote_grammar(schema, texts)) for texts in quotes]
+        guidance = self.spec.vllm.structured_outputs_backend == "guidance"
+        if schema is not None and quotes is not None and has_quotes(schema) and not guidance:
+            raise EngineError(str(quotes_refusal(self.name, self.spec)), engine=self.name, model=self.spec.name)
+        if schema is not None and guidance:
+            # The schema as localjury's own grammar (the separators the prompts' examples use, as
+            # the other engines' constraint allows), not vLLM's JSON of it, whose whitespace is free.
+            texts = quotes if quotes is not None else [()] * len(prompts)
+            constraints = [StructuredOutputsParams(grammar=quote_grammar(schema, t)) for t in texts]
         else:
             constraints = [StructuredOutputsParams(json=schema) if schema is not None else None] * len(prompts)
         ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]

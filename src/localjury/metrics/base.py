@@ -114,21 +114,27 @@ class ParsedSample:
     """Its evidence located in the record, when the metric asks for quotes."""
 
 
-def quotable_texts(inp: BaseModel, fields: Sequence[str]) -> list[tuple[str, str]]:
+def quotable_texts(
+    inp: BaseModel, fields: Sequence[str], sources: Mapping[str, str] | None = None, record: Record | None = None
+) -> list[tuple[str, str]]:
     """The texts of ``inp``'s ``fields`` that quotes may come from, each with its place in the
-    record: a string field by its name, a list's items (a list of strings, or the turns of a
-    conversation shown to the judge) as ``name[i]``; empty ones left out."""
+    record: a field by the record field it was filled from (``sources``, else its own name), a
+    list's items as ``name[i]`` (0-based; a string record field shown as a one-item list keeps
+    its own name), a conversation's turns shown to the judge as ``conversation[i]``; empty
+    texts left out."""
     texts: list[tuple[str, str]] = []
     for name in fields:
         value = getattr(inp, name, None)
+        field = (sources or {}).get(name, name)
         if isinstance(value, str):
-            texts.append((name, value))
+            texts.append((field, value))
         elif isinstance(value, list):
+            whole = record is not None and isinstance(getattr(record, field, None), str)
             for i, item in enumerate(value):
                 if isinstance(item, ChatMessage):
                     texts.append((f"{name}[{i}]", item.content or ""))
                 elif isinstance(item, str):
-                    texts.append((f"{name}[{i}]", item))
+                    texts.append((field if whole else f"{field}[{i}]", item))
     return [(place, text) for place, text in texts if text]
 
 
@@ -470,7 +476,9 @@ class JudgeMetric(Metric):
     def quotable(self, record: Record) -> list[tuple[str, str]]:
         """The texts of ``record`` this metric's quotes may come from, each with its place
         (:func:`quotable_texts`); empty for a metric that asks for no quotes."""
-        return quotable_texts(self.bind(record), self.quote_from) if self.quote_from else []
+        if not self.quote_from:
+            return []
+        return quotable_texts(self.bind(record), self.quote_from, self.sources, record)
 
     def parse(self, text: str, *, finished: bool = True, record: Record | None = None) -> ParsedSample:
         """Parse one sample into a vote; anything that does not validate is an abstention, not a 0.

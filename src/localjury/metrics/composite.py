@@ -251,7 +251,9 @@ class CompositeMetric(Metric):
     def quotable(self, record: Record) -> list[tuple[str, str]]:
         """The texts of ``record`` the verification's quotes may come from, each with its place;
         empty for a verification that does not quote."""
-        return quotable_texts(self.verify_input(record, []), self.quote_from) if self.quote_from else []
+        if not self.quote_from:
+            return []
+        return quotable_texts(self.verify_input(record, []), self.quote_from, self.verify_sources, record)
 
     def parse_verification(
         self, text: str, record: Record, statements: Sequence[str], *, finished: bool = True

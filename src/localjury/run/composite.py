@@ -63,7 +63,7 @@ class StatementsJudging(JudgingBase):
         verify, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
         schema = self.metric.verify_schema(record, statements)
         key = (record.id, self.metric.name)
-        quotes = tuple(text for _, text in self.metric.quotable(record))
+        quotes = tuple(text for _, text in self.metric.quotable(record)) if self.metric.quote_from else None
         return [Request(key, verify, schema, self.k, budget, model.temperature, turns_cut=cut, quotes=quotes)]
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:

@@ -135,7 +135,10 @@ class Worker:
             group = (req.n, req.first_sample, repr(sorted(req.schema.items())), req.max_tokens, req.temperature)
             groups.setdefault(group, []).append((req, prompt))
         for (n, first_sample, _, budget, temp), members in groups.items():
-            unique = list(dict.fromkeys(p for _, p in members))
+            # Each prompt once, with its quotable texts: two records can render to one prompt
+            # (the neutraliser writes their markers alike) and still hold different texts.
+            unique = list(dict.fromkeys((p, req.quotes) for req, p in members))
+            prompts_of = [p for p, _ in unique]
             sampling = Sampling(
                 temperature=temp,
                 top_p=self.model.top_p,
@@ -143,35 +146,38 @@ class Worker:
                 seed=self.run_.seed,
                 first_sample=first_sample,
             )
-            quotes = {p: req.quotes for req, p in members}
             schema = members[0][0].schema
             t = time.perf_counter()
             try:
-                if any(quotes.values()):  # only then: an engine without quotes never sees the argument
-                    quoted = [quotes[p] for p in unique]
-                    outputs = engine.generate(unique, n=n, sampling=sampling, schema=schema, quotes=quoted)
+                if any(q is not None for _, q in unique):  # only then: an engine without quotes never sees them
+                    quoted = [q or () for _, q in unique]
+                    outputs = engine.generate(prompts_of, n=n, sampling=sampling, schema=schema, quotes=quoted)
                 else:
-                    outputs = engine.generate(unique, n=n, sampling=sampling, schema=schema)
+                    outputs = engine.generate(prompts_of, n=n, sampling=sampling, schema=schema)
             except EngineError as exc:
-                self._keep(members, exc.completed, results)
+                self._keep(members, {(p, None): samples for p, samples in exc.completed.items()}, results)
                 raise
             finally:
                 self.st.generate_seconds += time.perf_counter() - t
             usage = getattr(engine, "last_usage", None)  # an engine that does not report: counted here
             if usage is None:
-                usage = Usage(sum(length_of[p] for p in unique))
+                usage = Usage(sum(length_of[p] for p in prompts_of))
             self.st.prompt_tokens += usage.prompt_tokens
             self.st.reused_tokens += usage.reused_tokens
             self._keep(members, dict(zip(unique, outputs, strict=True)), results)
         return results
 
     def _keep(
-        self, members: list[tuple[Request, str]], by_prompt: Mapping[str, list[Completion]], results: dict[Key, Stored]
+        self,
+        members: list[tuple[Request, str]],
+        by_prompt: Mapping[tuple[str, tuple[str, ...] | None], list[Completion]],
+        results: dict[Key, Stored],
     ) -> None:
-        """Put the samples generated for a call's prompts into ``results`` and count them."""
+        """Put the samples generated for a call's prompts (by prompt and quotable texts) into
+        ``results`` and count them."""
         for req, prompt in members:
-            if prompt in by_prompt:
-                results[req.key] = by_prompt[prompt]
+            if (prompt, req.quotes) in by_prompt:
+                results[req.key] = by_prompt[(prompt, req.quotes)]
         for samples in by_prompt.values():
             self.st.generated += len(samples)
             self.st.output_tokens += sum(c.n_tokens for c in samples)

@@ -172,7 +172,7 @@ class VerdictJudging(OneVerdictJudging):
         schema = self.metric.json_schema()
         key = (record.id, self.metric.name)
         revision = getattr(self.metric, "revision", None)  # a rubrics file's criterion
-        quotes = tuple(text for _, text in self.metric.quotable(record))
+        quotes = tuple(text for _, text in self.metric.quotable(record)) if self.metric.quote_from else None
         return [
             Request(
                 key,

@@ -90,7 +90,7 @@ def jury_specs(metrics: Sequence[Metric], config: RunConfig, session: RaySession
         raise ConfigError(f"extractor {jury.extractor!r} is not in the jury; expected one of: {', '.join(seen)}")
     quoting = [m.name for m in metrics if getattr(m, "quote_from", ())]
     for spec in specs if quoting else ():
-        refusal = quotes_refusal(spec.engine)
+        refusal = quotes_refusal(spec.engine, spec)
         if refusal is not None:
             raise ConfigError(f"model {spec.name!r}, metric {quoting[0]!r}: {refusal}")
     return specs

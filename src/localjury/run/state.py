@@ -74,9 +74,10 @@ class Request:
     revision: str | None = None
     """Where the metric comes from and its version (a rubrics file's entry): part of the store
     key, so that a new version of an entry is judged again."""
-    quotes: tuple[str, ...] = ()
+    quotes: tuple[str, ...] | None = None
     """The record's texts the output's quotes must be spans of (a metric that asks for quoted
-    evidence); part of the store key."""
+    evidence; empty when the record has none: the quotes are then an empty list); part of the
+    store key. None for a metric that asks for no quotes."""
 
 
 @dataclass(frozen=True)
@@ -106,5 +107,12 @@ class JuryModel:
             max_tokens=req.max_tokens,
             seed=seed,
             **({"revision": req.revision} if req.revision is not None else {}),
-            **({"quotes": list(req.quotes)} if req.quotes else {}),
+            **({"quotes": list(req.quotes)} if req.quotes is not None else {}),
+            # vLLM's guidance backend writes every schema as localjury's grammar (other
+            # separators than its Outlines backend's): its samples are its own.
+            **(
+                {"backend": "guidance"}
+                if self.spec.engine == "vllm" and self.spec.vllm.structured_outputs_backend == "guidance"
+                else {}
+            ),
         )
