@@ -58,6 +58,8 @@ PATH_PARAMS = [
     ("--profile", [*RUN, "--profile", "LOOP"]),
     ("--registry", [*RUN, "--registry", "LOOP"]),
     ("RESULTS", ["verify", "LOOP"]),
+    ("RESULTS", ["show", "LOOP"]),
+    ("--data", ["show", "D", "--data", "LOOP"]),
     ("--manifest", ["verify", "D", "--manifest", "LOOP"]),
     ("DATA", ["bench", "LOOP", "--format", "jsonl", "--out", "T/bench"]),
     ("--out", ["bench", "D", "--format", "jsonl", "--out", "LOOP"]),

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from localjury.engines._quotes import chunks, has_quotes, quote_grammar
 from localjury.errors import ConfigError
-from localjury.metrics.base import EvidenceJudgment, locate_quotes
+from localjury.metrics._quoted import locate_quotes
+from localjury.metrics.evidence import EvidenceJudgment
 from localjury.metrics.faithfulness import NLI_STATEMENT_QUOTED
 from localjury.types import QUOTE_KEY
 

@@ -8,7 +8,8 @@ from pydantic import BaseModel, ConfigDict
 
 from localjury.conversation import ChatMessage, Scope
 from localjury.errors import MetricError, RecordError, UnknownNameError
-from localjury.metrics.base import EvidenceJudgment, JudgeMetric, Judgment, VerdictFirstJudgment
+from localjury.metrics.base import JudgeMetric, Judgment, VerdictFirstJudgment
+from localjury.metrics.evidence import EvidenceJudgment
 from localjury.records import Record
 from localjury.voting import TieBreak
 

@@ -19,33 +19,27 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar, get_args
+from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from localjury.conversation import CONVERSATION_TAGS, ChatMessage, Scope, conversation_values, render_conversation
-from localjury.errors import MetricError, RecordError
+from localjury.conversation import CONVERSATION_TAGS, ChatMessage, Scope, render_conversation
+from localjury.errors import MetricError
+from localjury.metrics._binding import bind_input, check_inputs
+from localjury.metrics._quoted import locate_quotes, quotable_texts, quote_field
 from localjury.neutralise import DEFAULT, Neutraliser
 from localjury.records import Record
 from localjury.report import Quote
-from localjury.types import QUOTE_KEY, Message
+from localjury.types import Message
 from localjury.voting import TieBreak, check_tie_break
 
 #: Upper bound of a judgment's ``reason``; part of the schema, so a generation cannot run
 #: out of tokens mid-string when max_tokens leaves room for it.
 REASON_MAX_CHARS = 200
 
-#: The most quotes one judgment's evidence holds, and the longest quote (characters as JSON
-#: writes it): bounded, so that the evidence cannot eat the token budget of the reason.
-MAX_QUOTES = 3
-QUOTE_MAX_CHARS = 160
-
 #: The most samples a model may draw per judgment: majority votes settle well before this,
 #: and a typo (k=1000) would otherwise run for hours.
 MAX_STRICTNESS = 64
-
-#: The record fields a program's input model can take its values from.
-RECORD_FIELDS = ("user_input", "response", "retrieved_contexts", "reference", "response_a", "response_b")
 
 InT = TypeVar("InT", bound=BaseModel)
 OutT = TypeVar("OutT", bound=BaseModel)
@@ -73,24 +67,6 @@ class VerdictFirstJudgment(BaseModel):
     """One or two sentences that justify the verdict, written after it."""
 
 
-class EvidenceJudgment(BaseModel):
-    """The judge's output with quoted evidence (``evidence=True``): the quotes first, then the
-    reasoning over them, then the verdict. On an engine that constrains quotes, each quote can
-    only be an exact span of the judged text (:data:`~localjury.types.QUOTE_KEY`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    evidence: list[Annotated[str, StringConstraints(min_length=1, max_length=QUOTE_MAX_CHARS)]] = Field(
-        max_length=MAX_QUOTES, json_schema_extra={QUOTE_KEY: True}
-    )
-    """Up to three short quotes copied from the judged text that bear on the criterion; empty
-    when it holds nothing that does."""
-    reason: str = Field(max_length=REASON_MAX_CHARS)
-    """One or two sentences that check the criterion against the quotes."""
-    verdict: Literal[0, 1]
-    """1 when the response meets the criterion, 0 when it does not."""
-
-
 @dataclass(frozen=True)
 class Parsed(Generic[OutT]):
     """One sample parsed into the output model, or an abstention with the reason it is one."""
@@ -112,54 +88,6 @@ class ParsedSample:
     """Why the sample abstained (does not parse, cut off by the token budget)."""
     quotes: list[Quote] | None = None
     """Its evidence located in the record, when the metric asks for quotes."""
-
-
-def quotable_texts(
-    inp: BaseModel, fields: Sequence[str], sources: Mapping[str, str] | None = None, record: Record | None = None
-) -> list[tuple[str, str]]:
-    """The texts of ``inp``'s ``fields`` that quotes may come from, each with its place in the
-    record: a field by the record field it was filled from (``sources``, else its own name), a
-    list's items as ``name[i]`` (0-based; a string record field shown as a one-item list keeps
-    its own name), a conversation's turns shown to the judge as ``conversation[i]``; empty
-    texts left out."""
-    texts: list[tuple[str, str]] = []
-    for name in fields:
-        value = getattr(inp, name, None)
-        field = (sources or {}).get(name, name)
-        if isinstance(value, str):
-            texts.append((field, value))
-        elif isinstance(value, list):
-            whole = record is not None and isinstance(getattr(record, field, None), str)
-            for i, item in enumerate(value):
-                if isinstance(item, ChatMessage):
-                    texts.append((f"{name}[{i}]", item.content or ""))
-                elif isinstance(item, str):
-                    texts.append((field if whole else f"{field}[{i}]", item))
-    return [(place, text) for place, text in texts if text]
-
-
-def quote_field(output_model: type[BaseModel]) -> str | None:
-    """The output model's field of quotes (the one marked :data:`~localjury.types.QUOTE_KEY`), or None."""
-    for name, info in output_model.model_fields.items():
-        extra = info.json_schema_extra
-        if isinstance(extra, dict) and extra.get(QUOTE_KEY):
-            return name
-    return None
-
-
-def locate_quotes(quotes: Sequence[str], texts: Sequence[tuple[str, str]]) -> list[Quote] | str:
-    """Each quote's first occurrence in ``texts`` (as :func:`quotable_texts` gives them), or a
-    message naming the first quote that is in none of them."""
-    located = []
-    for quote in quotes:
-        for place, text in texts:
-            start = text.find(quote)
-            if start >= 0:
-                located.append(Quote(text=quote, field=place, start=start, end=start + len(quote)))
-                break
-        else:
-            return f"quotes what is not in the record: {quote[:80]!r}"
-    return located
 
 
 def _render_value(name: str, value: Any, neutralise: Neutraliser) -> str:
@@ -261,90 +189,6 @@ class PromptProgram(Generic[InT, OutT]):
         return None
 
 
-def bind_input(
-    model: type[InT],
-    record: Record,
-    metric: str,
-    *,
-    constants: Mapping[str, Any] | None = None,
-    sources: Mapping[str, str] | None = None,
-    extra: Mapping[str, Any] | None = None,
-    scope: Scope = "last_turn",
-) -> InT:
-    """Fill a program's input model from a record.
-
-    A conversation record (``messages``) fills an input field named ``conversation``: under
-    ``scope="last_turn"`` its last assistant turn with text is the ``response`` (unless the
-    record gives one) and the turns before it are the conversation; under
-    ``scope="conversation"`` every turn is. A model without a ``conversation`` field takes
-    the last assistant turn as the record's ``response``.
-
-    A field takes its value from ``extra`` (values computed by an earlier stage), then
-    ``constants`` (fixed by the metric, e.g. the criterion), then the record field that
-    ``sources`` maps it to, then the record field of the same name. A string record field
-    given to a list field becomes a one-item list.
-
-    Raises:
-        RecordError: The record lacks a field the input model requires (naming that field),
-            or a value does not fit the input model.
-    """
-    values: dict[str, Any] = {}
-    extra = {**conversation_values(model, record, metric, scope, sources), **(extra or {})}
-    for name, info in model.model_fields.items():
-        if extra and name in extra:
-            values[name] = extra[name]
-            continue
-        if constants and name in constants:
-            values[name] = constants[name]
-            continue
-        field = (sources or {}).get(name, name)
-        if field not in RECORD_FIELDS:
-            continue  # optional: check_inputs() refused a required field without a source
-        value = getattr(record, field)
-        if value is None:
-            if info.is_required():
-                raise RecordError(f"metric {metric!r} needs this field", record_id=record.id, field=field)
-            continue
-        if isinstance(value, str) and _wants_list(info.annotation):
-            value = [value]
-        values[name] = value
-    try:
-        return model.model_validate(values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise RecordError(f"metric {metric!r}: {first['msg']}", record_id=record.id, field=loc) from None
-
-
-def _wants_list(annotation: Any) -> bool:
-    return "list[" in str(annotation)
-
-
-def check_inputs(
-    model: type[BaseModel],
-    metric: str,
-    *,
-    constants: Mapping[str, Any] | None = None,
-    sources: Mapping[str, str] | None = None,
-    computed: Sequence[str] = (),
-) -> None:
-    """Refuse, when a metric is declared, an input model with a required field nothing fills.
-
-    Raises:
-        ValueError: Naming the field and where a value could come from.
-    """
-    for name, field in (sources or {}).items():
-        if field not in RECORD_FIELDS:
-            raise MetricError(f"metric {metric!r}: source of {name!r} must be a record field, got {field!r}")
-    for name, info in model.model_fields.items():
-        provided = name in computed or name in (constants or {}) or (sources or {}).get(name, name) in RECORD_FIELDS
-        if info.is_required() and not provided:
-            raise MetricError(
-                f"metric {metric!r}: required input field {name!r} is no record field "
-                f"({', '.join(RECORD_FIELDS)}); give it in constants= or map it with sources="
-            )
-
-
 class Metric:
     """Anything a run can judge: a name, samples per model (strictness), a tie-break.
 
@@ -354,6 +198,8 @@ class Metric:
     """
 
     kind: ClassVar[str | None] = None
+    #: The input fields whose text the output's quotes must be spans of; none by default.
+    quote_from: tuple[str, ...] = ()
 
     def __init__(self, name: str, *, strictness: int = 1, tie_break: TieBreak = "fail") -> None:
         if not name or not name.strip():
@@ -371,6 +217,11 @@ class Metric:
     def description(self) -> str:
         """One line for summaries: the criterion, or what the metric measures."""
         return ""
+
+    def quotable(self, record: Record) -> list[tuple[str, str]]:
+        """The texts of ``record`` the metric's quotes may come from, each with its place in the
+        record; none for a metric that asks for no quotes."""
+        return []
 
 
 class JudgeMetric(Metric):

@@ -18,17 +18,9 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from localjury.errors import MetricError
-from localjury.metrics.base import (
-    MAX_QUOTES,
-    QUOTE_MAX_CHARS,
-    Message,
-    Metric,
-    PromptProgram,
-    bind_input,
-    check_inputs,
-    locate_quotes,
-    quotable_texts,
-)
+from localjury.metrics._quoted import locate_quotes, quotable_texts
+from localjury.metrics.base import Message, Metric, PromptProgram, bind_input, check_inputs
+from localjury.metrics.evidence import MAX_QUOTES, QuoteText
 from localjury.neutralise import DEFAULT, Neutraliser
 from localjury.records import Record
 from localjury.report import Quote
@@ -88,9 +80,7 @@ class QuotedStatementVerdict(BaseModel):
 
     statement: str = Field(max_length=STATEMENT_MAX_CHARS)
     """The statement judged, copied (informative: statements are matched by position)."""
-    evidence: list[Annotated[str, Field(min_length=1, max_length=QUOTE_MAX_CHARS)]] = Field(
-        max_length=MAX_QUOTES, json_schema_extra={QUOTE_KEY: True}
-    )
+    evidence: list[QuoteText] = Field(max_length=MAX_QUOTES, json_schema_extra={QUOTE_KEY: True})
     """Up to three quotes of the context that support or contradict it; empty when the context
     says nothing of it. Each an exact span of the context on engines that constrain quotes."""
     reason: str = Field(max_length=STATEMENT_REASON_MAX_CHARS)

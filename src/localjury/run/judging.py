@@ -188,14 +188,20 @@ class VerdictJudging(OneVerdictJudging):
         ]
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
-        votes = [self.metric.parse(c.text, finished=c.finished, record=record).vote for c in samples]
+        votes = [self._parse(c, record).vote for c in samples]
         return None not in votes and len(set(votes)) == 1
+
+    def _parse(self, sample: Completion, record: Record) -> ParsedSample:
+        """One sample parsed; its quotes located in ``record`` where the metric asks for quotes."""
+        if self.metric.quote_from:
+            return self.metric.parse(sample.text, finished=sample.finished, record=record)
+        return self.metric.parse(sample.text, finished=sample.finished)
 
     def judge(
         self, name: str, record: Record, context: Any, samples: list[list[Completion]]
     ) -> tuple[ModelJudgment, Any]:
         (drawn,) = samples
-        parsed = [self.metric.parse(c.text, finished=c.finished, record=record) for c in drawn]
+        parsed = [self._parse(c, record) for c in drawn]
         p_pass = [
             c.verdict_probs[0] if p.vote is not None and c.verdict_probs else None
             for c, p in zip(drawn, parsed, strict=True)

@@ -1,0 +1,92 @@
+"""What a bench judges: the metric (a composite, an aspect or a criterion, pointwise or in both
+orders of a pair), and whether a data set is judged in pairs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal, get_args
+
+from localjury.bench.formats import FORMATS
+from localjury.errors import ConfigError
+from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCritic
+from localjury.metrics.base import Metric
+from localjury.metrics.pairwise import PairwiseCritic
+from localjury.metrics.spec import metric_from_string
+
+#: How a bench judges: pairs in both orders, each response on its own, or as the data suggests.
+BenchMode = Literal["auto", "pairwise", "pointwise"]
+
+
+def resolve_metric(
+    spec: str | None,
+    fmt: str,
+    strictness: int,
+    *,
+    verdict_first: bool = False,
+    pairwise: bool = False,
+    evidence: bool = False,
+) -> Metric:
+    """The metric to benchmark: a composite (``faithfulness``), a predefined aspect, or
+    ``NAME=criterion text``; by default the format's own criterion. ``verdict_first`` asks
+    the Aspect Critic for its verdict before its reason, ``evidence`` for quoted evidence
+    first (and a composite's verifications for quotes of the contexts). ``pairwise``: the criterion (or the
+    aspect's definition) as a :class:`~localjury.metrics.pairwise.PairwiseCritic`, asked in
+    both orders.
+
+    Raises:
+        ConfigError: Nothing given for a format without a default, an unknown name, or a
+            composite metric asked pairwise.
+    """
+    if pairwise and evidence:
+        raise ConfigError(
+            "--evidence asks a yes/no criterion for quotes of its response; a pairwise judge compares two "
+            "responses and quotes neither (judge pointwise: --mode pointwise)"
+        )
+    metric: Metric | None
+    if spec is None:
+        default = FORMATS[fmt]
+        if default.default_metric and not pairwise:
+            return COMPOSITE_METRICS[default.default_metric](**({"evidence": True} if evidence else {}))
+        if default.criterion is None:
+            raise ConfigError(
+                f'format {fmt!r} has no default criterion: give a `metric`: NAME="criterion", an aspect '
+                f"({', '.join(PREDEFINED_ASPECTS)}) or a composite ({', '.join(COMPOSITE_METRICS)})"
+            )
+        metric = AspectCritic(*default.criterion, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
+    else:
+        metric = metric_from_string(spec, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
+    if metric is None:
+        raise ConfigError(
+            f"`metric` {spec!r}: expected a composite ({', '.join(COMPOSITE_METRICS)}), an aspect "
+            f'({", ".join(PREDEFINED_ASPECTS)}) or NAME="criterion text"'
+        )
+    if not pairwise:
+        return metric
+    if not isinstance(metric, AspectCritic):
+        raise ConfigError(f"`metric` {metric.name!r} is a composite metric: it cannot judge pairs; give a criterion")
+    return PairwiseCritic(metric.name, metric.definition, strictness=strictness)
+
+
+def is_pairwise(mode: BenchMode, fmt: str, data: str | Path) -> bool:
+    """Whether a bench judges pairs: ``mode`` as given, or under ``auto`` for a format of
+    pairs (LLMBar) or a ``jsonl`` file whose first record holds ``response_a`` and ``response_b``.
+
+    Raises:
+        ConfigError: An unknown mode.
+    """
+    if mode not in get_args(BenchMode):
+        raise ConfigError(f"unknown bench mode {mode!r}; expected one of: {', '.join(get_args(BenchMode))}")
+    if mode != "auto":
+        return mode == "pairwise"
+    if fmt in FORMATS and FORMATS[fmt].load_pairs is not None:
+        return True
+    if fmt == "jsonl" and Path(data).is_file():
+        with Path(data).open(encoding="utf-8") as fh:
+            first = next((line for line in fh if line.strip()), "")
+        try:
+            row = json.loads(first)
+        except ValueError:
+            return False  # the loader reports it, naming the line
+        return isinstance(row, dict) and {"response_a", "response_b"} <= row.keys()
+    return False
