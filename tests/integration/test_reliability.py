@@ -83,7 +83,7 @@ def test_a_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_results(s
     cache, out = tmp_path / "store.sqlite", tmp_path / "results.jsonl"
     args = [
         "run", str(data), "--criterion", "dated=The response must include a specific date or year.",
-        "--models", "smollm2-135m-instruct", "--chunk-size", "3", "--seed", "2", "--quiet",
+        "--models", "smollm2-135m-instruct", "--engine", "llamacpp", "--chunk-size", "3", "--seed", "2", "--quiet",
     ]  # fmt: skip
     proc = cli(*args, "--cache", str(cache), "--out", str(out))
     committed = wait_for_commits(proc, cache, 3)
@@ -114,25 +114,23 @@ def test_the_network_guard_catches_a_connection():
 
 
 def test_a_run_needs_no_network(default_judge, tmp_path):
-    """The default judge (a GGUF on the llamacpp engine) loads and judges with no network."""
+    """The default judge (a GGUF on the llamacpp engine) loads and judges with no network: in a
+    network namespace with no interface at all where the machine allows one, else with every
+    socket call refused in the process (the guard itself: the test above)."""
     data = tmp_path / "d.jsonl"
     data.write_text('{"id": "a", "user_input": "When?", "response": "In 1989."}\n')
     out = tmp_path / "r.jsonl"
-    code, _, err = finish(
-        cli("run", str(data), "--aspect", "coherence", "--no-cache", "--quiet", "--out", str(out), guarded=True)
-    )
+    args = ["run", str(data), "--aspect", "coherence", "--no-cache", "--quiet", "--out", str(out)]
+    if shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
+        proc = subprocess.run(
+            ["unshare", "-n", sys.executable, "-m", "localjury.cli", *args], capture_output=True, text=True, timeout=900
+        )
+        code, err = proc.returncode, proc.stderr
+    else:
+        code, _, err = finish(cli(*args, guarded=True))
     assert code == 0, err
     (row,) = rows(out)
     assert row["error"] is None and row["models"][0]["votes"][0] in (0, 1, None)
-    if shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
-        # And in a network namespace with no interface at all.
-        proc = subprocess.run(
-            ["unshare", "-n", sys.executable, "-m", "localjury.cli", "run", str(data), "--aspect", "coherence",
-             "--no-cache", "--quiet", "--out", str(tmp_path / "ns.jsonl")],
-            capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stderr
-        assert rows(tmp_path / "ns.jsonl")[0]["error"] is None
 
 
 def test_corrupt_weights_give_a_clear_error(smollm, tmp_path):
@@ -158,8 +156,8 @@ def test_ctrl_c_keeps_what_was_judged_says_so_and_the_rerun_resumes(smollm, tmp_
     cache, out = tmp_path / "store.sqlite", tmp_path / "results.jsonl"
     args = [
         "run", str(data), "--criterion", "dated=The response must include a specific date or year.",
-        "--models", "smollm2-135m-instruct", "--chunk-size", "3", "--seed", "2", "--quiet", "--cache", str(cache),
-        "--out", str(out),
+        "--models", "smollm2-135m-instruct", "--engine", "llamacpp", "--chunk-size", "3", "--seed", "2", "--quiet",
+        "--cache", str(cache), "--out", str(out),
     ]  # fmt: skip
     proc = cli(*args)
     wait_for_commits(proc, cache, 3)
