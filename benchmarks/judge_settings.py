@@ -1,0 +1,174 @@
+"""How each way of asking the judge agrees with human labels, on the public sets: zero-shot,
+quoted evidence (``--evidence``) and label-aligned examples (``--aligned``), for Qwen2.5-Coder
+0.5B, 1.5B and their jury, 100 records per set, k=3, seed 0, in one run on one machine.
+
+    python benchmarks/judge_settings.py [--sets halueval-general,...] [--limit 100] [--read-reasons]
+
+Runs ``localjury bench`` once per (set, setting) into benchmarks/results/judge_settings/SET-SETTING/
+(a folder already there is read, not run again), then writes benchmarks/results/judge_settings.{json,md}:
+per set, judge and setting, Cohen's κ with its 95% bootstrap CI, accuracy, AUROC of the graded
+score, and how many samples abstained. Aligned judges come from the zero-shot run's bench (its
+``--aligned 5``: each record shown 4 labeled records of the other folds, never itself or its pair).
+
+``--read-reasons``: how often a reason contradicts its own verdict. The 1.5B reads each sample's
+reason greedily and says whether it concludes that the criterion is met (a reader of the same
+size as the judge: an estimate, its own misreadings included); a contradiction is a reading
+other than the sample's vote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from localjury import AspectCritic, evaluate
+from localjury.bench.run import run_bench
+from localjury.engines._cpu import detect
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+OUT = ROOT / "benchmarks" / "results" / "judge_settings"
+MODELS = ["qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"]
+READER = "qwen2.5-coder-1.5b-instruct"
+SETS = {
+    "halueval-general": DATA / "halueval" / "halueval_general.jsonl",
+    "truthfulqa": DATA / "truthfulqa" / "TruthfulQA.csv",
+    "halueval-qa": DATA / "halueval" / "halueval_qa_dev500.jsonl",
+}
+#: setting -> run_bench options; "aligned" is read from the zero-shot run's folder.
+SETTINGS: dict[str, dict[str, Any]] = {"zero-shot": {}, "evidence": {"evidence": True}}
+#: Sets whose metric is a criterion (aligned examples need one; HaluEval QA's is a composite).
+CRITERION_SETS = {"halueval-general", "truthfulqa"}
+SHORT = {"qwen2.5-coder-0.5b-instruct": "0.5B", "qwen2.5-coder-1.5b-instruct": "1.5B", "jury": "jury"}
+
+
+def run(name: str, setting: str, limit: int) -> Path:
+    folder = OUT / f"{name}-{setting}"
+    if (folder / "metrics.json").is_file():
+        return folder
+    options = dict(SETTINGS[setting])
+    if setting == "zero-shot" and name in CRITERION_SETS:
+        options["aligned"] = 5
+    started = time.perf_counter()
+    run_bench(SETS[name], name, MODELS, folder, strictness=3, limit=limit, sample_seed=0, seed=0, **options)
+    print(f"{name} {setting}: {time.perf_counter() - started:.0f} s", flush=True)
+    return folder
+
+
+def figures(folder: Path) -> dict[str, dict[str, Any]]:
+    """Each judge's figures in a bench folder, keyed "MODEL" / "MODEL (aligned)" / "jury"."""
+    metrics = json.loads((folder / "metrics.json").read_text())
+    rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
+    out = {}
+    for name, j in metrics["judges"].items():
+        model = name.removesuffix(" (aligned)")
+        samples = [s for r in rows for s in (r["models"].get(name, {}).get("votes") or [])]
+        out[name] = {
+            "kappa": j["kappa"],
+            "kappa_ci": j["kappa_ci"],
+            "accuracy": j["accuracy"],
+            "decided": j["decided"],
+            "auroc": (j.get("graded") or {}).get("auroc"),
+            # per sample (a composite's votes are per statement: none here)
+            "abstained": sum(v is None for v in samples) if model != "jury" and samples else None,
+            "samples": len(samples) if model != "jury" and samples else None,
+        }
+    return out
+
+
+def read_reasons(name: str, setting: str, folder: Path) -> dict[str, Any] | None:
+    """The reader's verdict on each of the 1.5B's reasons, against the sample's own vote."""
+    metrics = json.loads((folder / "metrics.json").read_text())
+    criterion = metrics["benchmark"]["metric"]["description"]
+    rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
+    samples = []
+    for r in rows:
+        m = r["models"].get(READER) or {}
+        for j, (vote, reason) in enumerate(zip(m.get("votes") or [], m.get("reasons") or [], strict=False)):
+            if vote is not None and reason:
+                samples.append({"id": f"{r['record_id']}#{j}", "response": reason, "vote": vote})
+    if not samples:
+        return None
+    reader = AspectCritic(
+        "concludes_met",
+        f"The explanation concludes that the judged response meets this criterion: {criterion}",
+    )
+    result = evaluate(samples, [reader], [READER], temperature=0.0, seed=0)
+    readings = {r.record_id: r.score for r in result.results}
+    read = [s for s in samples if readings.get(s["id"]) in (0.0, 1.0)]
+    contradicting = [s for s in read if int(readings[s["id"]]) != s["vote"]]
+    return {"samples": len(samples), "read": len(read), "contradicting": len(contradicting)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", default=",".join(SETS))
+    parser.add_argument("--limit", type=int, default=100)
+    parser.add_argument("--read-reasons", action="store_true")
+    args = parser.parse_args()
+    cpu = detect().describe()
+    print(f"CPU: {cpu}", flush=True)
+    report: dict[str, Any] = {"cpu": cpu, "limit": args.limit, "strictness": 3, "seed": 0, "sets": {}}
+    for name in args.sets.split(","):
+        per_set: dict[str, Any] = {}
+        for setting in SETTINGS:
+            folder = run(name, setting, args.limit)
+            for judge, f in figures(folder).items():
+                aligned = judge.endswith(" (aligned)")
+                key = "aligned" if aligned else setting
+                per_set.setdefault(key, {})[SHORT.get(judge.removesuffix(" (aligned)"), judge)] = f
+            if args.read_reasons and name in CRITERION_SETS:
+                per_set.setdefault("contradictions", {})[setting] = read_reasons(name, setting, folder)
+        report["sets"][name] = per_set
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    OUT.with_suffix(".md").write_text(markdown(report))
+    print(markdown(report))
+
+
+def _kappa(f: dict[str, Any]) -> str:
+    if f["kappa"] is None:
+        return "-"
+    ci = f["kappa_ci"]
+    return f"{f['kappa']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        "# Ways of asking the judge, against human labels",
+        "",
+        f"Qwen2.5-Coder 0.5B and 1.5B (llama.cpp) and their jury; {report['limit']} records per set, k=3, seed 0. "
+        f"CPU: {report['cpu']}. Command: `python benchmarks/judge_settings.py`.",
+        "",
+        "| set | setting | judge | κ [95% CI] | accuracy | AUROC | abstained |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, per_set in report["sets"].items():
+        for setting in ("zero-shot", "evidence", "aligned"):
+            for judge, f in (per_set.get(setting) or {}).items():
+                auroc = "-" if f["auroc"] is None else f"{f['auroc']:.2f}"
+                abst = "-" if f["abstained"] is None else f"{f['abstained']}/{f['samples']}"
+                lines.append(
+                    f"| {name} | {setting} | {judge} | {_kappa(f)} | {f['accuracy']:.0%} | {auroc} | {abst} |"
+                )
+    reads = [(n, s, c) for n, p in report["sets"].items() for s, c in (p.get("contradictions") or {}).items() if c]
+    if reads:
+        lines += [
+            "",
+            "Reasons that contradict their own verdict (the 1.5B's samples, as the 1.5B reads them greedily):",
+            "",
+            "| set | setting | read | contradicting |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {n} | {s} | {c['read']}/{c['samples']} | {c['contradicting']} ({c['contradicting'] / c['read']:.0%}) |"
+            for n, s, c in reads
+        ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
