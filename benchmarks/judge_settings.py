@@ -8,7 +8,9 @@ Runs ``localjury bench`` once per (set, setting) into benchmarks/results/judge_s
 (a folder already there is read, not run again), then writes benchmarks/results/judge_settings.{json,md}:
 per set, judge and setting, Cohen's κ with its 95% bootstrap CI, accuracy, AUROC of the graded
 score, and how many samples abstained. Aligned judges come from the zero-shot run's bench (its
-``--aligned 5``: each record shown 4 labeled records of the other folds, never itself or its pair).
+``--aligned 5``: each record shown 4 labeled records of the other folds, never itself or its pair);
+"both" from the evidence run's, each example quoting as the zero-shot samples that voted its gold
+label did (see :mod:`localjury.bench.align`).
 
 ``--read-reasons``: how often a reason contradicts its own verdict. The 1.5B reads each sample's
 reason greedily and says whether it concludes that the criterion is met (a reader of the same
@@ -38,7 +40,7 @@ SETS = {
     "truthfulqa": DATA / "truthfulqa" / "TruthfulQA.csv",
     "halueval-qa": DATA / "halueval" / "halueval_qa_dev500.jsonl",
 }
-#: setting -> run_bench options; "aligned" is read from the zero-shot run's folder.
+#: setting -> run_bench options; "aligned" is read from the zero-shot run's folder, "both" from the evidence run's.
 SETTINGS: dict[str, dict[str, Any]] = {"zero-shot": {}, "evidence": {"evidence": True}}
 #: Sets whose metric is a criterion (aligned examples need one; HaluEval QA's is a composite).
 CRITERION_SETS = {"halueval-general", "truthfulqa"}
@@ -50,7 +52,7 @@ def run(name: str, setting: str, limit: int) -> Path:
     if (folder / "metrics.json").is_file():
         return folder
     options = dict(SETTINGS[setting])
-    if setting == "zero-shot" and name in CRITERION_SETS:
+    if name in CRITERION_SETS:
         options["aligned"] = 5
     started = time.perf_counter()
     run_bench(SETS[name], name, MODELS, folder, strictness=3, limit=limit, sample_seed=0, seed=0, **options)
@@ -79,14 +81,15 @@ def figures(folder: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def read_reasons(name: str, setting: str, folder: Path) -> dict[str, Any] | None:
-    """The reader's verdict on each of the 1.5B's reasons, against the sample's own vote."""
+def read_reasons(folder: Path, judge: str = READER) -> dict[str, Any] | None:
+    """The reader's verdict on each of a judge's reasons (the 1.5B's, or its aligned row's),
+    against the sample's own vote."""
     metrics = json.loads((folder / "metrics.json").read_text())
     criterion = metrics["benchmark"]["metric"]["description"]
     rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
     samples = []
     for r in rows:
-        m = r["models"].get(READER) or {}
+        m = r["models"].get(judge) or {}
         for j, (vote, reason) in enumerate(zip(m.get("votes") or [], m.get("reasons") or [], strict=False)):
             if vote is not None and reason:
                 samples.append({"id": f"{r['record_id']}#{j}", "response": reason, "vote": vote})
@@ -116,12 +119,13 @@ def main() -> None:
         per_set: dict[str, Any] = {}
         for setting in SETTINGS:
             folder = run(name, setting, args.limit)
+            aligned = "aligned" if setting == "zero-shot" else "both"
             for judge, f in figures(folder).items():
-                aligned = judge.endswith(" (aligned)")
-                key = "aligned" if aligned else setting
+                key = aligned if judge.endswith(" (aligned)") else setting
                 per_set.setdefault(key, {})[SHORT.get(judge.removesuffix(" (aligned)"), judge)] = f
             if args.read_reasons and name in CRITERION_SETS:
-                per_set.setdefault("contradictions", {})[setting] = read_reasons(name, setting, folder)
+                per_set.setdefault("contradictions", {})[setting] = read_reasons(folder)
+                per_set["contradictions"][aligned] = read_reasons(folder, READER + " (aligned)")
         report["sets"][name] = per_set
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
@@ -147,7 +151,7 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for name, per_set in report["sets"].items():
-        for setting in ("zero-shot", "evidence", "aligned"):
+        for setting in ("zero-shot", "evidence", "aligned", "both"):
             for judge, f in (per_set.get(setting) or {}).items():
                 auroc = "-" if f["auroc"] is None else f"{f['auroc']:.2f}"
                 abst = "-" if f["abstained"] is None else f"{f['abstained']}/{f['samples']}"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from localjury._files import read_yaml
 from localjury._hashing import content_hash
@@ -24,6 +24,7 @@ from localjury.calibration import Calibrator
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic, Demonstration, Selector, Similarity
 from localjury.metrics.base import MAX_STRICTNESS, REASON_MAX_CHARS, Metric
+from localjury.metrics.evidence import MAX_QUOTES, QuoteText
 from localjury.records import Record
 
 
@@ -48,11 +49,23 @@ class LabeledExample(BaseModel):
     """Why (optional): shown as the example's reason; without one, a sentence saying a reviewer labeled it."""
     pair: str | None = None
     """The pair or group it belongs to, as the labels gave it."""
+    evidence: list[QuoteText] | None = Field(default=None, max_length=MAX_QUOTES)
+    """Quotes of the response (each an exact span of it), shown as the example's evidence when
+    the profile quotes (``evidence: true``); an empty list says it holds nothing that bears on
+    the criterion."""
+
+    @model_validator(mode="after")
+    def _quotes_in_response(self) -> LabeledExample:
+        for i, quote in enumerate(self.evidence or ()):
+            if quote not in self.response:
+                raise ValueError(f"evidence[{i}] {quote[:60]!r} is not a span of the response")
+        return self
 
     def demonstration(self) -> Demonstration:
         """The example as the selector takes it."""
         fields = self.model_dump(include={"id", "response", "user_input", "retrieved_contexts", "reference"})
-        return Demonstration(Record(**fields), self.gold, self.reason, self.pair)
+        quotes = None if self.evidence is None else tuple(self.evidence)
+        return Demonstration(Record(**fields), self.gold, self.reason, self.pair, quotes)
 
 
 class ProfileCriterion(BaseModel):
@@ -79,6 +92,9 @@ class JudgeProfile(BaseModel):
     """What is judged."""
     verdict_first: bool = False
     """Ask for the verdict before the reason."""
+    evidence: bool = False
+    """Ask for quoted evidence first (as ``run --evidence``); only the examples that carry their
+    own quotes (``evidence``) are shown."""
     shots: int = Field(default=DEFAULT_SHOTS, ge=0, le=32)
     """Demonstrations per prompt, balanced by label."""
     similarity: Similarity = "tfidf-cosine"
@@ -104,6 +120,14 @@ class JudgeProfile(BaseModel):
         if dupes:
             raise ValueError(f"example ids must be unique; repeated: {', '.join(dupes[:5])}")
         return value
+
+    @model_validator(mode="after")
+    def _quoting(self) -> JudgeProfile:
+        if self.evidence and self.verdict_first:
+            raise ValueError("evidence is quoted before the verdict, not with verdict_first")
+        if self.evidence and self.examples and all(e.evidence is None for e in self.examples):
+            raise ValueError("evidence: true, but no example carries its quotes (examples[].evidence)")
+        return self
 
     def sha256(self) -> str:
         """The profile's hash: of its content, not of its file's layout."""
@@ -132,6 +156,7 @@ class JudgeProfile(BaseModel):
             profile=described,
             strictness=strictness or self.strictness,
             verdict_first=self.verdict_first,
+            evidence=self.evidence,
         )
 
     def dump_yaml(self) -> str:

@@ -89,13 +89,50 @@ def test_demonstrations_come_after_the_shared_prefix_with_their_gold_verdicts():
     assert "Cats are fluffy." in profile(reasoned).metric().messages(record)[-2]["content"]
 
 
-@pytest.mark.parametrize("verdict_first", [False, True])
-def test_an_empty_profile_changes_no_prompt(verdict_first):
-    empty = profile([], verdict_first=verdict_first).metric()
-    plain = AspectCritic(CRITERION.name, CRITERION.definition, verdict_first=verdict_first)
+@pytest.mark.parametrize(("verdict_first", "evidence"), [(False, False), (True, False), (False, True)])
+def test_an_empty_profile_changes_no_prompt(verdict_first, evidence):
+    empty = profile([], verdict_first=verdict_first, evidence=evidence).metric()
+    plain = AspectCritic(CRITERION.name, CRITERION.definition, verdict_first=verdict_first, evidence=evidence)
     for record in (Record(id="a", response="x"), Record(id="b", user_input="q", response="The cats purr a lot.")):
         assert empty.messages(record) == plain.messages(record)
     assert empty.json_schema() == plain.json_schema()
+
+
+def test_a_quoting_profile_shows_only_examples_with_quotes_and_answers_with_them():
+    quoted = [e.model_copy(update={"evidence": [e.response.split()[1]]}) for e in pool()[:6]]
+    examples = [*quoted, *pool()[6:]]  # "birds sing" and "fish eat" carry no quotes
+    metric = profile(examples, evidence=True).metric()
+    assert metric.evidence and len(metric.selector.pool) == 6
+    record = Record(id="q", user_input="Tell me about birds", response="The birds sing.")
+    messages = metric.messages(record)
+    demos = metric.demonstrations(record)
+    assert len(demos) == 4 and not {"e6", "e7"} & set(ids(demos))
+    answers = [json.loads(m["content"]) for m in messages if m["role"] == "assistant"][-4:]
+    assert [a["evidence"] for a in answers] == [[d.record.response.split()[1]] for d in demos]
+    assert [a["verdict"] for a in answers] == [d.gold for d in demos]
+    assert metric.json_schema() == AspectCritic(CRITERION.name, CRITERION.definition, evidence=True).json_schema()
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"evidence": True}, "no example carries its quotes"),
+        ({"evidence": True, "verdict_first": True}, "not with verdict_first"),
+    ],
+)
+def test_a_quoting_profile_needs_quotes_and_the_reason_first(change, match):
+    with pytest.raises(ValueError, match=match):
+        profile(**change)
+
+
+def test_a_labeled_examples_quotes_must_be_spans_of_its_response(tmp_path):
+    with pytest.raises(ValueError, match=r"evidence\[1\] 'dogs' is not a span of the response"):
+        LabeledExample(id="a", response="The cats purr.", gold=1, evidence=["cats", "dogs"])
+    path = tmp_path / "p.yaml"
+    text = profile([pool()[0].model_copy(update={"evidence": ["cats"]})], evidence=True).dump_yaml()
+    path.write_text(text.replace("- cats", "- mice"))
+    with pytest.raises(ConfigError, match=r"p\.yaml: examples\.0: .*'mice' is not a span of the response"):
+        load_profile(path)
 
 
 RECORDS = [{"id": "r1", "user_input": "Tell me about cats", "response": "Cats purr."},
@@ -267,3 +304,59 @@ def test_a_checklist_never_takes_an_aligned_critic_whose_examples_it_would_drop(
     assert out[0] is aligned and [m.kind for m in out[1:]] == ["checklist", "checklist"]
     with pytest.raises(MetricError, match=r"\['fluffy'\] show each record its own examples"):
         Checklist([aligned, plain])
+
+
+def bootstrapping_judge(calls):
+    """Quotes "Answer G" of each record and gives a reason naming it; votes its gold label on
+    questions 0-5 and the other label on 6 and 7 (whose records then lend no example)."""
+
+    def respond(model, prompt, j):
+        record = prompt.rsplit("Question ", 1)[1]
+        i, g = int(record.split()[0]), int(record.split("Answer ")[1][0])
+        vote = g if i < 6 else 1 - g
+        return json.dumps({"evidence": [f"Answer {g}"], "reason": f"why q{i}-{g}", "verdict": vote})
+
+    return factory(respond, [], calls)
+
+
+def test_bench_aligned_with_evidence_bootstraps_each_examples_quotes_from_its_zero_shot_samples(tmp_path):
+    calls = []
+    out = tmp_path / "bench"
+    figures = run_bench(labels(tmp_path), "jsonl", [spec("A")], out, metric='right="The answer is right."',
+                        evidence=True, aligned=2, shots=2, use_cache=False,
+                        engine_factory=bootstrapping_judge(calls))  # fmt: skip
+    assert set(figures["judges"]) == {"A", "A (aligned)"}
+    prompts = [p for c in calls for p in c["prompts"]]
+    zero, shown = [p for p in prompts if "why q" not in p], [p for p in prompts if "why q" in p]
+    assert len(zero) == 16 and len(shown) == 16  # every record zero-shot first, then with quoting examples
+    assert all(no_own_pair(p) for p in shown)
+    rows = {r["record_id"]: r for r in map(json.loads, (out / "predictions.jsonl").read_text().splitlines())}
+    demonstrated = {d for row in rows.values() for d in row["demonstrations"]}
+    assert demonstrated and all(int(d[1]) < 6 for d in demonstrated)  # only records a sample got right
+    for prompt in shown:  # each example quotes and reasons as its own zero-shot sample did
+        record = prompt.rsplit("Question ", 1)[1]
+        row = rows[f"q{record.split()[0]}-{record.split('Answer ')[1][0]}"]
+        for d in row["demonstrations"]:
+            assert f'{{"evidence": ["Answer {d[-1]}"], "reason": "why {d}", "verdict": {d[-1]}}}' in prompt
+
+
+def test_bench_aligned_with_evidence_refuses_when_no_sample_voted_a_gold_label(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"r{g}", "response": f"reply {g}", "gold": g}) + "\n" for g in (0, 1)))
+
+    def wrong(model, prompt, j):  # votes the other label on every record
+        return json.dumps({"evidence": [], "reason": "r", "verdict": 1 - int(prompt.rsplit("reply ", 1)[1][0])})
+
+    with pytest.raises(ConfigError, match="no labeled record has a sample that voted its gold label"):
+        run_bench(data, "jsonl", [spec("A")], tmp_path / "out", metric='d="Dated."', evidence=True, aligned=2,
+                  use_cache=False, engine_factory=factory(wrong, []))  # fmt: skip
+
+
+def test_align_with_evidence_writes_each_examples_bootstrapped_quotes(tmp_path):
+    out = tmp_path / "profile.yaml"
+    judge = AspectCritic("right", "The answer is right.", evidence=True)
+    prof = build_profile(labels(tmp_path), [spec("A")], out, judge=judge, shots=2, calibrate=False, use_cache=False,
+                         engine_factory=bootstrapping_judge([]))  # fmt: skip
+    assert prof.evidence and load_profile(out) == prof
+    quoting = {e.id: (e.evidence, e.reason) for e in prof.examples if e.evidence is not None}
+    assert quoting == {f"q{i}-{g}": ([f"Answer {g}"], f"why q{i}-{g}") for i in range(6) for g in (0, 1)}

@@ -6,6 +6,14 @@ A profile's examples are the labeled records; each record to judge is shown its 
 examples (to fit the profile's thresholds, or in a bench), each is put in a fold with the
 records that share its pair, group or user input, and is shown examples from the other folds
 only: no record ever sees itself or its pair as an example.
+
+A judge that quotes its evidence (``evidence``) is shown examples that quote theirs. Labels
+seldom carry gold quotes, so they are bootstrapped, as DSPy's ``BootstrapFewShot`` does its
+demonstrations: the judge first judges every labeled record zero-shot with quoted evidence,
+and each record's first sample whose vote agrees with its gold label (the models in the run's
+order) lends the example its quotes and its reason (a label's own reason wins); a record no
+sample got right is not shown. Its own zero-shot judging never sees any example, so no record's
+examples carry anything of that record.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from localjury.metrics.base import Metric
 from localjury.profile import JudgeProfile, LabeledExample, ProfileCriterion
 from localjury.records import parse_record
 from localjury.registry import ModelSpec, registry_path
-from localjury.run import EngineFactory, RunConfig, evaluate
+from localjury.run import EngineFactory, RunConfig, RunResult, evaluate
 from localjury.run.prepare import store_files
 
 if TYPE_CHECKING:
@@ -55,8 +63,41 @@ def folds_of(items: Sequence[BenchItem], folds: int | None, seed: int = 0) -> di
     return {str(it.record["id"]): fold[unit(it)] for it in items}
 
 
-def examples_of(items: Sequence[BenchItem], where: str | Path) -> list[LabeledExample]:
-    """The labeled records as a profile's examples.
+#: A labeled record's bootstrapped answer: its quotes of the response and the reason beside them.
+Trace = tuple[list[str], str]
+
+
+def traces_of(items: Sequence[BenchItem], run: RunResult, metric: str) -> dict[str, Trace]:
+    """Record id -> the quotes and reason of its first sample (models in the run's order) that
+    voted its gold label under ``metric``, a criterion judged with quoted evidence; a record no
+    sample got right has none."""
+    gold = {str(it.record["id"]): it.gold for it in items}
+    traces: dict[str, Trace] = {}
+    for result in run.iter_results():
+        if result.metric != metric or result.record_id not in gold:
+            continue
+        for judgment in result.models:
+            found = next(
+                (
+                    ([q.text for q in quotes if q.field == "response"], reason)
+                    for vote, reason, quotes in zip(
+                        judgment.votes, judgment.reasons, judgment.evidence or (), strict=False
+                    )
+                    if vote == gold[result.record_id] and reason is not None and quotes is not None
+                ),
+                None,
+            )
+            if found is not None:
+                traces[result.record_id] = found
+                break
+    return traces
+
+
+def examples_of(
+    items: Sequence[BenchItem], where: str | Path, traces: dict[str, Trace] | None = None
+) -> list[LabeledExample]:
+    """The labeled records as a profile's examples; ``traces``: each record's bootstrapped
+    quotes and reason (see :func:`traces_of`), a record without one given no quotes.
 
     Raises:
         ConfigError: A record without a response (naming the file, the record and the field).
@@ -68,13 +109,16 @@ def examples_of(items: Sequence[BenchItem], where: str | Path) -> list[LabeledEx
         if isinstance(fields.get("retrieved_contexts"), str):
             fields["retrieved_contexts"] = [fields["retrieved_contexts"]]
         reason = rec.get("reason")
+        reason = reason if isinstance(reason, str) and reason.strip() else None
+        quotes, traced = (traces or {}).get(str(rec["id"]), (None, None))
         try:
             examples.append(
                 LabeledExample(
                     id=str(rec["id"]),
                     gold=it.gold,  # type: ignore[arg-type]
                     pair=it.pair or it.group,
-                    reason=reason if isinstance(reason, str) and reason.strip() else None,
+                    reason=reason or traced,
+                    evidence=quotes,
                     **fields,
                 )
             )
@@ -86,25 +130,39 @@ def examples_of(items: Sequence[BenchItem], where: str | Path) -> list[LabeledEx
 
 
 def aligned_judge(
-    items: Sequence[BenchItem], judge: Metric, folds: int | None, shots: int = DEFAULT_SHOTS, seed: int = 0
+    items: Sequence[BenchItem],
+    judge: Metric,
+    folds: int | None,
+    shots: int = DEFAULT_SHOTS,
+    seed: int = 0,
+    traces: dict[str, Trace] | None = None,
 ) -> AlignedCritic:
     """``judge``'s criterion as an aligned metric over these labeled records, each shown
-    examples from the other folds only (``folds``: ``None``, every other unit).
+    examples from the other folds only (``folds``: ``None``, every other unit); a judge that
+    quotes its evidence is shown the examples with ``traces`` (see :func:`traces_of`).
 
     Raises:
-        ConfigError: ``judge`` is not a criterion (an Aspect Critic).
+        ConfigError: ``judge`` is not a criterion (an Aspect Critic); it quotes and no record
+            has a trace.
     """
     if type(judge) is not AspectCritic:
         raise ConfigError(
             f"metric {judge.name!r} is not a yes/no criterion: label-aligned examples need one (a criterion or an "
             "aspect, judged pointwise)"
         )
+    evidence = judge.evidence
+    if evidence and not traces:
+        raise ConfigError(
+            f"metric {judge.name!r} quotes its evidence, and no labeled record has a sample that voted its gold "
+            "label with quotes to show as an example"
+        )
     profile = JudgeProfile(
         criterion=ProfileCriterion(name=judge.name, definition=judge.definition),
         verdict_first=judge.verdict_first,
+        evidence=evidence,
         shots=shots,
         strictness=judge.strictness,
-        examples=examples_of(items, "labels"),
+        examples=examples_of(items, "labels", traces if evidence else None),
     )
     return profile.metric(folds=folds_of(items, folds, seed), name=judge.name + "_aligned")
 
@@ -148,7 +206,10 @@ def build_profile(
 ) -> JudgeProfile:
     """Build a judge profile from labeled records and write it to ``out`` (YAML).
 
-    Its examples are the labeled records, ``shots`` of them shown per prompt. With
+    Its examples are the labeled records, ``shots`` of them shown per prompt; a ``judge`` that
+    quotes its evidence first judges them zero-shot, each example quoting as its first sample
+    that voted its gold label did (see :func:`traces_of`; one that none did is kept unquoted,
+    and not shown). With
     ``calibrate``, each model judges every labeled record (``judge.strictness`` samples),
     shown examples of the other pairs, groups or inputs only, and a threshold is fitted on
     its graded scores (as ``localjury calibrate`` fits one, with ``folds`` held-out folds
@@ -168,16 +229,24 @@ def build_profile(
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{data}: record ids are not unique")
         names = [m if isinstance(m, str) else m.name for m in models]
+        traces = None
+        if judge.evidence:  # each example's quotes, bootstrapped from the judges' own zero-shot samples
+            zero = evaluate([it.record for it in items], [judge], config=config, progress=progress,
+                            engine_factory=engine_factory, output_set=files)  # fmt: skip
+            traces = traces_of(items, zero, judge.name)
+            if not traces:
+                raise ConfigError(f"{data}: no labeled record has a sample that voted its gold label, to quote")
         profile = JudgeProfile(
             localjury_version=__version__,
             criterion=ProfileCriterion(name=judge.name, definition=judge.definition),
             verdict_first=judge.verdict_first,
+            evidence=judge.evidence,
             shots=shots,
             strictness=judge.strictness,
             models=names,
             labels=str(Path(data).resolve()),
             labels_sha256=file_sha256(Path(data)),
-            examples=examples_of(items, data),
+            examples=examples_of(items, data, traces),
         )
         if calibrate:
             metric = profile.metric(folds=folds_of(items, None, seed))

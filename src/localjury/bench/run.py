@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -237,7 +238,9 @@ def run_bench(
     temporary store, and compare (:mod:`localjury.bench.checklist`; ``checklist`` in metrics.json).
     ``aligned``: also judge each record shown ``shots`` nearest labeled records of the other
     of ``aligned`` folds (a pair, or the records of one input, in one fold; see
-    :mod:`localjury.bench.align`), reported beside the zero-shot judges as "MODEL (aligned)".
+    :mod:`localjury.bench.align`), reported beside the zero-shot judges as "MODEL (aligned)";
+    with ``evidence`` the aligned judge quotes too, each example quoting as the zero-shot
+    judges' first sample that voted its gold label did (judged after them).
 
     Returns:
         The content of metrics.json.
@@ -265,11 +268,6 @@ def run_bench(
     config = RunConfig.of(
         models=list(models), seed=seed, strictness=strictness, registry=registry, use_cache=use_cache, cluster=cluster
     )
-    if aligned and evidence:
-        raise ConfigError(
-            "--aligned shows each record labeled records with their gold verdicts but no gold quotes, so an aligned "
-            "judge answers with a free reason; bench --evidence and --aligned in two runs"
-        )
     inputs = {"dataset": Path(data), "models.yaml": registry_path(registry), **store_files(config.store.path())}
     # Locked from here to the commit; checked against the models' files too (by evaluate)
     # before any model loads.
@@ -284,21 +282,23 @@ def run_bench(
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{data}: record ids are not unique")
         critics = checklist_critics(judge, checklist, strictness) if checklist else None
-        from localjury.bench.align import add_aligned, aligned_judge  # it imports this module
+        from localjury.bench.align import add_aligned, aligned_judge, traces_of  # they import this module
 
-        fold_judge = aligned_judge(items, judge, aligned, shots, sample_seed) if aligned else None
-        run = evaluate(
-            [it.record for it in items],
-            [judge, *([fold_judge] if fold_judge else [])],
-            config=config,
-            progress=progress,
-            engine_factory=engine_factory,
-            output_set=files,
+        records = [it.record for it in items]
+        judging = partial(
+            evaluate, records, config=config, progress=progress, engine_factory=engine_factory, output_set=files
         )
+        # A quoting judge's examples quote what its zero-shot samples quoted: judged after them.
+        fold_judge = aligned_judge(items, judge, aligned, shots, sample_seed) if aligned and not evidence else None
+        run = judging([judge, *([fold_judge] if fold_judge else [])])
+        aligned_run = run
+        if aligned and evidence:
+            fold_judge = aligned_judge(items, judge, aligned, shots, sample_seed, traces_of(items, run, judge.name))
+            aligned_run = judging([fold_judge])
         names = [m.model for m in run.summary.models]
         figures, rows = compute(items, run, names, seed=sample_seed, pairwise=pairwise, metric=judge.name)
         if fold_judge is not None:
-            more = compute(items, run, names, seed=sample_seed, metric=fold_judge.name)
+            more = compute(items, aligned_run, names, seed=sample_seed, metric=fold_judge.name)
             add_aligned(figures, rows, more, fold_judge, items)
         manifest = run.manifest
         figures = {
@@ -323,7 +323,7 @@ def run_bench(
                 "models": described(manifest),
                 "packages": manifest.packages if manifest else {},
                 "localjury_version": __version__,
-                "seconds": run.summary.seconds,
+                "seconds": run.summary.seconds + (aligned_run.summary.seconds if aligned_run is not run else 0.0),
             },
             **figures,
         }

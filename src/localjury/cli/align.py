@@ -56,11 +56,19 @@ def align(
     strictness: Annotated[
         int, typer.Option("--strictness", "-k", min=1, max=MAX_STRICTNESS, help="Samples per model.")
     ] = 3,
+    evidence: Annotated[
+        bool,
+        typer.Option(
+            "--evidence",
+            help="Quote evidence first (as `run --evidence`): each model first judges the labels zero-shot, and each "
+            "example quotes as its first sample that voted its gold label did (one no sample got right is not shown).",
+        ),
+    ] = False,
     no_calibrate: Annotated[
         bool,
         typer.Option(
             "--no-calibrate",
-            help="Fit no thresholds (load no model): the profile's judges are scored by their votes.",
+            help="Fit no thresholds (no model loads, unless --evidence): the profile's judges are scored by votes.",
         ),
     ] = False,
     folds: Annotated[int, typer.Option("--folds", min=2, help="Folds that measure the fitted thresholds.")] = 5,
@@ -78,6 +86,7 @@ def align(
     its nearest labeled records (TF-IDF cosine, balanced by label) with their gold verdicts.
 
     Unless --no-calibrate, each model judges the labels (none shown itself or its pair) to fit a threshold.
+    With --evidence, the profile quotes its evidence first, and so do its examples (bootstrapped: see --evidence).
     """
     from localjury.bench import require
 
@@ -85,7 +94,7 @@ def align(
     from localjury.bench.align import build_profile
     from localjury.cli.bench import _jury, print_calibration
 
-    judge = _criterion(criterion, metric, fmt, strictness)
+    judge = _criterion(criterion, metric, fmt, strictness, evidence)
     specs = _jury(models, registry, trust_remote_code)
     with _interruptible(), _progress(quiet) as progress:
         profile = build_profile(
@@ -102,17 +111,17 @@ def align(
     )
 
 
-def _criterion(criterion: str | None, metric: str | None, fmt: str, strictness: int) -> AspectCritic:
+def _criterion(criterion: str | None, metric: str | None, fmt: str, strictness: int, evidence: bool) -> AspectCritic:
     """The criterion to align: ``--criterion``'s wording under ``--metric``'s name, else
-    ``--metric`` as bench reads it, else the format's own."""
+    ``--metric`` as bench reads it, else the format's own; ``evidence``: quoting first."""
     from localjury.bench.run import resolve_metric
     from localjury.metrics import AspectCritic
 
     if criterion is not None:
         if not criterion.strip():
             raise ConfigError("--criterion needs a non-empty wording")
-        return AspectCritic(metric or "aligned", criterion, strictness=strictness)
-    judge = resolve_metric(metric, fmt, strictness)
+        return AspectCritic(metric or "aligned", criterion, strictness=strictness, evidence=evidence)
+    judge = resolve_metric(metric, fmt, strictness, evidence=evidence)
     if type(judge) is not AspectCritic:
         raise ConfigError(f"--metric {metric!r} is no yes/no criterion; give --criterion TEXT or an aspect")
     return judge

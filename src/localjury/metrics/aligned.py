@@ -55,6 +55,9 @@ class Demonstration:
     """The label's own reason, shown as the demonstration's; None: :data:`GOLD_REASONS`."""
     group: str | None = None
     """The pair or group it belongs to (records sharing it are never each other's examples)."""
+    evidence: tuple[str, ...] | None = None
+    """Quotes of its response, shown as the demonstration's evidence when the critic quotes
+    (``evidence=True``); a quoting critic takes only demonstrations that have them."""
 
 
 def _text(record: Record) -> str:
@@ -140,7 +143,10 @@ class AlignedCritic(AspectCritic):
     The judge reads the Aspect Critic's instruction and worked examples, then the record's
     demonstrations (see :class:`Selector`), each a user turn (the criterion and the labeled
     record) answered by its gold verdict with the label's reason (or a sentence saying a
-    reviewer labeled it), then the record. Votes, verdicts and scores are the Aspect
+    reviewer labeled it), then the record. With ``evidence``, each answer quotes first: the
+    demonstration's own quotes of its response (see :attr:`Demonstration.evidence`; a pool
+    record without them is not shown), and the record's quotes are held to its text as the
+    Aspect Critic's are. Votes, verdicts and scores are the Aspect
     Critic's; a model with a fitted threshold in ``calibrators`` is scored by it, as under
     ``run --calibration``.
 
@@ -165,11 +171,22 @@ class AlignedCritic(AspectCritic):
         strictness: int = 1,
         tie_break: TieBreak = "fail",
         verdict_first: bool = False,
+        evidence: bool = False,
         scope: Scope = "last_turn",
     ) -> None:
         super().__init__(
-            name, definition, strictness=strictness, tie_break=tie_break, verdict_first=verdict_first, scope=scope
+            name,
+            definition,
+            strictness=strictness,
+            tie_break=tie_break,
+            verdict_first=verdict_first,
+            evidence=evidence,
+            scope=scope,
         )
+        if evidence:  # a demonstration answers with its quotes: one without any cannot be shown
+            pool = [d for d in selector.pool if d.evidence is not None]
+            if len(pool) < len(selector.pool):
+                selector = Selector(pool, selector.shots, folds=selector.folds)
         self.selector = selector
         self.calibrators = list(calibrators)
         self.profile = dict(profile or {})
@@ -179,7 +196,10 @@ class AlignedCritic(AspectCritic):
         return self.selector.select(record)
 
     def _answer(self, d: Demonstration) -> BaseModel:
-        return self.output_model(reason=d.reason or GOLD_REASONS[d.gold], verdict=d.gold)
+        reason = d.reason or GOLD_REASONS[d.gold]
+        if self.evidence:
+            return self.output_model(evidence=list(d.evidence or ()), reason=reason, verdict=d.gold)
+        return self.output_model(reason=reason, verdict=d.gold)
 
     def messages(self, record: Record, neutralise: Neutraliser = DEFAULT) -> list[Message]:
         turns = super().messages(record, neutralise)
@@ -190,4 +210,7 @@ class AlignedCritic(AspectCritic):
         return turns[:-1] + shown + turns[-1:]
 
     def __repr__(self) -> str:
-        return f"AlignedCritic(name={self.name!r}, definition={self.definition!r}, pool={len(self.selector.pool)})"
+        quoted = ", evidence=True" if self.evidence else ""
+        return (
+            f"AlignedCritic(name={self.name!r}, definition={self.definition!r}, pool={len(self.selector.pool)}{quoted})"
+        )
