@@ -7,7 +7,7 @@ Prints and saves (benchmarks/results/demo_panel.{json,md}) per judge and jury th
 that match the expected ones (examples/demo_labels.jsonl: only the unambiguous cases), and
 the time, with the CPU they were measured on.
 
-The claim the README makes of the default judge is checked here, not in the tests (sampled
+The claim docs/getting-started.md makes of the default judge is checked here, not in the tests (sampled
 verdicts round differently on other CPUs' kernels): it must get at least ``--min-right``
 (default 12) of the 17 right, or this exits with status 1.
 """

@@ -155,9 +155,7 @@ def markdown(report: dict[str, Any]) -> str:
             for judge, f in (per_set.get(setting) or {}).items():
                 auroc = "-" if f["auroc"] is None else f"{f['auroc']:.2f}"
                 abst = "-" if f["abstained"] is None else f"{f['abstained']}/{f['samples']}"
-                lines.append(
-                    f"| {name} | {setting} | {judge} | {_kappa(f)} | {f['accuracy']:.0%} | {auroc} | {abst} |"
-                )
+                lines.append(f"| {name} | {setting} | {judge} | {_kappa(f)} | {f['accuracy']:.0%} | {auroc} | {abst} |")
     reads = [(n, s, c) for n, p in report["sets"].items() for s, c in (p.get("contradictions") or {}).items() if c]
     if reads:
         lines += [

@@ -6,7 +6,7 @@ directory included) may come from someone else: localjury never reads a registry
 unless it is named, and nothing in them runs code. The command line (and the Python code
 that calls localjury), ``$LOCALJURY_MODELS``, ``$LOCALJURY_HOME/models.yaml`` and the
 packaged registry are trusted to say which models judge. Even they cannot run a model's own
-code: that needs the run to name the model (``--trust-remote-code NAME``). The README's
+code: that needs the run to name the model (``--trust-remote-code NAME``). docs/resume-and-trust.md's
 "Trust model" lists each rule with its test.
 """
 

@@ -88,7 +88,7 @@ class ModelSpec(BaseModel):
     description: str = ""
     """Free text shown by ``localjury models list``."""
     purpose: Literal["judge", "pipeline"] = "judge"
-    """``judge``: measured good enough to judge (see the README's figures); ``pipeline``: too
+    """``judge``: measured good enough to judge (see docs/getting-started.md's figures); ``pipeline``: too
     small to judge, shipped to exercise the whole pipeline on any machine."""
 
     @model_validator(mode="after")

@@ -76,8 +76,8 @@ def models_list(registry: RegistryOpt = None) -> None:
     ]
     print_table(out, columns, title=f"models from {reg.source}")
     out.print(
-        "for: judging = measured to judge well enough (see the README); pipeline only = too small to judge, "
-        "shipped to exercise the pipeline on any machine",
+        "for: judging = measured to judge well enough (see docs/getting-started.md); pipeline only = too small to "
+        "judge, shipped to exercise the pipeline on any machine",
         style="dim",
     )
     if missing:

@@ -23,7 +23,7 @@ How one model's pass goes (a jury goes model by model, each on its own pool):
 
 Same results: both engines seed every sample from (run seed, prompt, sample index), and the
 store keys name no shard, replica or node, so how the records are sharded cannot change a
-sample (see the README, "Scale out on Ray", for what is and is not guaranteed).
+sample (see docs/ray.md for what is and is not guaranteed).
 """
 
 from __future__ import annotations

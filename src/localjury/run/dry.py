@@ -69,9 +69,10 @@ def dry_run(
     the records, prompts and samples (judgments) it would generate, their prompt tokens, and
     the samples already in the judgment store; then estimate its time from a short sample.
 
+    ``records``, ``metrics``, ``models``, ``config`` and ``settings`` are as for
+    :func:`~localjury.evaluate` (``cluster`` excepted: a dry run plans a run on this machine).
+
     Args:
-        records, metrics, models, config, **settings: As for :func:`~localjury.evaluate`
-            (``cluster`` excepted: a dry run plans a run on this machine).
         estimate: Prompts per model to generate and time (the first ones the run would
             generate; each draws its k samples); 0 loads no model and estimates nothing.
             What they generate is kept in the judgment store, under the keys the run uses.
