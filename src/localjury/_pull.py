@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from localjury._embedded import EMBEDDED, EmbeddedSource
+from localjury._gguf_tokenizer import save_gguf_tokenizer
 from localjury._hashing import file_sha256
 from localjury.errors import ConfigError, EngineError, MissingDependencyError, ModelNotAvailableError
 from localjury.registry import GGUF_NAME, ModelSpec
@@ -92,38 +93,6 @@ def _pulled(dest: Path, convert: bool) -> bool:
     Hugging Face weights when they are wanted (``convert``)."""
     has_gguf = (dest / GGUF_NAME).is_file() and (dest / "tokenizer_config.json").is_file()
     return has_gguf and (not convert or (dest / "config.json").is_file())
-
-
-def save_gguf_tokenizer(gguf: Path, dest: Path) -> None:
-    """Convert a GGUF file's vocabulary and chat template into Hugging Face tokenizer files
-    in ``dest`` (written beside it and renamed, so ``dest`` is whole or absent).
-
-    Raises:
-        EngineError: transformers cannot read the GGUF's tokenizer.
-    """
-    from transformers import AutoTokenizer
-
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{dest.name}-") as tmp:
-        out = Path(tmp) / "tokenizer"
-        try:
-            AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)
-        except Exception as exc:
-            raise EngineError(
-                f"cannot read the tokenizer of {gguf}: {exc}", engine="llamacpp", model=gguf.name
-            ) from exc
-        if dest.exists():
-            shutil.rmtree(dest)
-        out.rename(dest)
-
-
-def gguf_tokenizer(spec: ModelSpec) -> Path:
-    """The folder of a GGUF model's Hugging Face tokenizer, converted from the GGUF on first use
-    (a bare ``.gguf`` path; pulled models have it already)."""
-    folder = spec.tokenizer_dir()
-    if not (folder / "tokenizer_config.json").is_file():
-        save_gguf_tokenizer(spec.require_gguf(), folder)
-    return folder
 
 
 def pull(

@@ -15,23 +15,35 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from localjury.errors import ConfigError
-
-if TYPE_CHECKING:
-    from localjury.registry import ModelSpec
 
 #: (registry file, model name) pairs already announced on stderr in this process.
 _announced: set[tuple[str, str]] = set()
 
 
-def _settings(spec: ModelSpec) -> dict[str, Any]:
+class Entry(Protocol):
+    """What the trust rules read of a models.yaml entry (a :class:`~localjury.registry.ModelSpec`;
+    a protocol, so that the registry, which applies them, is not imported here)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def trust_remote_code(self) -> bool: ...
+    @property
+    def base_url(self) -> str | None: ...
+    @property
+    def location(self) -> str: ...
+    def model_dump(self, *, exclude: set[str] | None = None) -> dict[str, Any]: ...
+
+
+def _settings(spec: Entry) -> dict[str, Any]:
     """What decides how a model judges: every field but its free-text description."""
     return spec.model_dump(exclude={"description"})
 
 
-def check_shadowing(path: Path, named: bool, specs: Mapping[str, ModelSpec], packaged: Mapping[str, ModelSpec]) -> None:
+def check_shadowing(path: Path, named: bool, specs: Mapping[str, Entry], packaged: Mapping[str, Entry]) -> None:
     """Refuse an entry that gives a packaged model's name other settings, unless the caller
     named its registry; then say so once on stderr.
 
@@ -69,7 +81,7 @@ def check_shadowing(path: Path, named: bool, specs: Mapping[str, ModelSpec], pac
             )
 
 
-def check_remote_code(specs: Sequence[ModelSpec], sources: Mapping[str, str], allowed: Sequence[str]) -> None:
+def check_remote_code(specs: Sequence[Entry], sources: Mapping[str, str], allowed: Sequence[str]) -> None:
     """Refuse a model whose registry entry asks to run the code shipped with its weights unless
     the run names it in ``allowed``, and a name in ``allowed`` that no model of the run answers.
 

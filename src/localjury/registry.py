@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from localjury._embedded import EmbeddedName
 from localjury._engine_settings import ServerSettings, VllmSettings, is_loopback
 from localjury._files import read_yaml
+from localjury._gguf_tokenizer import save_gguf_tokenizer
 from localjury._safetensors import safetensors_problem
 from localjury._trust import check_shadowing
 from localjury.errors import ConfigError, ModelNotAvailableError
@@ -198,9 +199,9 @@ class ModelSpec(BaseModel):
         if engine != "llamacpp":
             return self.require_local_dir()
         gguf = self.require_gguf()
-        from localjury._pull import gguf_tokenizer  # a bare .gguf path: its tokenizer, converted once
-
-        gguf_tokenizer(self)
+        folder = self.tokenizer_dir()
+        if not (folder / "tokenizer_config.json").is_file():  # a bare .gguf path: its tokenizer, converted once
+            save_gguf_tokenizer(gguf, folder)
         return gguf
 
     def require_gguf(self) -> Path:

@@ -13,6 +13,8 @@ from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCriti
 from localjury.metrics.base import Metric
 from localjury.metrics.pairwise import PairwiseCritic
 from localjury.metrics.spec import metric_from_string
+from localjury.report import ModelJudgment
+from localjury.voting import vote_share
 
 #: How a bench judges: pairs in both orders, each response on its own, or as the data suggests.
 BenchMode = Literal["auto", "pairwise", "pointwise"]
@@ -90,3 +92,17 @@ def is_pairwise(mode: BenchMode, fmt: str, data: str | Path) -> bool:
             return False  # the loader reports it, naming the line
         return isinstance(row, dict) and {"response_a", "response_b"} <= row.keys()
     return False
+
+
+def graded(judgment: ModelJudgment | None, composite: bool) -> float | None:
+    """A model's graded score of a record in [0, 1], the input of AUROC, Brier and ECE: its
+    confidence (mean verdict probability) where its engine gives probabilities, else the share
+    of its valid votes that pass; for a composite metric its score (already the share of
+    supported statements)."""
+    if judgment is None:
+        return None
+    if composite:
+        return judgment.score
+    if judgment.confidence is not None:
+        return judgment.confidence
+    return vote_share(judgment.votes)

@@ -11,8 +11,8 @@ from localjury._hashing import file_sha256
 from localjury._outputs import OutputSet
 from localjury._version import __version__
 from localjury.bench import stats
+from localjury.bench._judge import graded, resolve_metric
 from localjury.bench.formats import BenchItem, load, sample
-from localjury.bench.run import graded, resolve_metric
 from localjury.calibration import CalibrationFile, Calibrator, Source, cross_validated, fit, load_calibration
 from localjury.errors import ConfigError
 from localjury.registry import ModelSpec, registry_path

@@ -11,7 +11,8 @@ from localjury._outputs import OutputSet
 from localjury._version import __version__
 from localjury.bench import stats
 from localjury.bench._files import described, write
-from localjury.bench._judge import BenchMode, is_pairwise, resolve_metric
+from localjury.bench._judge import BenchMode, graded, is_pairwise, resolve_metric
+from localjury.bench.align import add_aligned, aligned_judge, traces_of
 from localjury.bench.checklist import checklist_critics, compare_checklist
 from localjury.bench.formats import FORMATS, BenchItem, load, sample
 from localjury.bench.published import llmbar_reference
@@ -37,20 +38,6 @@ def prediction(score: float | None) -> int | None:
     composite's share of supported statements passes only with a majority of them."""
     verdict = passes(score)
     return None if verdict is None else int(verdict)
-
-
-def graded(judgment: ModelJudgment | None, composite: bool) -> float | None:
-    """A model's graded score of a record in [0, 1], the input of AUROC, Brier and ECE: its
-    confidence (mean verdict probability) where its engine gives probabilities, else the share
-    of its valid votes that pass; for a composite metric its score (already the share of
-    supported statements)."""
-    if judgment is None:
-        return None
-    if composite:
-        return judgment.score
-    if judgment.confidence is not None:
-        return judgment.confidence
-    return vote_share(judgment.votes)
 
 
 def _sample_votes(result: RecordResult, model: str) -> list[list[int | None]]:
@@ -282,8 +269,6 @@ def run_bench(
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{data}: record ids are not unique")
         critics = checklist_critics(judge, checklist, strictness) if checklist else None
-        from localjury.bench.align import add_aligned, aligned_judge, traces_of  # they import this module
-
         records = [it.record for it in items]
         judging = partial(
             evaluate, records, config=config, progress=progress, engine_factory=engine_factory, output_set=files

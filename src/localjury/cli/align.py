@@ -114,7 +114,7 @@ def align(
 def _criterion(criterion: str | None, metric: str | None, fmt: str, strictness: int, evidence: bool) -> AspectCritic:
     """The criterion to align: ``--criterion``'s wording under ``--metric``'s name, else
     ``--metric`` as bench reads it, else the format's own; ``evidence``: quoting first."""
-    from localjury.bench.run import resolve_metric
+    from localjury.bench._judge import resolve_metric
     from localjury.metrics import AspectCritic
 
     if criterion is not None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from localjury.engines.base import render_plain
 from localjury.errors import ConfigError
 from localjury.registry import ModelSpec
 from localjury.types import Message
@@ -44,3 +43,19 @@ class PromptFormatter:
                 )
             )
         return self.plain_prefix + render_plain(messages)
+
+
+def render_plain(messages: Sequence[Message]) -> str:
+    """A prompt for base models without a chat template: the instruction, each example as
+    a task followed by its judgment, then the task with the judgment left open."""
+    parts: list[str] = []
+    for msg in messages:
+        if msg["role"] == "system":
+            parts.append(msg["content"].strip() + "\n")
+        elif msg["role"] == "user":
+            parts.append("### Task\n" + msg["content"].strip() + "\n")
+        else:
+            parts.append("### Judgment\n" + msg["content"].strip() + "\n")
+    if messages and messages[-1]["role"] != "assistant":
+        parts.append("### Judgment\n")
+    return "\n".join(parts)

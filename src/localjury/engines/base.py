@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
+from localjury.engines._prompts import PromptFormatter, render_plain
 from localjury.types import Completion, Message, ProgressFn, Sampling, Usage
-
-if TYPE_CHECKING:
-    from localjury.engines._prompts import PromptFormatter
 
 __all__ = [
     "BatchEngine",
@@ -152,19 +150,3 @@ class BatchEngine(PromptTokens):
     ) -> list[list[Completion]]:
         """The backend's generation of a checked, non-empty call (``quotes`` only when given)."""
         raise NotImplementedError
-
-
-def render_plain(messages: Sequence[Message]) -> str:
-    """A prompt for base models without a chat template: the instruction, each example as
-    a task followed by its judgment, then the task with the judgment left open."""
-    parts: list[str] = []
-    for msg in messages:
-        if msg["role"] == "system":
-            parts.append(msg["content"].strip() + "\n")
-        elif msg["role"] == "user":
-            parts.append("### Task\n" + msg["content"].strip() + "\n")
-        else:
-            parts.append("### Judgment\n" + msg["content"].strip() + "\n")
-    if messages and messages[-1]["role"] != "assistant":
-        parts.append("### Judgment\n")
-    return "\n".join(parts)

@@ -47,16 +47,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from localjury._hashing import content_hash
 from localjury.engines import quotes_refusal
 from localjury.engines._quotes import has_quotes
-from localjury.engines._server_client import (
-    ServerClient,
-    Unreachable,
-    excerpt,
-    served_by,
-)
+from localjury.engines._server_client import ServerClient, ServerKind, Unreachable, excerpt, served_by
 from localjury.engines._verdicts import TOP_LOGPROBS, Decision, decision_of, verdict_probs_from_top
 from localjury.engines.base import BatchEngine, Completion, Message, ProgressFn, Sampling
 from localjury.errors import ConfigError, EngineError
-from localjury.manifest import ServerKind
 from localjury.registry import ModelSpec
 
 if TYPE_CHECKING:

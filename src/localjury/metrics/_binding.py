@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from localjury.conversation import Scope, conversation_values
+from localjury.conversation import Scope, last_response, last_turn_split
 from localjury.errors import MetricError, RecordError
 from localjury.records import Record
 
@@ -99,3 +99,36 @@ def check_inputs(
                 f"metric {metric!r}: required input field {name!r} is no record field "
                 f"({', '.join(RECORD_FIELDS)}); give it in constants= or map it with sources="
             )
+
+
+def conversation_values(
+    model: type[BaseModel], record: Record, metric: str, scope: Scope, sources: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The input values a conversation record gives a program's input ``model``; {} for
+    other records. A model with a ``conversation`` field gets the turns (all of them under
+    ``scope="conversation"`` or when the record gives its ``response``; else those before
+    the last assistant turn, which is the ``response``); a model without one gets the last
+    assistant turn's text in each field that takes the record's ``response`` (``sources``).
+
+    Raises:
+        RecordError: Judging the last turn of a conversation without an assistant turn with text.
+    """
+    if record.messages is None:
+        return {}
+    if "conversation" not in model.model_fields:
+        text = last_response(record.messages) if record.response is None else None
+        takes = [name for name in model.model_fields if (sources or {}).get(name, name) == "response"]
+        return {name: text for name in takes} if text is not None else {}
+    if scope == "conversation" or record.response is not None:
+        return {"conversation": list(record.messages)}
+    split = last_turn_split(record.messages)
+    if split is None:
+        raise RecordError(
+            f"metric {metric!r} judges the last assistant turn, and the conversation has no assistant turn "
+            "with text; judge the whole conversation with scope='conversation'",
+            record_id=record.id,
+            field="messages",
+            location=record._location,
+        )
+    before, last = split
+    return {"response": last.content, "conversation": before or None}
