@@ -35,6 +35,7 @@ LAYERS = {
     "localjury.inspect_log": 1,
     "localjury.registry": 1,
     "localjury._pull": 1,
+    "localjury._gguf_tokenizer": 1,
     "localjury.neutralise": 1,
     "localjury._outputs": 1,
     "localjury._commit": 1,
