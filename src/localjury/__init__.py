@@ -44,9 +44,10 @@ from localjury.profile import JudgeProfile, load_profile
 from localjury.readers import iter_records
 from localjury.records import Record
 from localjury.registry import ModelSpec, load_registry
-from localjury.report import ModelJudgment, RecordResult, RunPlan, StatementResult, Summary
+from localjury.report import ModelJudgment, RecordResult, StatementResult
 from localjury.run import RunConfig, RunResult, dry_run, evaluate
 from localjury.run.cluster import RayCluster
+from localjury.summary import RunPlan, Summary
 
 __all__ = [
     "NLI_STATEMENT",

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from localjury.errors import ConfigError
-from localjury.report import RecordResult, Summary
+from localjury.report import RecordResult
+from localjury.summary import Summary
 from localjury.voting import passes
 
 #: The exit code of a run that wrote its results but missed a ``--fail-under`` bar: distinct

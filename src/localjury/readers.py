@@ -10,6 +10,7 @@ next one; only a source that cannot be read at all is a ``ConfigError``.
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -22,7 +23,7 @@ from localjury._files import check_regular_file, open_regular_file
 from localjury.conversation import from_ragas_turns
 from localjury.errors import ConfigError, MissingDependencyError, RecordError
 from localjury.inspect_log import iter_inspect_log
-from localjury.records import Record, coerce_records, parse_record, raw_id, too_deep
+from localjury.records import Record, coerce_records, dedupe, parse_record, raw_id, too_deep
 
 SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq", ".eval")
 _DATASET_HINT = (
@@ -368,3 +369,22 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
         raise ConfigError(
             f"unsupported dataset format {suffix!r} for {path}; expected one of: " + ", ".join(SUPPORTED_SUFFIXES)
         )
+
+
+class Dataset:
+    """The records, read again for each pass and never held in memory whole: a file is
+    streamed, a Hugging Face dataset read from its (memory-mapped) Arrow table a batch at a
+    time, a RAGAS-shaped dataset from its samples (see :func:`~localjury.readers.record_reader`)."""
+
+    def __init__(self, records: str | Path | Iterable[Any]) -> None:
+        self.path: Path | None = Path(records) if isinstance(records, str | Path) else None
+        """The dataset file or folder, when the records come from one."""
+        self._read = record_reader(records)
+
+    def entries(self) -> Iterator[Record | RecordError]:
+        return dedupe(self._read())
+
+    def chunks(self, size: int) -> Iterator[list[Record | RecordError]]:
+        it = self.entries()
+        while chunk := list(itertools.islice(it, size)):
+            yield chunk

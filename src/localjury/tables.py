@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from localjury._terminal import Column, print_table
-from localjury.report import RunPlan, Summary
+from localjury.summary import RunPlan, Summary
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -151,9 +151,10 @@ def test_a_replica_with_other_model_files_refuses_to_run(tmp_path):
     """What a replica on a node with other weights does: it rehashes the folder, compares with
     the driver's hash (the store key's model identity) and refuses, before loading anything."""
     from localjury.run import RunConfig
+    from localjury.run.cluster.sharded import ShardWorker
     from localjury.run.context import Run
     from localjury.run.generate import MemoryStore
-    from localjury.run.sharded import ShardWorker
+    from localjury.run.prepare import check_metrics
     from localjury.run.state import JuryModel
 
     folder = tmp_path / "model"
@@ -164,14 +165,15 @@ def test_a_replica_with_other_model_files_refuses_to_run(tmp_path):
         ModelSpec(name="m", path=str(folder)), identity="0" * 64, temperature=0.7, top_p=1.0, max_tokens=64
     )
     log = []
-    portable = Run(RunConfig(), [DATED], [model], None, MemoryStore(), factory(respond, log))
+    judgings = check_metrics([DATED], RunConfig())
+    portable = Run(RunConfig(), judgings, [model], None, MemoryStore(), factory(respond, log))
     with pytest.raises(EngineError, match=r"model 'm'.*hash to [0-9a-f]{12}, the driver's to 000000000000"):
         ShardWorker(portable, "m")
     assert log == []  # refused before loading
 
 
 def test_placement_of_replicas():
-    from localjury.run._ray import RaySession
+    from localjury.run.cluster.session import RaySession
 
     def session(gpus, cpus, nodes=None, **kw):
         s = object.__new__(RaySession)
@@ -213,7 +215,7 @@ def test_placement_of_replicas():
 
 def test_auto_engine_follows_the_clusters_gpus_not_the_drivers(monkeypatch):
     from localjury.run import _ray
-    from localjury.run._ray import RaySession
+    from localjury.run.cluster.session import RaySession
 
     s = object.__new__(RaySession)
     s.cluster, s.gpus, s.cpus = RayCluster(), 4, 32
@@ -236,7 +238,7 @@ def test_cluster_settings_are_checked():
 
 
 def test_without_ray_the_error_names_the_extra(monkeypatch):
-    from localjury.run._ray import RaySession
+    from localjury.run.cluster.session import RaySession
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(MissingDependencyError, match=r"a Ray `cluster` needs Ray.*pip install 'localjury\[ray\]'"):
@@ -278,6 +280,7 @@ def test_replicas_get_absolute_model_folders_and_ray_executor_for_split_models(t
     from localjury.run import RunConfig
     from localjury.run.context import Run
     from localjury.run.generate import MemoryStore
+    from localjury.run.prepare import check_metrics
     from localjury.run.state import JuryModel
 
     monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path / "home"))
@@ -289,7 +292,7 @@ def test_replicas_get_absolute_model_folders_and_ray_executor_for_split_models(t
         vllm=VllmSettings(tensor_parallel_size=2, distributed_executor_backend="mp"),
     )
     models = [JuryModel(s, identity="unhashed", temperature=0.7, top_p=1.0, max_tokens=64) for s in (embedded, chosen)]
-    run_ = Run(RunConfig(), [DATED], models, models[0], MemoryStore(), factory(respond, []))
+    run_ = Run(RunConfig(), check_metrics([DATED], RunConfig()), models, models[0], MemoryStore(), factory(respond, []))
     plain, split = run_.portable(MemoryStore()), run_.portable(MemoryStore(), split=True)
     e, c = plain.models
     assert e.spec.embedded is None and e.spec.path == str(tmp_path / "home" / "models" / "smollm2-135m-instruct")

@@ -12,9 +12,8 @@ from pydantic import BaseModel
 from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError, MissingDependencyError
 from localjury.manifest import Manifest, verify
-from localjury.readers import iter_records
+from localjury.readers import Dataset, iter_records
 from localjury.records import Record
-from localjury.run.plan import Dataset
 
 from .fakes import factory, judgment, spec
 

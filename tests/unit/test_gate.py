@@ -11,7 +11,8 @@ import localjury.run.pipeline
 from localjury.cli import main
 from localjury.errors import ConfigError
 from localjury.gate import GATE_EXIT, Gate, check, check_names
-from localjury.report import MetricSummary, RecordResult, Summary
+from localjury.report import RecordResult
+from localjury.summary import MetricSummary, Summary
 
 from .fakes import factory, fake_registry, judgment
 

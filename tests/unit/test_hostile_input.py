@@ -17,7 +17,7 @@ from localjury.errors import RecordError
 from localjury.neutralise import Neutraliser
 from localjury.readers import iter_records
 from localjury.records import Record
-from localjury.run.plan import MAX_TOKEN_BYTES
+from localjury.run.fit import MAX_TOKEN_BYTES
 
 from .fakes import ScriptedEngine, factory, judgment, spec
 

@@ -17,8 +17,9 @@ import localjury.engines._server_client as client_module
 import localjury.engines.server as server_module
 from localjury import AspectCritic, evaluate
 from localjury.engines import resolve_engine
+from localjury.engines._server_answers import request_seed
 from localjury.engines._server_client import backoff, served_model
-from localjury.engines.server import ServerEngine, request_seed
+from localjury.engines.server import ServerEngine
 from localjury.errors import ConfigError, EngineError
 from localjury.manifest import verify
 from localjury.registry import ModelSpec, ServerSettings, is_loopback, load_registry
@@ -519,7 +520,7 @@ def test_refused_log_probabilities_name_the_setting():
 
 
 def test_a_served_model_is_not_sharded_on_ray():
-    from localjury.run._ray import RaySession
+    from localjury.run.cluster.session import RaySession
 
     with pytest.raises(ConfigError, match=r"model 's' is served at .*: a sharded run \(`cluster`\) has nothing"):
         RaySession.resolve_engine(None, ModelSpec(name="s", base_url="http://127.0.0.1:1/v1"), None)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ import io
 import pytest
 
 from localjury._terminal import SafeConsole
-from localjury.report import MetricSummary, ModelEstimate, ModelPlan, ModelSummary, RunPlan, Summary
+from localjury.summary import MetricSummary, ModelEstimate, ModelPlan, ModelSummary, RunPlan, Summary
 from localjury.tables import _count, _rate, _secs, print_plan, print_summary
 
 #: The longest embedded model name, and a jury of the demo's judges.

@@ -14,7 +14,7 @@ from localjury.cli import app
 from localjury.cli.bench import print_calibration, print_figures
 from localjury.cli.verify import print_checks
 from localjury.metrics import PREDEFINED_ASPECTS
-from localjury.report import MetricSummary, ModelPlan, ModelSummary, RunPlan, Summary
+from localjury.summary import MetricSummary, ModelPlan, ModelSummary, RunPlan, Summary
 from localjury.tables import print_plan, print_summary
 
 #: The four embedded models, the longest names a user types.

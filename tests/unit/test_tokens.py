@@ -5,8 +5,8 @@ import json
 
 from localjury import AspectCritic, evaluate
 from localjury.engines.base import BatchEngine, Completion, Sampling, Usage
-from localjury.report import Summary
 from localjury.run.state import ModelStats
+from localjury.summary import Summary
 
 from .fakes import ScriptedEngine, factory, judgment, spec
 

@@ -287,8 +287,8 @@ def run(
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary
     (with --dry-run: plan the run and estimate its time instead)."""
     from localjury.gate import Gate, check_names
-    from localjury.report import summary_path_for
     from localjury.run import RunConfig, evaluate
+    from localjury.summary import summary_path_for
     from localjury.tables import print_summary
 
     metrics = _build_metrics(aspect, criterion, criteria, metric, verdict_first, pairwise, rubrics, evidence)

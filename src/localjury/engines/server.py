@@ -44,11 +44,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from localjury._hashing import content_hash
 from localjury.engines import quotes_refusal
 from localjury.engines._quotes import has_quotes
+from localjury.engines._server_answers import Answers, refuses_format, request_seed, structured
 from localjury.engines._server_client import ServerClient, ServerKind, Unreachable, excerpt, served_by
-from localjury.engines._verdicts import TOP_LOGPROBS, Decision, decision_of, verdict_probs_from_top
+from localjury.engines._verdicts import TOP_LOGPROBS
 from localjury.engines.base import BatchEngine, Completion, Message, ProgressFn, Sampling
 from localjury.errors import ConfigError, EngineError
 from localjury.registry import ModelSpec
@@ -62,8 +62,6 @@ T = TypeVar("T")
 TEMPLATE_TOKENS = 8
 #: Characters per token of the estimate used where the server has no tokenize endpoint.
 CHARS_PER_TOKEN = 3
-#: The name of the schema in an OpenAI ``response_format``.
-SCHEMA_NAME = "judgment"
 
 #: Fields that turn a server's own sampling defaults off, so that temperature and top-p alone
 #: shape the distribution (llama-cpp-python 0.3.36 defaults to top_k 40, min_p 0.05 and
@@ -79,24 +77,6 @@ OWN_FIELDS = frozenset(
     {"model", "messages", "temperature", "top_p", "max_tokens", "n", "seed", "logprobs", "top_logprobs"}
     | {"response_format", "structured_outputs", "stream"}
 )
-
-
-def request_seed(seed: int, prompt: str, first_sample: int) -> int:
-    """A request's seed from the run seed, its prompt and the index of its first sample (31
-    bits: servers parse seeds as 32-bit integers, signed or not)."""
-    return int(content_hash(seed=seed, prompt=prompt, first=first_sample)[:8], 16) >> 1
-
-
-def structured(mode: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """The request fields that constrain the output to ``schema`` in one of the forms servers
-    accept (see ``server.structured_outputs`` in models.yaml)."""
-    if mode == "json_schema":
-        return {"response_format": {"type": "json_schema", "json_schema": {"name": SCHEMA_NAME, "schema": schema}}}
-    if mode == "json_object":
-        return {"response_format": {"type": "json_object", "schema": schema}}
-    if mode == "vllm":
-        return {"structured_outputs": {"json": schema}}
-    raise ValueError(f"unknown structured output mode {mode!r}")
 
 
 class ServerEngine(BatchEngine):
@@ -144,6 +124,7 @@ class ServerEngine(BatchEngine):
         self.tokenize: str | None = None
         self.extra = {**PLAIN_SAMPLING[self.flavour], **settings.extra_body}
         self._lock = threading.Lock()
+        self.answers = Answers(self.client.base_url, self.name, spec.name)
 
     # -- prompts -------------------------------------------------------------------------
 
@@ -180,7 +161,7 @@ class ServerEngine(BatchEngine):
                 response = self.client.request("POST", url, body)
             except Unreachable as exc:
                 raise self.client.unreachable(exc, f"POST {url}") from None
-            count = self._json(response).get("count") if response.status_code == 200 else None
+            count = Answers.json(response).get("count") if response.status_code == 200 else None
             if isinstance(count, int):
                 self.tokenize = way
                 return count if way == "vllm" else count + allowance
@@ -338,7 +319,7 @@ class ServerEngine(BatchEngine):
         body = self._body(messages, n, seed, sampling, want_logprobs)
         url = f"{self.client.base_url}/chat/completions"
         if schema is None:
-            return self._completions(self._post(url, body), schema)
+            return self.answers.completions(self._post(url, body), schema, self.mode)
         modes = [self.mode] if self.mode is not None else ["json_schema", "json_object"]
         refusals: list[str] = []
         for mode in modes:
@@ -347,11 +328,11 @@ class ServerEngine(BatchEngine):
                 if self.mode is None:
                     with self._lock:
                         self.mode = mode
-                return self._completions(response, schema)
-            if self.mode is None and _refuses_format(response):
+                return self.answers.completions(response, schema, self.mode)
+            if self.mode is None and refuses_format(response):
                 refusals.append(f"{mode}: HTTP {response.status_code} {excerpt(response.text, 200)}")
                 continue
-            raise self._refused(response, mode)
+            raise self.answers.refused(response, mode)
         raise EngineError(
             f"the server at {self.client.base_url} refused the JSON schema in every form localjury sends "
             f"({'; '.join(refusals)}); judgments need output constrained to the schema: use a server that "
@@ -367,70 +348,6 @@ class ServerEngine(BatchEngine):
         except Unreachable as exc:
             raise self.client.unreachable(exc, "POST /chat/completions") from None
 
-    def _refused(self, response: httpx2.Response, mode: str) -> EngineError:
-        """The error for a request the server answered with an error status."""
-        text = excerpt(response.text)
-        if "logprob" in response.text.lower():
-            fix = "if it refuses log-probabilities, set server.logprobs: false in the models.yaml entry"
-        elif response.status_code in (400, 422):
-            fix = (
-                f"if it refuses the schema in the form {mode!r}, set server.structured_outputs in the models.yaml "
-                "entry (json_schema, json_object or vllm); if the prompt is too long for it, lower context_length "
-                "there to the server's, so that such records become per-record errors"
-            )
-        else:
-            fix = "see the server's log; the same command resumes once it answers"
-        return EngineError(
-            f"the server at {self.client.base_url} answered HTTP {response.status_code} ({text}); {fix}",
-            engine=self.name,
-            model=self.spec.name,
-        )
-
-    def _json(self, response: httpx2.Response) -> dict[str, Any]:
-        try:
-            data = response.json()
-        except ValueError:
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def _completions(self, response: httpx2.Response, schema: dict[str, Any] | None) -> list[Completion]:
-        """The samples of one answer; an answer with no completion in it is an error (a text
-        that is not JSON is not: its sample becomes an abstention)."""
-        if response.status_code != 200:
-            raise self._refused(response, self.mode or "none")
-        data = self._json(response)
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
-            raise EngineError(
-                f"the server at {self.client.base_url} answered HTTP 200 without completions "
-                f"({excerpt(response.text)}); is base_url an OpenAI-compatible API?",
-                engine=self.name,
-                model=self.spec.name,
-            )
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        total = usage.get("completion_tokens") if isinstance(usage, dict) else None
-        out = []
-        for choice in sorted(choices, key=lambda c: c.get("index", 0)):
-            message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-            text = message.get("content") if isinstance(message, dict) else None
-            steps = (choice.get("logprobs") or {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
-            steps = steps if isinstance(steps, list) else None
-            if steps:
-                n_tokens = len(steps)
-            elif isinstance(total, int):
-                n_tokens = round(total / len(choices))  # usage is per request, not per sample
-            else:
-                n_tokens = 0
-            out.append(
-                Completion(
-                    text=text if isinstance(text, str) else "",
-                    n_tokens=n_tokens,
-                    finished=choice.get("finish_reason") == "stop",
-                    verdict_probs=_verdict_probs(steps, decision_of(schema)) if steps and schema is not None else None,
-                )
-            )
-        return out
-
     def close(self) -> None:
         """Stop sending requests and close the connections (the server keeps running)."""
         pool = getattr(self, "pool", None)
@@ -439,35 +356,3 @@ class ServerEngine(BatchEngine):
         client = getattr(self, "client", None)
         if client is not None:
             client.close()
-
-
-def _refuses_format(response: httpx2.Response) -> bool:
-    """Whether an error answer to the first request refuses the schema's form (llama-cpp-python
-    0.3.36 answers a response_format it does not know with HTTP 500)."""
-    if response.status_code in (400, 422):
-        return True
-    text = response.text.lower()
-    return response.status_code == 500 and ("response_format" in text or "json_schema" in text)
-
-
-def _verdict_probs(steps: list[Any], decision: Decision | None) -> tuple[float, ...] | None:
-    """Verdict probabilities (of the schema's ``decision``: a 0/1 verdict, an A/B preference,
-    a rubric's score) from a chat completion's ``logprobs.content``; None when the server gave
-    no alternatives."""
-    tokens: list[str] = []
-    tops: list[list[tuple[str, float]]] = []
-    for step in steps:
-        if not isinstance(step, dict) or not isinstance(step.get("token"), str):
-            return None
-        tokens.append(step["token"])
-        alternatives = step.get("top_logprobs") or []
-        tops.append(
-            [
-                (a["token"], float(a["logprob"]))
-                for a in alternatives
-                if isinstance(a, dict) and isinstance(a.get("token"), str) and isinstance(a.get("logprob"), int | float)
-            ]
-        )
-    if not any(tops):
-        return None
-    return verdict_probs_from_top(tokens, tops, decision)

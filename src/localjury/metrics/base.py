@@ -192,7 +192,7 @@ class PromptProgram(Generic[InT, OutT]):
 class Metric:
     """Anything a run can judge: a name, samples per model (strictness), a tie-break.
 
-    ``kind`` names how a run judges it (:data:`localjury.run.kinds.KINDS`): ``"judge"``
+    ``kind`` names how a run judges it (:data:`localjury.run.judging.kinds.KINDS`): ``"judge"``
     for a :class:`JudgeMetric`, ``"composite"`` for a ``CompositeMetric``, ``"pairwise"``
     for a ``PairwiseCritic``, ``"tool_calls"`` for a ``ToolCallAccuracy`` (computed, no judge).
     """

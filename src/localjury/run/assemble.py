@@ -9,10 +9,11 @@ from functools import partial
 from localjury._commit import StagedFile
 from localjury.engines.base import Completion
 from localjury.errors import RecordError
+from localjury.readers import Dataset
 from localjury.records import Record
 from localjury.report import ModelJudgment, RecordResult
 from localjury.run.context import Run
-from localjury.run.plan import Dataset, Planned, plan_chunk, read_first_steps
+from localjury.run.plan import Planned, plan_chunk, read_first_steps
 from localjury.run.state import JuryModel
 from localjury.store import Stored
 from localjury.voting import passes

@@ -9,15 +9,14 @@ from typing import TYPE_CHECKING, Any
 from localjury.metrics.base import Metric
 from localjury.registry import ModelSpec
 from localjury.run.config import RunConfig
-from localjury.run.judging import Judging
-from localjury.run.kinds import judging_for
+from localjury.run.judging.base import Judging
 from localjury.run.state import EngineFactory, JuryModel, ModelStats
 from localjury.store import GenerationStore
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from localjury.run._ray import RaySession
+    from localjury.run.cluster.session import RaySession
 
 
 @dataclass
@@ -25,7 +24,9 @@ class Run:
     """One evaluate() call: the settings, the jury, the store, and what the passes counted."""
 
     config: RunConfig
-    metrics: list[Metric]
+    judgings: list[Judging]
+    """How each metric is judged, in the metrics' order (built once per run:
+    :func:`~localjury.run.prepare.check_metrics`)."""
     models: list[JuryModel]
     extractor: JuryModel | None
     """The model that extracts statements for composite metrics (None without one)."""
@@ -33,16 +34,18 @@ class Run:
     factory: EngineFactory
     progress: Progress | None = None
     cluster: RaySession | None = None
-    judgings: list[Judging] = field(init=False)
-    """How each metric is judged, in the metrics' order."""
     stats: dict[str, ModelStats] = field(init=False)
     lost: dict[tuple[str, str], str] = field(default_factory=dict)
     """(model, record id) -> why that model has nothing for the record: its shard was lost
     on the cluster (kept out of the store, so that a rerun tries again)."""
 
     def __post_init__(self) -> None:
-        self.judgings = [judging_for(m, self.config.sampling) for m in self.metrics]
         self.stats = {m.spec.name: ModelStats(m.spec) for m in self.models}
+
+    @property
+    def metrics(self) -> list[Metric]:
+        """The metrics judged, in order."""
+        return [j.metric for j in self.judgings]
 
     @property
     def seed(self) -> int:
@@ -68,4 +71,4 @@ class Run:
 
         pinned = {m.spec.name: replace(m, spec=pinned_spec(m.spec)) for m in self.models}
         extractor = pinned[self.extractor.spec.name] if self.extractor is not None else None
-        return Run(self.config, self.metrics, list(pinned.values()), extractor, store, self.factory)
+        return Run(self.config, self.judgings, list(pinned.values()), extractor, store, self.factory)

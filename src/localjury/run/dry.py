@@ -30,19 +30,20 @@ from localjury.errors import ConfigError, RecordError
 from localjury.manifest import model_record
 from localjury.metrics.base import Metric
 from localjury.metrics.checklist import checklist_metrics
+from localjury.readers import Dataset
 from localjury.records import Record
 from localjury.registry import ModelSpec
-from localjury.report import ModelEstimate, ModelPlan, RunPlan
 from localjury.run.config import RunConfig
 from localjury.run.context import Run
 from localjury.run.estimate import Measured, measure
 from localjury.run.generate import NOT_GENERATED, Probe
 from localjury.run.jury import jury_models
 from localjury.run.pipeline import jury_order
-from localjury.run.plan import Dataset, Planned
+from localjury.run.plan import Planned
 from localjury.run.prepare import count_records, prepare
 from localjury.run.state import EngineFactory, JuryModel, Key, Request
 from localjury.store import JudgmentStore, Stored
+from localjury.summary import ModelEstimate, ModelPlan, RunPlan
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -100,9 +101,9 @@ def dry_run(
         raise ConfigError("a dry run plans a run on this machine; give it without a Ray `cluster`")
     if estimate < 0:
         raise ConfigError(f"estimate must be 0 or more prompts per model, got {estimate}")
-    specs, dataset = prepare(records, metrics, config, None, engine_factory)
+    specs, dataset, judgings = prepare(records, metrics, config, None, engine_factory)
     total, good = count_records(dataset, config)
-    jury, extractor = jury_models(specs, [model_record(spec) for spec in specs], metrics, config)
+    jury, extractor = jury_models(specs, [model_record(spec) for spec in specs], judgings, config)
     counter = tokenizer_factory or engine_factory or load_tokenizer
     store_path = config.store.path()
     plan = RunPlan(
@@ -121,7 +122,7 @@ def dry_run(
     else:
         store = JudgmentStore(store_path) if store_path is not None else _Empty()
     try:
-        run = Run(config, list(metrics), jury, extractor, store, engine_factory or load_engine)
+        run = Run(config, judgings, jury, extractor, store, engine_factory or load_engine)
         ordered = jury_order(run)
         planners = {m.spec.name: _Planner(run, m, counter, estimate) for m in ordered}
         if good:

@@ -10,15 +10,14 @@ from localjury._trust import check_remote_code
 from localjury.engines import quotes_refusal, resolve_engine
 from localjury.errors import ConfigError
 from localjury.manifest import ModelRecord
-from localjury.metrics.base import Metric
 from localjury.neutralise import Neutraliser, tokenizer_markers
 from localjury.registry import DEFAULT_MODEL, ModelSpec, load_registry
 from localjury.run.config import RunConfig
-from localjury.run.kinds import judging_for
+from localjury.run.judging.base import Judging
 from localjury.run.state import JuryModel
 
 if TYPE_CHECKING:
-    from localjury.run._ray import RaySession
+    from localjury.run.cluster.session import RaySession
 
 
 def resolve_models(
@@ -53,7 +52,7 @@ def resolve_models(
     return specs
 
 
-def jury_specs(metrics: Sequence[Metric], config: RunConfig, session: RaySession | None) -> list[ModelSpec]:
+def jury_specs(judgings: Sequence[Judging], config: RunConfig, session: RaySession | None) -> list[ModelSpec]:
     """The jury's specs, each with the engine it runs on, checked against the settings.
 
     Raises:
@@ -70,7 +69,7 @@ def jury_specs(metrics: Sequence[Metric], config: RunConfig, session: RaySession
         raise ConfigError(f"a model is named twice in the jury: {', '.join(seen)}")
     resolve = session.resolve_engine if session is not None else resolve_engine
     specs = [spec.model_copy(update={"engine": resolve(spec, jury.engine)}) for spec in specs]
-    k = max(judging_for(m, config.sampling).k for m in metrics)
+    k = max(j.k for j in judgings)
     for spec in specs:
         temp = spec.temperature if config.sampling.temperature is None else config.sampling.temperature
         if temp <= 0 and k > 1:
@@ -80,15 +79,11 @@ def jury_specs(metrics: Sequence[Metric], config: RunConfig, session: RaySession
             )
     if config.sampling.calibration is not None:
         # A judge profile's metric (an AlignedCritic) carries its own fits.
-        judged = [
-            m.name
-            for m in metrics
-            if judging_for(m, config.sampling).kind == "judge" and not getattr(m, "calibrators", None)
-        ]
+        judged = [j.metric.name for j in judgings if j.kind == "judge" and not getattr(j.metric, "calibrators", None)]
         config.sampling.calibration.require(seen, judged, "given")
     if jury.extractor is not None and jury.extractor not in seen:
         raise ConfigError(f"extractor {jury.extractor!r} is not in the jury; expected one of: {', '.join(seen)}")
-    quoting = [m.name for m in metrics if getattr(m, "quote_from", ())]
+    quoting = [j.metric.name for j in judgings if getattr(j.metric, "quote_from", ())]
     for spec in specs if quoting else ():
         refusal = quotes_refusal(spec.engine, spec)
         if refusal is not None:
@@ -97,7 +92,7 @@ def jury_specs(metrics: Sequence[Metric], config: RunConfig, session: RaySession
 
 
 def jury_models(
-    specs: list[ModelSpec], records: list[ModelRecord], metrics: Sequence[Metric], config: RunConfig
+    specs: list[ModelSpec], records: list[ModelRecord], judgings: Sequence[Judging], config: RunConfig
 ) -> tuple[list[JuryModel], JuryModel | None]:
     """Each model as the run uses it (its identity is its files' hash, or what its server
     reports, from ``records``), and the extractor of the composite metrics (None without one).
@@ -115,6 +110,6 @@ def jury_models(
         )
         for spec, rec in zip(specs, records, strict=True)
     ]
-    if not any(judging_for(m, sampling).extracts for m in metrics):
+    if not any(j.extracts for j in judgings):
         return jury, None
     return jury, next(m for m in jury if m.spec.name == (config.jury.extractor or specs[0].name))

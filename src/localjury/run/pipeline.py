@@ -37,18 +37,17 @@ from localjury.metrics.base import Metric
 from localjury.metrics.checklist import checklist_metrics
 from localjury.metrics.rubric_file import rubric_file_metrics
 from localjury.profile import JudgeProfile, with_profile
-from localjury.readers import is_saved_dataset
+from localjury.readers import Dataset, is_saved_dataset
 from localjury.registry import ModelSpec
 from localjury.run.assemble import assemble_all
+from localjury.run.cluster.sharded import sharded_pass
 from localjury.run.config import RunConfig
 from localjury.run.context import Run
 from localjury.run.generate import Worker
-from localjury.run.judging import Judging
+from localjury.run.judging.base import Judging
 from localjury.run.jury import jury_models
-from localjury.run.plan import Dataset
 from localjury.run.prepare import count_records, prepare, protected_files
 from localjury.run.result import RunResult, commit, output_paths
-from localjury.run.sharded import sharded_pass
 from localjury.run.state import EngineFactory, JuryModel
 from localjury.run.summary import summarize
 from localjury.store import JudgmentStore
@@ -56,7 +55,7 @@ from localjury.store import JudgmentStore
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from localjury.run._ray import RaySession
+    from localjury.run.cluster.session import RaySession
 
 
 def evaluate(
@@ -152,7 +151,7 @@ def evaluate(
     metrics = checklist_metrics(metrics, config.sampling.checklist)
     session: RaySession | None = None
     if config.cluster is not None:
-        from localjury.run._ray import RaySession
+        from localjury.run.cluster.session import RaySession
 
         session = RaySession(config.cluster)
     try:
@@ -196,18 +195,18 @@ def _evaluate(
     config: RunConfig,
     wiring: _Wiring,
 ) -> RunResult:
-    specs, dataset = prepare(records, metrics, config, wiring.session, wiring.engine_factory)
+    specs, dataset, judgings = prepare(records, metrics, config, wiring.session, wiring.engine_factory)
     protected = protected_files(dataset, config.store.path(), config, specs, wiring.inputs)
     if wiring.output_set is not None:  # the caller's files (bench, calibrate): checked here, written there
         wiring.output_set.check(protected)
-        return _judge(records, metrics, config, wiring, specs, dataset, None)
+        return _judge(records, judgings, config, wiring, specs, dataset, None)
     with OutputSet(wiring.outputs, protected) as files:
-        return _judge(records, metrics, config, wiring, specs, dataset, files)
+        return _judge(records, judgings, config, wiring, specs, dataset, files)
 
 
 def _judge(
     records: str | Path | Iterable[Any],
-    metrics: Sequence[Metric],
+    judgings: list[Judging],
     config: RunConfig,
     wiring: _Wiring,
     specs: list[ModelSpec],
@@ -223,7 +222,7 @@ def _judge(
     dataset_before = dataset_record(dataset.path) if on_disk and dataset.path is not None else None
     total, good = count_records(dataset, config)
     manifests = [model_record(spec) for spec in specs]
-    jury, extractor = jury_models(specs, manifests, metrics, config)
+    jury, extractor = jury_models(specs, manifests, judgings, config)
 
     tmpdir = None if cache_path is not None else Path(tempfile.mkdtemp(prefix="localjury-"))
     store_path = cache_path or Path(tmpdir or ".") / "judgments.sqlite"
@@ -234,7 +233,7 @@ def _judge(
             shutil.rmtree(tmpdir, ignore_errors=True)
         raise
     factory = wiring.engine_factory or load_engine
-    run = Run(config, list(metrics), jury, extractor, store, factory, wiring.progress, wiring.session)
+    run = Run(config, judgings, jury, extractor, store, factory, wiring.progress, wiring.session)
     failed = True
     try:
         if good:  # nothing to judge (empty dataset, or every record bad): load no model

@@ -10,16 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 from localjury.errors import ConfigError, RecordError
 from localjury.metrics.base import Metric
+from localjury.readers import Dataset
 from localjury.records import Record
 from localjury.registry import ModelSpec, localjury_home, registry_path
 from localjury.run.config import RunConfig
+from localjury.run.judging.base import Judging
+from localjury.run.judging.kinds import judging_for
 from localjury.run.jury import jury_specs
-from localjury.run.kinds import judging_for
-from localjury.run.plan import Dataset
 from localjury.run.state import EngineFactory
 
 if TYPE_CHECKING:
-    from localjury.run._ray import RaySession
+    from localjury.run.cluster.session import RaySession
 
 
 def prepare(
@@ -28,34 +29,35 @@ def prepare(
     config: RunConfig,
     session: RaySession | None,
     engine_factory: EngineFactory | None,
-) -> tuple[list[ModelSpec], Dataset]:
+) -> tuple[list[ModelSpec], Dataset, list[Judging]]:
     """Check the metrics and the jury (each model's files, unless an engine factory stands in
     for the engines) and open the records: what a run and a dry run do before reading them.
 
     Raises:
         ConfigError, ModelNotAvailableError: See :func:`~localjury.run.pipeline.evaluate`.
     """
-    check_metrics(metrics, config)
-    specs = jury_specs(metrics, config, session)
+    judgings = check_metrics(metrics, config)
+    specs = jury_specs(judgings, config, session)
     if engine_factory is None:
         for spec in specs:
             spec.require_files(spec.engine)  # fail before loading anything, naming the fix
-    return specs, Dataset(records)
+    return specs, Dataset(records), judgings
 
 
-def check_metrics(metrics: Sequence[Metric], config: RunConfig) -> None:
-    """Refuse no metric, a metric of no kind a run can judge, and duplicate names.
+def check_metrics(metrics: Sequence[Metric], config: RunConfig) -> list[Judging]:
+    """How each metric is judged, with the run's settings (the one place a run builds it);
+    refuse no metric, a metric of no kind a run can judge, and duplicate names.
 
     Raises:
         ConfigError: Naming the metric or the duplicate names.
     """
     if not metrics:
         raise ConfigError("no metric to judge: give at least one (`metrics`)")
-    for m in metrics:
-        judging_for(m, config.sampling)  # a metric of no kind a run can judge
+    judgings = [judging_for(m, config.sampling) for m in metrics]  # a metric of no kind a run can judge
     names = [m.name for m in metrics]
     if len(set(names)) != len(names):
         raise ConfigError(f"metric names must be unique, got: {', '.join(names)}")
+    return judgings
 
 
 def count_records(dataset: Dataset, config: RunConfig) -> tuple[int, int]:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from localjury._commit import StagedFile
 from localjury._outputs import OutputSet
 from localjury.manifest import Manifest, manifest_path_for, output_record
-from localjury.report import RecordResult, Summary, read_results, summary_path_for
+from localjury.report import RecordResult, read_results
+from localjury.summary import Summary, summary_path_for
 
 if TYPE_CHECKING:
     import pandas as pd

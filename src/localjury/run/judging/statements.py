@@ -12,8 +12,8 @@ from localjury.metrics.composite import EXTRACTION_TOKENS, TOKENS_PER_STATEMENT,
 from localjury.records import Record
 from localjury.report import InvalidSample, ModelJudgment, RecordResult, StatementJudgment, StatementResult
 from localjury.run.config import OverflowPolicy
-from localjury.run.judging import JudgingBase
-from localjury.run.plan import fit_counted
+from localjury.run.fit import fit_counted
+from localjury.run.judging.base import JudgingBase
 from localjury.run.state import JuryModel, Request
 from localjury.store import Stored
 from localjury.voting import final_score, model_score, model_verdict, share_supported

@@ -1,4 +1,4 @@
-"""A model's pass sharded over a pool of engine replicas on Ray (the Ray side: :mod:`localjury.run._ray`).
+"""A model's pass sharded over a pool of engine replicas on Ray (the Ray side: :mod:`localjury.run.cluster.session`).
 
 Each shard is first looked up in the store on the driver (a dry pass: :class:`Probe`);
 only shards with something to generate go out, with the stored generations they need and a
@@ -15,15 +15,15 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from localjury.errors import EngineError
+from localjury.readers import Dataset
 from localjury.records import Record
 from localjury.run.context import Run
 from localjury.run.generate import MemoryStore, Probe, Worker
-from localjury.run.plan import Dataset
 from localjury.run.state import JuryModel, ModelStats
 from localjury.store import Stored
 
 if TYPE_CHECKING:
-    from localjury.run._ray import RaySession
+    from localjury.run.cluster.session import RaySession
 
 
 def sharded_pass(
@@ -50,7 +50,7 @@ def sharded_pass(
     started = time.perf_counter()
     slowest_load = 0.0
     make = partial(ShardWorker, run.portable(MemoryStore(), split=placement.split), model.spec.name)
-    from localjury.run._ray import LostShard
+    from localjury.run.cluster.session import LostShard
 
     lost = 0
     for output, count in session.map_shards(shards(), make, model.spec, placement):

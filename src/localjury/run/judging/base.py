@@ -3,8 +3,8 @@
 The run stages (:mod:`~localjury.run.plan`, :mod:`~localjury.run.generate`,
 :mod:`~localjury.run.assemble`) only call a :class:`Judging`; they never look at a metric's
 class. A new kind of metric is one new implementation (here, or in a module of its own like
-:mod:`~localjury.run.pairwise` and :mod:`~localjury.run.composite`), registered in
-:data:`localjury.run.kinds.KINDS` under the metric's ``kind``.
+:mod:`~localjury.run.judging.pairwise` and :mod:`~localjury.run.judging.statements`), registered in
+:data:`localjury.run.judging.kinds.KINDS` under the metric's ``kind``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from localjury.metrics.base import JudgeMetric, Metric, ParsedSample
 from localjury.records import Record
 from localjury.report import InvalidSample, ModelJudgment, RecordResult
 from localjury.run.config import OverflowPolicy
-from localjury.run.plan import fit_counted
+from localjury.run.fit import fit_counted
 from localjury.run.state import JuryModel, Request
 from localjury.store import Stored
 from localjury.voting import (
@@ -105,7 +105,7 @@ class Judging(Protocol):
 
 @dataclass(frozen=True)
 class JudgingBase:
-    """What every judging is built with (:func:`localjury.run.kinds.judging_for`)."""
+    """What every judging is built with (:func:`localjury.run.judging.kinds.judging_for`)."""
 
     metric: Any
     k: int

@@ -10,7 +10,7 @@ from localjury.metrics.tool_calls import ToolCallAccuracy
 from localjury.records import Record
 from localjury.report import ModelJudgment, RecordResult, ToolCallResult
 from localjury.run.config import OverflowPolicy
-from localjury.run.judging import JudgingBase
+from localjury.run.judging.base import JudgingBase
 from localjury.run.state import JuryModel, Request
 from localjury.store import Stored
 

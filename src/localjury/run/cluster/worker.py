@@ -1,5 +1,5 @@
 """The Ray side of a sharded run: the replica actor that runs shards, how its errors travel
-back to the driver, and the checks before connecting (see :mod:`localjury.run._ray`)."""
+back to the driver, and the checks before connecting (see :mod:`localjury.run.cluster.session`)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Needs the ``ray`` extra (``pip install 'localjury[ray]'``); nothing here imports
 
 How one model's pass goes (a jury goes model by model, each on its own pool):
 
-1. The driver (run/sharded.py) reads the records with localjury's own reader (the same ids, per-record errors
+1. The driver (run/cluster/sharded.py) reads the records with localjury's own reader (the same ids, per-record errors
    and duplicate check as a local run), cuts them into shards and looks each shard's prompts
    up in the judgment store. A shard with nothing to generate is done there; each of the
    others goes into Ray's object store with the stored generations it needs.
@@ -40,7 +40,8 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 from localjury.errors import ConfigError, EngineError, LocaljuryError, MissingDependencyError
-from localjury.run._ray_worker import (
+from localjury.run.cluster import RayCluster
+from localjury.run.cluster.worker import (
     ShardFn,
     _check_reachable,
     _last_line,
@@ -49,7 +50,6 @@ from localjury.run._ray_worker import (
     _Replica,
     _replica_error,
 )
-from localjury.run.cluster import RayCluster
 
 if TYPE_CHECKING:
     from localjury.registry import ModelSpec

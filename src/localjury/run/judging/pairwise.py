@@ -11,8 +11,8 @@ from localjury.metrics.pairwise import ORDERS, PairwiseCritic, corrected
 from localjury.records import Record
 from localjury.report import InvalidSample, ModelJudgment, RecordResult
 from localjury.run.config import OverflowPolicy
-from localjury.run.judging import VerdictJudging
-from localjury.run.plan import fit
+from localjury.run.fit import fit
+from localjury.run.judging.base import VerdictJudging
 from localjury.run.state import JuryModel, Request
 from localjury.voting import (
     confidence,

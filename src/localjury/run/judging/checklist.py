@@ -12,8 +12,8 @@ from localjury.metrics.checklist import CHECK_TOKENS, ChecklistCriterion
 from localjury.records import Record
 from localjury.report import ModelJudgment
 from localjury.run.config import OverflowPolicy
-from localjury.run.judging import OneVerdictJudging, verdict_judgment
-from localjury.run.plan import fit_counted
+from localjury.run.fit import fit_counted
+from localjury.run.judging.base import OneVerdictJudging, verdict_judgment
 from localjury.run.state import JuryModel, Request
 from localjury.store import Stored
 
@@ -24,7 +24,7 @@ class ChecklistJudging(OneVerdictJudging):
     messages, schema, k and token budget for every criterion of the checklist, so a model's
     pass generates them once per record and the judgment store keeps them under one key);
     it reads its own verdict, reason and ``p_pass`` from each sample and votes them as
-    :class:`~localjury.run.judging.VerdictJudging` votes an Aspect Critic's: the majority per
+    :class:`~localjury.run.judging.base.VerdictJudging` votes an Aspect Critic's: the majority per
     model (or its confidence, under probability scoring), the mean over the models. A sample
     that does not parse is an abstention on every criterion of the checklist."""
 

@@ -1,6 +1,6 @@
 """The settings of a sharded run (``--cluster ray``): where and how wide it goes. A light
 module, so that the run's settings (:mod:`localjury.run.config`) hold a cluster without
-importing the Ray driver (:mod:`localjury.run._ray`)."""
+importing the Ray driver (:mod:`localjury.run.cluster.session`)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ from localjury.metrics.rubric import Rubric, aggregate, expected_score, normalis
 from localjury.records import Record
 from localjury.report import InvalidSample, ModelJudgment, RecordResult, RubricResult
 from localjury.run.config import OverflowPolicy
-from localjury.run.judging import VerdictJudging
-from localjury.run.plan import fit_counted
+from localjury.run.fit import fit_counted
+from localjury.run.judging.base import VerdictJudging
 from localjury.run.state import JuryModel, Request
 from localjury.voting import confidence, final_score
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from localjury.errors import ConfigError
 from localjury.metrics.base import Metric
-from localjury.run.checklist import ChecklistJudging
-from localjury.run.composite import StatementsJudging
 from localjury.run.config import SamplingConfig
-from localjury.run.judging import Judging, VerdictJudging
-from localjury.run.pairwise import PairwiseJudging
-from localjury.run.rubric import RubricJudging
-from localjury.run.tool_calls import ToolCallJudging
+from localjury.run.judging.base import Judging, VerdictJudging
+from localjury.run.judging.checklist import ChecklistJudging
+from localjury.run.judging.pairwise import PairwiseJudging
+from localjury.run.judging.rubric import RubricJudging
+from localjury.run.judging.statements import StatementsJudging
+from localjury.run.judging.tool_calls import ToolCallJudging
 
 #: The judging of each kind of metric, by the metric's ``kind``.
 KINDS: dict[
