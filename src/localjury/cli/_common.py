@@ -41,28 +41,7 @@ def checked_path(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> 
     return value
 
 
-RegistryOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--registry",
-        callback=checked_path,
-        help="models.yaml to use (default: $LOCALJURY_MODELS, else $LOCALJURY_HOME/models.yaml, else the packaged "
-        "one; a models.yaml in the working directory is read only when named here). Only a registry named here "
-        "may redefine a packaged model's name.",
-    ),
-]
-TrustOpt = Annotated[
-    list[str],
-    typer.Option(
-        "--trust-remote-code",
-        metavar="NAME",
-        help="Let model NAME run the Python code shipped with its weights (repeatable); its models.yaml entry must "
-        "say trust_remote_code: true. Without it such a model is refused before anything loads.",
-    ),
-]
-#: The largest seed (NumPy's and scikit-learn's bound; see localjury.run.config.MAX_SEED).
-MAX_SEED = 2**32 - 1
-
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 ClusterOpt = Annotated[
     str | None,
     typer.Option(

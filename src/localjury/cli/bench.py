@@ -8,13 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from localjury.cli._common import (
-    MAX_SEED,
     AddressOpt,
     ClusterOpt,
-    RegistryOpt,
+    QuietOpt,
     ReplicaCpusOpt,
     ReplicasOpt,
-    TrustOpt,
     _cluster,
     _interruptible,
     _progress,
@@ -22,8 +20,10 @@ from localjury.cli._common import (
     checked_path,
     out,
 )
+from localjury.cli._settings import JURY_SETTINGS, takes_settings
 from localjury.metrics.aligned import DEFAULT_SHOTS
 from localjury.metrics.base import MAX_STRICTNESS
+from localjury.run.config import MAX_SEED
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -31,91 +31,97 @@ if TYPE_CHECKING:
     from localjury.calibration import Calibrator
 
 
+BenchDataArg = Annotated[
+    Path, typer.Argument(callback=checked_path, help="A labeled data set (read from this path, never bundled).")
+]
+BenchFmtOpt = Annotated[
+    str,
+    typer.Option("--format", "-f", help="llmbar, halueval-general, halueval-qa, truthfulqa, or jsonl (a gold field)."),
+]
+BenchOutDirOpt = Annotated[
+    Path,
+    typer.Option("--out", "-o", callback=checked_path, help="Folder for metrics.json, predictions.jsonl, reports."),
+]
+BenchMetricOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--metric",
+        help='What to judge: an aspect, NAME="criterion", faithfulness or factual_accuracy (default: per format).',
+    ),
+]
+BenchStrictnessOpt = Annotated[
+    int, typer.Option("--strictness", "-k", min=1, max=MAX_STRICTNESS, help="Samples per model.")
+]
+BenchLimitOpt = Annotated[
+    int | None, typer.Option("--limit", min=1, help="Judge at most N records (pairs kept whole).")
+]
+BenchSampleSeedOpt = Annotated[
+    int,
+    typer.Option("--sample-seed", min=0, max=MAX_SEED, help="Seed of the --limit sample and the bootstrap."),
+]
+BenchVerdictFirstOpt = Annotated[
+    bool, typer.Option("--verdict-first", help="Ask for the verdict before the reason (compare with the default).")
+]
+BenchEvidenceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--evidence",
+        help="Ask for quoted evidence first, each quote an exact span of the judged text (compare with the default).",
+    ),
+]
+BenchModeOpt = Annotated[
+    str,
+    typer.Option(
+        "--mode",
+        help="pairwise: judge each pair in both orders (as LLMBar does); pointwise: each response on its own; "
+        "auto: pairwise for sets of pairs (llmbar; jsonl with response_a/response_b).",
+    ),
+]
+BenchAlignedOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--aligned",
+        min=2,
+        help="Also judge each record shown its nearest labeled records (as `run --profile` does) from the other "
+        "of K folds (a pair, or the records of one input, in one fold), reported beside the zero-shot judges.",
+    ),
+]
+BenchShotsOpt = Annotated[
+    int, typer.Option("--shots", min=1, max=32, help="With --aligned: labeled examples per prompt.")
+]
+BenchChecklistOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--checklist",
+        help='Another criterion (an aspect or NAME="criterion"; repeatable) to judge with the bench\'s, '
+        "once in one checklist call per record and once one call per criterion (each from a temporary store), "
+        "reporting their agreement, κ against the labels and the tokens and seconds saved.",
+    ),
+]
+
+
 @app.command()
+@takes_settings(JURY_SETTINGS)
 def bench(
-    data: Annotated[
-        Path, typer.Argument(callback=checked_path, help="A labeled data set (read from this path, never bundled).")
-    ],
-    fmt: Annotated[
-        str,
-        typer.Option(
-            "--format", "-f", help="llmbar, halueval-general, halueval-qa, truthfulqa, or jsonl (a gold field)."
-        ),
-    ],
-    out_dir: Annotated[
-        Path,
-        typer.Option("--out", "-o", callback=checked_path, help="Folder for metrics.json, predictions.jsonl, reports."),
-    ],
-    models: Annotated[
-        str | None,
-        typer.Option("--models", "-m", help="Comma-separated judge models (default: qwen2.5-coder-1.5b-instruct)."),
-    ] = None,
-    metric: Annotated[
-        str | None,
-        typer.Option(
-            "--metric",
-            help='What to judge: an aspect, NAME="criterion", faithfulness or factual_accuracy (default: per format).',
-        ),
-    ] = None,
-    strictness: Annotated[
-        int, typer.Option("--strictness", "-k", min=1, max=MAX_STRICTNESS, help="Samples per model.")
-    ] = 1,
-    limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Judge at most N records (pairs kept whole).")
-    ] = None,
-    sample_seed: Annotated[
-        int,
-        typer.Option("--sample-seed", min=0, max=MAX_SEED, help="Seed of the --limit sample and the bootstrap."),
-    ] = 0,
-    seed: Annotated[int, typer.Option("--seed", min=0, max=MAX_SEED, help="Judging seed (0 to 2**32-1).")] = 0,
-    verdict_first: Annotated[
-        bool, typer.Option("--verdict-first", help="Ask for the verdict before the reason (compare with the default).")
-    ] = False,
-    evidence: Annotated[
-        bool,
-        typer.Option(
-            "--evidence",
-            help="Ask for quoted evidence first, each quote an exact span of the judged text (compare with the "
-            "default).",
-        ),
-    ] = False,
-    mode: Annotated[
-        str,
-        typer.Option(
-            "--mode",
-            help="pairwise: judge each pair in both orders (as LLMBar does); pointwise: each response on its own; "
-            "auto: pairwise for sets of pairs (llmbar; jsonl with response_a/response_b).",
-        ),
-    ] = "auto",
-    aligned: Annotated[
-        int | None,
-        typer.Option(
-            "--aligned",
-            min=2,
-            help="Also judge each record shown its nearest labeled records (as `run --profile` does) from the other "
-            "of K folds (a pair, or the records of one input, in one fold), reported beside the zero-shot judges.",
-        ),
-    ] = None,
-    shots: Annotated[
-        int, typer.Option("--shots", min=1, max=32, help="With --aligned: labeled examples per prompt.")
-    ] = DEFAULT_SHOTS,
-    checklist: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--checklist",
-            help='Another criterion (an aspect or NAME="criterion"; repeatable) to judge with the bench\'s, '
-            "once in one checklist call per record and once one call per criterion (each from a temporary store), "
-            "reporting their agreement, κ against the labels and the tokens and seconds saved.",
-        ),
-    ] = None,
-    registry: RegistryOpt = None,
-    trust_remote_code: TrustOpt = [],  # noqa: B006
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse stored judgments.")] = False,
+    data: BenchDataArg,
+    fmt: BenchFmtOpt,
+    out_dir: BenchOutDirOpt,
+    metric: BenchMetricOpt = None,
+    strictness: BenchStrictnessOpt = 1,
+    limit: BenchLimitOpt = None,
+    sample_seed: BenchSampleSeedOpt = 0,
+    verdict_first: BenchVerdictFirstOpt = False,
+    evidence: BenchEvidenceOpt = False,
+    mode: BenchModeOpt = "auto",
+    aligned: BenchAlignedOpt = None,
+    shots: BenchShotsOpt = DEFAULT_SHOTS,
+    checklist: BenchChecklistOpt = None,
     cluster: ClusterOpt = None,
     address: AddressOpt = None,
     replicas: ReplicasOpt = None,
     replica_cpus: ReplicaCpusOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: QuietOpt = False,
+    settings: dict[str, Any] | None = None,
 ) -> None:
     """Benchmark judge models (and their jury) against gold labels: accuracy, κ, agreement, speed."""
     from localjury.bench import require
@@ -123,7 +129,8 @@ def bench(
     require()
     from localjury.bench.run import run_bench
 
-    specs = _jury(models, registry, trust_remote_code)
+    settings = settings or {}
+    specs = _jury(settings)
     with _interruptible(), _progress(quiet) as progress:
         figures = run_bench(
             data,
@@ -134,9 +141,9 @@ def bench(
             strictness=strictness,
             limit=limit,
             sample_seed=sample_seed,
-            seed=seed,
-            registry=registry,
-            use_cache=not no_cache,
+            seed=settings["seed"],
+            registry=settings["registry"],
+            use_cache=settings["use_cache"],
             progress=progress,
             cluster=_cluster(cluster, address, replicas, replica_cpus),
             verdict_first=verdict_first,
@@ -151,6 +158,7 @@ def bench(
 
 
 @app.command()
+@takes_settings(JURY_SETTINGS)
 def calibrate(
     data: Annotated[
         Path, typer.Argument(callback=checked_path, help="Labelled records: one a line with a gold field (0/1).")
@@ -168,10 +176,6 @@ def calibrate(
         str | None,
         typer.Option("--metric", help='What the labels judge: an aspect or NAME="criterion" (default: per format).'),
     ] = None,
-    models: Annotated[
-        str | None,
-        typer.Option("--models", "-m", help="Comma-separated judge models (default: qwen2.5-coder-1.5b-instruct)."),
-    ] = None,
     fmt: Annotated[
         str, typer.Option("--format", "-f", help="jsonl (a gold field), or a bench format (llmbar, truthfulqa...).")
     ] = "jsonl",
@@ -183,13 +187,8 @@ def calibrate(
     sample_seed: Annotated[
         int, typer.Option("--sample-seed", min=0, max=MAX_SEED, help="Seed of the --limit sample.")
     ] = 0,
-    seed: Annotated[
-        int, typer.Option("--seed", min=0, max=MAX_SEED, help="Judging seed (0 to 2**32-1); also the folds' shuffle.")
-    ] = 0,
-    registry: RegistryOpt = None,
-    trust_remote_code: TrustOpt = [],  # noqa: B006
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse stored judgments.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: QuietOpt = False,
+    settings: dict[str, Any] | None = None,
 ) -> None:
     """Fit each model's calibration (Platt scaling, threshold) to your labels, measured on held-out folds."""
     from localjury.bench import require
@@ -197,24 +196,25 @@ def calibrate(
     require()
     from localjury.bench.calibrate import calibrate as fit_calibration
 
-    specs = _jury(models, registry, trust_remote_code)
+    settings = settings or {}
+    specs = _jury(settings)
     names = [s.name for s in specs]
     with _interruptible(), _progress(quiet) as progress:
         result = fit_calibration(
             data, specs, out_path, metric=metric, fmt=fmt, strictness=strictness, folds=folds, limit=limit,
-            sample_seed=sample_seed, seed=seed, registry=registry, use_cache=not no_cache, progress=progress,
+            sample_seed=sample_seed, seed=settings["seed"], registry=settings["registry"],
+            use_cache=settings["use_cache"], progress=progress,
         )  # fmt: skip
     print_calibration([c for c in result.calibrators if c.model in names], out)
     out.print(f"n: labelled records; thr.: fitted threshold; held out: {folds}-fold\ncalibration: {out_path}")
 
 
-def _jury(models: str | None, registry: Path | None, trust_remote_code: list[str]) -> list[Any]:
+def _jury(settings: dict[str, Any]) -> list[Any]:
     """The specs of ``--models`` (default: the default judge), with ``--trust-remote-code``
     checked as ``localjury run`` checks it (see :func:`localjury.run.jury.resolve_models`)."""
     from localjury.run.jury import resolve_models
 
-    names = [m.strip() for m in models.split(",") if m.strip()] if models else None
-    return resolve_models(names, registry, trust_remote_code)
+    return resolve_models(settings["models"], settings["registry"], settings["trust_remote_code"])
 
 
 def _both(figures: tuple[dict[str, Any], dict[str, Any]], key: str, form: str) -> str:

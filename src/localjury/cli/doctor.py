@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from localjury.cli._common import RegistryOpt, app, out
+from localjury.cli._common import app, out
+from localjury.cli._settings import RegistryOpt
 
 
 @app.command()

@@ -8,13 +8,13 @@ from typing import Annotated, Any
 import typer
 
 from localjury.cli._common import (
-    RegistryOpt,
     app,
     checked_path,
     err,
     models_app,
     out,
 )
+from localjury.cli._settings import RegistryOpt
 
 
 @app.command()

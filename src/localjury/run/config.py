@@ -38,38 +38,44 @@ def default_cache_path() -> Path:
 
 
 class _Group(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    """A group of settings. Each field's docstring is its description, and the command line's
+    help for its option (:mod:`localjury.cli._settings` derives the options from the fields):
+    written once, here, in words that read in both places."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, use_attribute_docstrings=True)
 
 
 class SamplingConfig(_Group):
     """How each model samples its judgments and how the samples are voted."""
 
     seed: int = 0
-    """Run seed; the same inputs and seed give identical results."""
+    """Run seed (0 to 2**32-1): the same command and seed give identical results."""
     strictness: int | None = None
-    """Samples per model for every metric (default: each metric's own)."""
+    """Samples per model for each judgment (1-64); majority vote. Default: each metric's own (1 unless a
+    criteria file says otherwise)."""
     tie_break: TieBreak | None = None
-    """What an even split of valid votes gives, for every metric (default: each metric's own)."""
+    """What an even split of valid votes gives: fail, pass, or abstain (pairwise: response_b, response_a,
+    or no preference). Default: each metric's own (fail; for pairwise metrics no preference)."""
     temperature: float | None = None
-    """The models' sampling temperature (default: each models.yaml entry's)."""
+    """The models' sampling temperature, a finite number >= 0 (default: each models.yaml entry's)."""
     max_tokens: int | None = None
     """The models' output token budget per sample (default: each models.yaml entry's)."""
     adaptive: bool = False
-    """Draw k // 2 + 1 samples first, the rest only where those are not unanimous."""
+    """Adaptive strictness: draw k//2+1 samples first, the rest only where those disagree. Same verdicts,
+    fewer samples."""
     checklist: bool = False
-    """Judge the run's Aspect Critics of one scope together, in one call per record and model
-    (:class:`~localjury.metrics.checklist.Checklist`); each keeps its own results."""
+    """Judge the aspects and criteria together, one verdict each in one JSON object, in one call per record
+    and model instead of one call each; each keeps its own results (verdict-first critics: one call each)."""
     scoring: Scoring = "votes"
-    """``votes``: a model's verdict is the majority of its sampled votes, its score 1.0 or
-    0.0. ``probability``: its score is its confidence (the mean ``p_pass`` of its valid
-    samples) and its verdict ``confidence > threshold``; a model whose engine gives no
-    probabilities is scored by votes."""
+    """votes: a model's verdict is the majority of its votes, its score 1 or 0. probability: its score is
+    its confidence, the mean verdict probability p_pass of its valid samples, and its verdict that above
+    the threshold (a model whose engine gives no probabilities is scored by votes)."""
     threshold: float = 0.5
-    """The confidence above which a model passes a record under ``scoring="probability"``."""
+    """Under probability scoring: the confidence (p_pass) a pass must exceed."""
     calibration: CalibrationFile | None = None
-    """Fits from ``localjury calibrate`` (give the file's path): a model's score of a metric it
-    has a fit for is its calibrated graded score, its verdict that score above the fitted
-    threshold. Every (model, judge metric) of the run needs a fit."""
+    """A calibration file from `localjury calibrate` (its path): each model's score of a criterion is its
+    calibrated score, its verdict that score above the fitted threshold; every (model, criterion) of the
+    run needs a fit."""
 
     @field_validator("strictness")
     @classmethod
@@ -135,11 +141,13 @@ class StoreConfig(_Group):
     """The judgment store: what is in it is not generated again (also how a run resumes)."""
 
     cache: Path | None = None
-    """The store's file (default: :func:`default_cache_path`)."""
+    """Judgment store (SQLite); what it holds is not generated again, so a killed run resumes. Default:
+    $LOCALJURY_CACHE, else $LOCALJURY_HOME/cache/judgments.sqlite."""
     use_cache: bool = True
-    """False: a fresh, temporary store for this run only."""
+    """Reuse and keep judgments in the judgment store; off: a temporary store for this run only (no reuse,
+    no resume)."""
     fresh: bool = False
-    """Generate everything again, replacing what the store holds for these prompts."""
+    """Start over: generate everything again, replacing what the store holds."""
 
     def path(self) -> Path | None:
         """The store's file, or None for a temporary store."""
@@ -152,11 +160,13 @@ class InputConfig(_Group):
     """How the records are read and fitted to the models."""
 
     strict_input: bool = False
-    """Raise the first bad record's error instead of reporting it per record."""
+    """Stop at the first bad record instead of reporting it and going on."""
     on_overflow: OverflowPolicy = "error"
-    """A prompt longer than a model's context: an error, or cut the retrieved contexts."""
+    """A prompt longer than a model's context: error (that model's judgment of the record is an error) or
+    truncate (cut a conversation's middle turns, then the retrieved contexts, marking each cut, until it
+    fits; results say how many turns were cut)."""
     chunk_size: int = DEFAULT_CHUNK_SIZE
-    """Records per chunk (one engine call and one store commit per chunk)."""
+    """Records per chunk: one engine call and one store commit per chunk."""
 
     @field_validator("on_overflow", mode="before")
     @classmethod
@@ -177,17 +187,22 @@ class JuryConfig(_Group):
     """Which models judge, on which engine."""
 
     models: list[str | ModelSpec] | None = None
-    """Model names from models.yaml, or specs (default: ``qwen2.5-coder-1.5b-instruct``)."""
+    """The judge models: names from models.yaml, model folders or .gguf files (in Python also specs).
+    Default: qwen2.5-coder-1.5b-instruct."""
     registry: Path | None = None
-    """The models.yaml to read (default: see :mod:`localjury.registry`)."""
+    """The models.yaml to use (default: $LOCALJURY_MODELS, else $LOCALJURY_HOME/models.yaml, else the
+    packaged one; a models.yaml in the working directory is read only when named here). Only a registry
+    named here may redefine a packaged model's name."""
     engine: str | None = None
-    """Run every model on this engine instead of its models.yaml entry's."""
+    """vllm, transformers or llamacpp for every model (default: each models.yaml entry's engine; auto: vLLM
+    where a CUDA device and vLLM are present, else llamacpp for a .gguf path, else transformers); an entry
+    with base_url always runs on its server."""
     extractor: str | None = None
-    """The jury model that extracts statements for composite metrics (default: the first)."""
+    """The jury model that extracts statements for composite metrics (default: the first model)."""
     trust_remote_code: list[str] = []
-    """Models that may run the Python code shipped with their weights: each must be a model of
-    the run whose models.yaml entry says ``trust_remote_code: true``. Such an entry not named
-    here is refused before anything loads (a spec given as an object is taken as it is)."""
+    """Models that may run the Python code shipped with their weights: each a model of the run whose
+    models.yaml entry says trust_remote_code: true. Such an entry not named here is refused before
+    anything loads (in Python a spec given as an object is taken as it is)."""
 
 
 #: The group of each setting, by its keyword name.

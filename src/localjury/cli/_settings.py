@@ -1,0 +1,156 @@
+"""The run settings as command-line options, derived from the config objects' fields
+(:mod:`localjury.run.config`): an option's name, type, default and help come from its field,
+written once there. What only a command line has is said here, per setting, and only where it
+differs from what the field gives: a short name, the bounds typer checks, a path's symlink-loop
+check, and the few options whose value is not the setting's (``--no-cache``, the
+comma-separated ``--models``, a calibration file's path).
+
+A command takes the settings it names with :func:`takes_settings`: typer sees one option per
+setting beside the command's own, and the command receives them as ``settings``, keyword
+arguments of :meth:`~localjury.run.config.RunConfig.of`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+import typer
+
+from localjury.cli._common import checked_path
+from localjury.metrics.base import MAX_STRICTNESS
+from localjury.run.config import GROUPS, MAX_SEED
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()] or []
+
+
+@dataclass(frozen=True)
+class Face:
+    """What the command line adds to a setting (each part: None where the field's own serves)."""
+
+    flag: str | None = None
+    """The option's name (default: ``--`` and the setting's name with dashes)."""
+    short: str | None = None
+    """A one-letter name."""
+    kind: Any = None
+    """The option's type, where the setting's is not one a command line reads."""
+    default: Any = inspect.Parameter.empty
+    """The option's default, where it is not the setting's."""
+    to_setting: Callable[[Any], Any] | None = None
+    """The setting's value from the option's (default: the same value)."""
+    help: str | None = None
+    """The help, where the field's description does not read right on a command line."""
+    min: float | None = None
+    max: float | None = None
+    metavar: str | None = None
+
+
+#: Each setting's face on the command line, where it has more than its field gives.
+FACES: dict[str, Face] = {
+    "seed": Face(min=0, max=MAX_SEED),
+    "strictness": Face(short="-k", min=1, max=MAX_STRICTNESS),
+    "temperature": Face(min=0.0),
+    "max_tokens": Face(min=1),
+    "chunk_size": Face(min=1),
+    "calibration": Face(kind=Path | None),
+    "use_cache": Face(
+        flag="--no-cache",
+        default=False,
+        to_setting=lambda no_cache: not no_cache,
+        help="Use a temporary judgment store for this run only (no reuse, no resume).",
+    ),
+    "models": Face(
+        short="-m",
+        kind=str | None,
+        to_setting=lambda text: _names(text) or None if text is not None else None,
+        help="Comma-separated judge models: names from models.yaml, model folders or .gguf files. "
+        "Default: qwen2.5-coder-1.5b-instruct.",
+    ),
+    "trust_remote_code": Face(metavar="NAME"),
+}
+
+
+def _fields() -> dict[str, Any]:
+    return {name: field for group in GROUPS.values() for name, field in group.model_fields.items()}
+
+
+def _plain(annotation: Any) -> Any:
+    """The type typer reads for a field's type: a Literal's choices are a string (the config
+    checks them, naming the choices), a ``str | ModelSpec`` list a list of strings."""
+    args = get_args(annotation)
+    if get_origin(annotation) is Literal:
+        return str
+    if args and any(get_origin(a) is Literal for a in args):  # Literal[...] | None
+        return str | None
+    return annotation
+
+
+def help_text(description: str) -> str:
+    """A field's description as one line of help: reStructuredText roles and literals as plain text."""
+    text = re.sub(r":\w+:`~?([^`]+)`", lambda m: m.group(1).rsplit(".", 1)[-1], description)
+    return " ".join(text.replace("``", "`").split())
+
+
+def option(name: str) -> inspect.Parameter:
+    """The setting ``name`` as a typer option parameter (named after its flag)."""
+    field = _fields()[name]
+    face = FACES.get(name, Face())
+    flag = face.flag or "--" + name.replace("_", "-")
+    kind = face.kind if face.kind is not None else _plain(field.annotation)
+    is_path = Path in (kind, *get_args(kind))
+    info = typer.Option(
+        *(d for d in (flag, face.short) if d),
+        help=face.help or help_text(field.description or ""),
+        min=face.min,
+        max=face.max,
+        metavar=face.metavar,
+        callback=checked_path if is_path else None,
+    )
+    default = (
+        face.default if face.default is not inspect.Parameter.empty else field.get_default(call_default_factory=True)
+    )
+    return inspect.Parameter(
+        flag.lstrip("-").replace("-", "_"),
+        inspect.Parameter.KEYWORD_ONLY,
+        default=default,
+        annotation=Annotated[kind, info],
+    )
+
+
+def takes_settings(names: Sequence[str]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command that takes the settings ``names`` as options: typer sees the command's own
+    parameters and then one option per setting; the command gets them as ``settings`` (by
+    their keyword names in :meth:`~localjury.run.config.RunConfig.of`)."""
+
+    def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "settings"]
+        added = {name: option(name) for name in names}
+
+        def call(**values: Any) -> Any:
+            settings = {}
+            for name, param in added.items():
+                value = values.pop(param.name)
+                face = FACES.get(name, Face())
+                settings[name] = face.to_setting(value) if face.to_setting is not None else value
+            return command(**values, settings=settings)
+
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + list(added.values())
+        call.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        call.__annotations__ = {p.name: p.annotation for p in params}
+        call.__name__, call.__qualname__, call.__doc__ = command.__name__, command.__qualname__, command.__doc__
+        call.__module__ = command.__module__
+        return call
+
+    return wrap
+
+
+#: The settings every command that loads models takes (``bench``, ``calibrate``, ``align``; ``run`` takes more).
+JURY_SETTINGS = ("models", "seed", "registry", "trust_remote_code", "use_cache")
+#: ``--registry`` for the commands that take no other setting (``models``, ``doctor``).
+RegistryOpt = option("registry").annotation
