@@ -29,6 +29,7 @@ from typing import Any
 from localjury import AspectCritic, evaluate
 from localjury.bench.run import run_bench
 from localjury.engines._cpu import detect
+from localjury.metrics.aligned import GOLD_REASONS
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -83,27 +84,38 @@ def figures(folder: Path) -> dict[str, dict[str, Any]]:
 
 def read_reasons(folder: Path, judge: str = READER) -> dict[str, Any] | None:
     """The reader's verdict on each of a judge's reasons (the 1.5B's, or its aligned row's),
-    against the sample's own vote."""
+    against the sample's own vote. A reason that is word for word a demonstration's stock
+    reason (:data:`~localjury.metrics.aligned.GOLD_REASONS`: an aligned judge copies them) is
+    checked by its words, not read: the 1.5B misreads "A reviewer labeled this response: it
+    meets the criterion." as not concluding that it does."""
     metrics = json.loads((folder / "metrics.json").read_text())
     criterion = metrics["benchmark"]["metric"]["description"]
     rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
-    samples = []
+    samples, stock, stock_wrong = [], 0, 0
     for r in rows:
         m = r["models"].get(judge) or {}
         for j, (vote, reason) in enumerate(zip(m.get("votes") or [], m.get("reasons") or [], strict=False)):
-            if vote is not None and reason:
+            if vote is None or not reason:
+                continue
+            if reason in GOLD_REASONS.values():
+                stock += 1
+                stock_wrong += reason != GOLD_REASONS[vote]
+            else:
                 samples.append({"id": f"{r['record_id']}#{j}", "response": reason, "vote": vote})
-    if not samples:
+    if not samples and not stock:
         return None
-    reader = AspectCritic(
-        "concludes_met",
-        f"The explanation concludes that the judged response meets this criterion: {criterion}",
-    )
-    result = evaluate(samples, [reader], [READER], temperature=0.0, seed=0)
-    readings = {r.record_id: r.score for r in result.results}
-    read = [s for s in samples if readings.get(s["id"]) in (0.0, 1.0)]
-    contradicting = [s for s in read if int(readings[s["id"]]) != s["vote"]]
-    return {"samples": len(samples), "read": len(read), "contradicting": len(contradicting)}
+    contradicting, read = stock_wrong, stock
+    if samples:
+        reader = AspectCritic(
+            "concludes_met",
+            f"The explanation concludes that the judged response meets this criterion: {criterion}",
+        )
+        result = evaluate(samples, [reader], [READER], temperature=0.0, seed=0)
+        readings = {r.record_id: r.score for r in result.results}
+        judged = [s for s in samples if readings.get(s["id"]) in (0.0, 1.0)]
+        read += len(judged)
+        contradicting += sum(int(readings[s["id"]]) != s["vote"] for s in judged)
+    return {"samples": len(samples) + stock, "read": read, "contradicting": contradicting, "stock": stock}
 
 
 def main() -> None:
@@ -160,13 +172,16 @@ def markdown(report: dict[str, Any]) -> str:
     if reads:
         lines += [
             "",
-            "Reasons that contradict their own verdict (the 1.5B's samples, as the 1.5B reads them greedily):",
+            "Reasons that contradict their own verdict (the 1.5B's samples, as the 1.5B reads them greedily; a",
+            "reason that is word for word a demonstration's stock reason, which aligned judges copy, is checked by",
+            "its words):",
             "",
-            "| set | setting | read | contradicting |",
-            "|---|---|---|---|",
+            "| set | setting | read | stock reasons | contradicting |",
+            "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {n} | {s} | {c['read']}/{c['samples']} | {c['contradicting']} ({c['contradicting'] / c['read']:.0%}) |"
+            f"| {n} | {s} | {c['read']}/{c['samples']} | {c.get('stock', 0)} | {c['contradicting']} "
+            f"({c['contradicting'] / c['read']:.0%}) |"
             for n, s, c in reads
         ]
     return "\n".join(lines) + "\n"

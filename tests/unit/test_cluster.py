@@ -214,12 +214,12 @@ def test_placement_of_replicas():
 
 
 def test_auto_engine_follows_the_clusters_gpus_not_the_drivers(monkeypatch):
-    from localjury.run import _ray
+    from localjury.run.cluster import session as ray_session
     from localjury.run.cluster.session import RaySession
 
     s = object.__new__(RaySession)
     s.cluster, s.gpus, s.cpus = RayCluster(), 4, 32
-    monkeypatch.setattr(_ray, "find_spec", lambda name: object())
+    monkeypatch.setattr(ray_session, "find_spec", lambda name: object())
     assert s.resolve_engine(spec("m"), None) == "vllm"
     assert s.resolve_engine(spec("m"), "transformers") == "transformers"
     s.gpus = 0
