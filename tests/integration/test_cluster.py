@@ -11,7 +11,7 @@ from localjury.report import read_results, same_results
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'localjury[ray]')")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.system]  # a local Ray cluster
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
 RECORDS = [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.system]  # a local Ray cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 

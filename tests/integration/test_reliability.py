@@ -113,6 +113,7 @@ def test_the_network_guard_catches_a_connection():
     assert code != 0 and "tried to open a network connection" in err
 
 
+@pytest.mark.system
 def test_a_run_needs_no_network(default_judge, tmp_path):
     """The default judge (a GGUF on the llamacpp engine) loads and judges with no network: in a
     network namespace with no interface at all where the machine allows one, else with every

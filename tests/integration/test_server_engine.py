@@ -29,7 +29,7 @@ from localjury.errors import EngineError
 from localjury.registry import ModelSpec, ServerSettings
 from localjury.report import same_results
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.system]  # a llama-cpp-python server
 pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python's server extra is not installed (localjury[dev])")
 
 RECORDS = [

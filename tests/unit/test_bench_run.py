@@ -98,6 +98,7 @@ def chromium():
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
+@pytest.mark.system
 @pytest.mark.skipif(chromium() is None, reason="no Chromium here (scripts/test installs Debian's chromium)")
 def test_the_html_report_renders_in_a_headless_browser(bench, tmp_path):
     from PIL import Image

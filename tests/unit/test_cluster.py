@@ -21,6 +21,8 @@ from localjury.tables import print_summary
 
 from .fakes import ScriptedEngine, factory, judgment, spec
 
+pytestmark = pytest.mark.system  # local Ray clusters
+
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'localjury[ray]')")
 
 ROOT = Path(__file__).resolve().parents[2]

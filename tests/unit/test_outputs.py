@@ -187,6 +187,7 @@ main()
 """
 
 
+@pytest.mark.system
 @pytest.mark.skipif(not unshare_mount_works(), reason="needs root and mount namespaces (unshare -m) for a small tmpfs")
 def test_a_full_disk_leaves_the_previous_files_whole_and_keeps_the_judgments(tmp_path, data, fake_model):
     registry, _ = fake_model
