@@ -100,8 +100,11 @@ def examples_of(
     quotes and reason (see :func:`traces_of`), a record without one given no quotes.
 
     Raises:
-        ConfigError: A record without a response (naming the file, the record and the field).
+        ConfigError: A record without a response (naming the file, the record and the field);
+            ``traces`` given, and empty (no example could quote).
     """
+    if traces is not None and not traces:
+        raise ConfigError(f"{where}: no labeled record has a sample that voted its gold label, to quote as an example")
     examples = []
     for it in items:
         rec = it.record
@@ -143,7 +146,7 @@ def aligned_judge(
 
     Raises:
         ConfigError: ``judge`` is not a criterion (an Aspect Critic); it quotes and no record
-            has a trace.
+            has a trace (see :func:`examples_of`).
     """
     if type(judge) is not AspectCritic:
         raise ConfigError(
@@ -151,18 +154,13 @@ def aligned_judge(
             "aspect, judged pointwise)"
         )
     evidence = judge.evidence
-    if evidence and not traces:
-        raise ConfigError(
-            f"metric {judge.name!r} quotes its evidence, and no labeled record has a sample that voted its gold "
-            "label with quotes to show as an example"
-        )
     profile = JudgeProfile(
         criterion=ProfileCriterion(name=judge.name, definition=judge.definition),
         verdict_first=judge.verdict_first,
         evidence=evidence,
         shots=shots,
         strictness=judge.strictness,
-        examples=examples_of(items, "labels", traces if evidence else None),
+        examples=examples_of(items, "labels", (traces or {}) if evidence else None),
     )
     return profile.metric(folds=folds_of(items, folds, seed), name=judge.name + "_aligned")
 
@@ -234,8 +232,6 @@ def build_profile(
             zero = evaluate([it.record for it in items], [judge], config=config, progress=progress,
                             engine_factory=engine_factory, output_set=files)  # fmt: skip
             traces = traces_of(items, zero, judge.name)
-            if not traces:
-                raise ConfigError(f"{data}: no labeled record has a sample that voted its gold label, to quote")
         profile = JudgeProfile(
             localjury_version=__version__,
             criterion=ProfileCriterion(name=judge.name, definition=judge.definition),

@@ -26,8 +26,9 @@ from localjury.metrics.base import MAX_STRICTNESS
 from localjury.run.config import GROUPS, MAX_SEED
 
 
-def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()] or []
+def _names(text: str | None) -> list[str] | None:
+    """``--models``' comma-separated names; None where none is given."""
+    return [name.strip() for name in (text or "").split(",") if name.strip()] or None
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ FACES: dict[str, Face] = {
     "models": Face(
         short="-m",
         kind=str | None,
-        to_setting=lambda text: _names(text) or None if text is not None else None,
+        to_setting=_names,
         help="Comma-separated judge models: names from models.yaml, model folders or .gguf files. "
         "Default: qwen2.5-coder-1.5b-instruct.",
     ),
@@ -82,7 +83,7 @@ def _fields() -> dict[str, Any]:
 
 def _plain(annotation: Any) -> Any:
     """The type typer reads for a field's type: a Literal's choices are a string (the config
-    checks them, naming the choices), a ``str | ModelSpec`` list a list of strings."""
+    checks them, naming the choices); any other type as it is (``models`` has its own kind)."""
     args = get_args(annotation)
     if get_origin(annotation) is Literal:
         return str
