@@ -15,11 +15,11 @@ LLMBAR = ROOT.parent / "shared" / "data" / "llmbar" / "llmbar_natural.json"
 
 def test_bench_on_the_embedded_model_writes_every_file(smollm, tmp_path):
     data = LLMBAR
-    if not data.is_file():  # outside the workspace: a tiny set in the same format
+    if not data.is_file():  # outside the workspace: a tiny set in the same format, as many pairs as --limit
         data = tmp_path / "llmbar.json"
         data.write_text(
             json.dumps(
-                [{"input": "Reply with one word: yes.", "output_1": "yes", "output_2": "No way.", "label": 1}] * 2
+                [{"input": "Reply with one word: yes.", "output_1": "yes", "output_2": "No way.", "label": 1}] * 4
             )
         )
     out = tmp_path / "bench"
