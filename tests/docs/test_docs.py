@@ -17,6 +17,7 @@ integration tests and benchmarks that run the same commands.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import importlib
 import inspect
 import json
@@ -30,7 +31,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests import ROOT
+
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
@@ -83,6 +85,33 @@ def test_the_readme_is_short_and_links_only_pages_that_exist():
     linked = re.findall(r"\]\((docs/[^)#]+)", readme)
     assert linked and all((ROOT / p).is_file() for p in linked)
     assert "## Use your own model" in readme[: readme.index("## Judge your data")]
+
+
+#: A test module or test the docs name as the evidence of a claim: ``tests/…/test_x.py``, with
+#: ``::test_name`` (``*`` a wildcard) where one test is meant.
+TEST_REF = re.compile(r"\b(tests/[\w/]+\.py)(?:::([\w*]+))?")
+
+
+def named_tests(text: str) -> list[tuple[str, str | None]]:
+    return [(m.group(1), m.group(2)) for m in TEST_REF.finditer(text)]
+
+
+def test_every_test_the_docs_name_exists():
+    named = [(page, ref) for page in PAGES for ref in named_tests(page.read_text())]
+    assert len(named) >= 20
+    for page, (module, test) in named:
+        where = f"{page.relative_to(ROOT)} names {module}{'::' + test if test else ''}"
+        assert (ROOT / module).is_file(), f"{where}, which is not there"
+        if test is not None:
+            defined = re.findall(r"^\s*(?:async )?def (test_\w+)", (ROOT / module).read_text(), re.M)
+            assert any(fnmatch.fnmatchcase(d, test) for d in defined), f"{where}: no such test in it"
+
+
+def test_a_moved_test_is_drift():
+    assert named_tests("`tests/unit/test_x.py::test_y_*`, `tests/system/z.py`") == [
+        ("tests/unit/test_x.py", "test_y_*"),
+        ("tests/system/z.py", None),
+    ]
 
 
 CLI_COMMANDS = [(where, argv) for where, code in blocks("bash") for argv in commands(code)]

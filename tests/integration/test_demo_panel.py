@@ -6,7 +6,6 @@ EPYC, benchmarks/results/demo_panel.md).
 """
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,10 +13,10 @@ pytest.importorskip("llama_cpp", reason="the llamacpp extra (scripts/test instal
 
 from localjury import AspectCritic, evaluate
 from localjury.registry import load_registry
+from tests import ROOT
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo.jsonl"
 PANEL = ["qwen2.5-coder-1.5b-instruct"]
 DATED = "The response must include a specific date or year."

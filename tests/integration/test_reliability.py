@@ -1,64 +1,24 @@
-"""Reliability on the real embedded model: SIGKILL and resume, no network, corrupt weights."""
+"""Reliability on the real embedded model: SIGKILL and resume, corrupt weights, Ctrl-C (no network:
+tests/system/test_no_network.py)."""
 
 import json
 import os
 import shutil
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from localjury.engines import load_engine
 from localjury.errors import EngineError, ModelNotAvailableError
 from localjury.registry import ModelSpec
+from tests import ROOT
+from tests.cli_process import cli, finish, rows
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks" / "data" / "dated_answers.jsonl"
-
-# Run the CLI with every way out to the network refused: a connection attempt raises.
-GUARDED = """
-import socket, sys
-def refuse(*args, **kwargs):
-    raise OSError("localjury tried to open a network connection: " + repr(args[1:2]))
-socket.socket.connect = refuse
-socket.socket.connect_ex = refuse
-socket.create_connection = refuse
-socket.getaddrinfo = refuse
-if sys.argv[1] == "--probe":
-    import urllib.request
-    urllib.request.urlopen("http://127.0.0.1:9/", timeout=1)
-from localjury.cli import main
-main()
-"""
-
-
-def cli(*args, guarded=False, **kwargs):
-    code = GUARDED if guarded else "from localjury.cli import main; main()"
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    return subprocess.Popen(
-        [sys.executable, "-c", code, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        **kwargs,
-    )
-
-
-def finish(proc, timeout=900):
-    out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err
-
-
-def rows(path):
-    return [json.loads(line) for line in Path(path).read_text().splitlines()]
-
 
 def wait_for_commits(proc, cache, at_least, timeout=600):
     """Poll the judgment store (read-only) until the running CLI has committed ``at_least``
@@ -106,32 +66,6 @@ def test_a_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_results(s
     assert [(r["record_id"], r["models"][0]["votes"]) for r in resumed] == [
         (r["record_id"], r["models"][0]["votes"]) for r in rows(clean)
     ]
-
-
-def test_the_network_guard_catches_a_connection():
-    code, _, err = finish(cli("--probe", guarded=True))
-    assert code != 0 and "tried to open a network connection" in err
-
-
-@pytest.mark.system
-def test_a_run_needs_no_network(default_judge, tmp_path):
-    """The default judge (a GGUF on the llamacpp engine) loads and judges with no network: in a
-    network namespace with no interface at all where the machine allows one, else with every
-    socket call refused in the process (the guard itself: the test above)."""
-    data = tmp_path / "d.jsonl"
-    data.write_text('{"id": "a", "user_input": "When?", "response": "In 1989."}\n')
-    out = tmp_path / "r.jsonl"
-    args = ["run", str(data), "--aspect", "coherence", "--no-cache", "--quiet", "--out", str(out)]
-    if shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
-        proc = subprocess.run(
-            ["unshare", "-n", sys.executable, "-m", "localjury.cli", *args], capture_output=True, text=True, timeout=900
-        )
-        code, err = proc.returncode, proc.stderr
-    else:
-        code, _, err = finish(cli(*args, guarded=True))
-    assert code == 0, err
-    (row,) = rows(out)
-    assert row["error"] is None and row["models"][0]["votes"][0] in (0, 1, None)
 
 
 def test_corrupt_weights_give_a_clear_error(smollm, tmp_path):

@@ -13,8 +13,7 @@ from localjury.bench.calibrate import calibrate
 from localjury.calibration import CalibrationFile, cross_validated, fit, fit_threshold, load_calibration
 from localjury.engines.base import Completion
 from localjury.errors import ConfigError
-
-from .fakes import factory, judgment, spec
+from tests.fakes import factory, judgment, spec
 
 
 def test_the_threshold_with_the_best_balanced_accuracy():

@@ -20,10 +20,9 @@ from localjury import AspectCritic, evaluate
 from localjury._outputs import OutputSet
 from localjury.cli import main
 from localjury.errors import CommitError, ConfigError
+from tests import ROOT
+from tests.fakes import factory, fake_registry, judgment, spec
 
-from .fakes import factory, fake_registry, judgment, spec
-
-ROOT = Path(__file__).resolve().parents[2]
 CRITERION = "dated=The response must include a specific date or year."
 NAMES = ("r.jsonl", "r.summary.json", "r.manifest.json")
 
@@ -75,7 +74,7 @@ def leftovers(folder):
 SLOW_WRITER = """
 import pathlib, sys, time
 sys.path.insert(0, {root!r})
-from tests.unit.fakes import factory, judgment
+from tests.fakes import factory, judgment
 import localjury.run.pipeline
 go = pathlib.Path({go!r})
 def waits(m, p, j):
@@ -290,7 +289,7 @@ def test_a_commit_that_cannot_be_undone_says_which_files_are_which_and_verify_co
 KILLED = """
 import os, sys
 sys.path.insert(0, {root!r})
-from tests.unit.fakes import factory, judgment
+from tests.fakes import factory, judgment
 import localjury.run.pipeline
 localjury.run.pipeline.load_engine = factory(lambda m, p, j: judgment(0), [])
 real, count = os.replace, [0]

@@ -16,8 +16,7 @@ from localjury.errors import MetricError, RecordError
 from localjury.metrics.tool_calls import ToolCallAccuracy
 from localjury.readers import iter_ragas, iter_records, record_reader
 from localjury.records import Record, content_id, parse_record
-
-from .fakes import factory, judgment, spec
+from tests.fakes import factory, judgment, spec
 
 MESSAGES: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a weather assistant."},

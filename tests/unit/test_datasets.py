@@ -14,8 +14,7 @@ from localjury.errors import ConfigError, MissingDependencyError
 from localjury.manifest import Manifest, verify
 from localjury.readers import Dataset, iter_records
 from localjury.records import Record
-
-from .fakes import factory, judgment, spec
+from tests.fakes import factory, judgment, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
 

@@ -13,8 +13,7 @@ from localjury.errors import ConfigError
 from localjury.gate import GATE_EXIT, Gate, check, check_names
 from localjury.report import RecordResult
 from localjury.summary import MetricSummary, Summary
-
-from .fakes import factory, fake_registry, judgment
+from tests.fakes import factory, fake_registry, judgment
 
 #: r0 and r4 give no year.
 RECORDS = [{"id": f"r{i}", "user_input": "When?", "response": f"In {1900 + i}." if i % 4 else "Soon."}

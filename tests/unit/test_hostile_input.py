@@ -18,8 +18,7 @@ from localjury.neutralise import Neutraliser
 from localjury.readers import iter_records
 from localjury.records import Record
 from localjury.run.fit import MAX_TOKEN_BYTES
-
-from .fakes import ScriptedEngine, factory, judgment, spec
+from tests.fakes import ScriptedEngine, factory, judgment, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
 FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -22,8 +22,7 @@ from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError, MissingDependencyError, RecordError
 from localjury.inspect_log import openai_messages
 from localjury.readers import iter_records
-
-from .fakes import factory, fake_registry, judgment, run_cli
+from tests.fakes import factory, fake_registry, judgment, run_cli
 
 ANSWER = "It is 18C and sunny in Paris. " * 8  # long enough for inspect to store it as an attachment
 
@@ -142,7 +141,7 @@ def test_a_log_is_judged_by_evaluate_and_by_localjury_run(tmp_path, monkeypatch,
 
 
 def fake_spec():
-    from .fakes import spec
+    from tests.fakes import spec
 
     return spec("fake")
 

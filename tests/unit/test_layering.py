@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from tests import ROOT
+
+SRC = ROOT / "src"
 
 #: Each module's layer, by the longest matching name prefix: a module imports only from
 #: its own layer or a lower one.

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from localjury import AspectCritic, evaluate
 from localjury.neutralise import DEFAULT, Neutraliser, tokenizer_markers
 from localjury.registry import ModelSpec
-
-from .fakes import factory, judgment, spec
+from tests.fakes import factory, judgment, spec
 
 BROKEN = [
     "</response>",

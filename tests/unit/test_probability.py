@@ -9,8 +9,7 @@ from localjury import AspectCritic, evaluate
 from localjury.engines.base import Completion
 from localjury.errors import ConfigError
 from localjury.voting import confidence, probability_verdict
-
-from .fakes import factory, judgment, spec
+from tests.fakes import factory, judgment, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.", strictness=3)
 

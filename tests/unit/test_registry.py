@@ -6,6 +6,7 @@ import pytest
 
 from localjury.errors import ConfigError, ModelNotAvailableError
 from localjury.registry import DEFAULT_MODEL, PACKAGED_REGISTRY, load_registry, registry_path
+from tests import ROOT
 
 
 def test_packaged_registry_has_both_embedded_models():
@@ -16,9 +17,8 @@ def test_packaged_registry_has_both_embedded_models():
 
 
 def test_repo_models_yaml_is_the_packaged_one():
-    from pathlib import Path
 
-    top = Path(__file__).resolve().parents[2] / "models.yaml"
+    top = ROOT / "models.yaml"
     assert top.read_text() == PACKAGED_REGISTRY.read_text()
 
 

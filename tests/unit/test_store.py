@@ -14,8 +14,7 @@ from localjury.errors import ConfigError, LocaljuryError, StoreError
 from localjury.manifest import Manifest, manifest_path_for
 from localjury.report import read_results
 from localjury.store import JudgmentStore, generation_key
-
-from .fakes import factory, judgment, spec
+from tests.fakes import factory, judgment, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
 POLITE = AspectCritic("polite", "The response is polite.")

@@ -13,8 +13,7 @@ from localjury import AspectCritic, evaluate
 from localjury.doctor import diagnose
 from localjury.errors import ConfigError, EngineError
 from localjury.registry import PACKAGED_REGISTRY, load_registry
-
-from .fakes import factory, judgment, run_cli
+from tests.fakes import factory, judgment, run_cli
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
 CRITERION = "dated=The response must include a specific date or year."

@@ -12,7 +12,7 @@ from localjury.errors import ConfigError
 from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCritic
 from localjury.metrics.base import Metric
 from localjury.metrics.pairwise import PairwiseCritic
-from localjury.metrics.spec import metric_from_string
+from localjury.metrics.spec import parse_metric
 from localjury.report import ModelJudgment
 from localjury.voting import vote_share
 
@@ -45,7 +45,7 @@ def resolve_metric(
             "--evidence asks a yes/no criterion for quotes of its response; a pairwise judge compares two "
             "responses and quotes neither (judge pointwise: --mode pointwise)"
         )
-    metric: Metric | None
+    metric: Metric
     if spec is None:
         default = FORMATS[fmt]
         if default.default_metric and not pairwise:
@@ -57,12 +57,7 @@ def resolve_metric(
             )
         metric = AspectCritic(*default.criterion, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
     else:
-        metric = metric_from_string(spec, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
-    if metric is None:
-        raise ConfigError(
-            f"`metric` {spec!r}: expected a composite ({', '.join(COMPOSITE_METRICS)}), an aspect "
-            f'({", ".join(PREDEFINED_ASPECTS)}) or NAME="criterion text"'
-        )
+        metric = parse_metric(spec, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
     if not pairwise:
         return metric
     if not isinstance(metric, AspectCritic):

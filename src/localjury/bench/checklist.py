@@ -21,7 +21,7 @@ from localjury.bench._markdown import md_text
 from localjury.errors import ConfigError
 from localjury.metrics import AspectCritic, Checklist
 from localjury.metrics.base import Metric
-from localjury.metrics.spec import metric_from_string
+from localjury.metrics.spec import parse_metric
 from localjury.run import EngineFactory, RunConfig, RunResult, evaluate
 from localjury.voting import passes
 
@@ -57,7 +57,10 @@ def checklist_critics(judge: Metric, specs: Sequence[str], strictness: int) -> l
         )
     critics: list[AspectCritic] = [judge]
     for spec in specs:
-        metric = metric_from_string(spec, strictness=strictness)
+        try:
+            metric: Metric | None = parse_metric(spec, strictness=strictness)
+        except ConfigError:
+            metric = None
         if not isinstance(metric, AspectCritic):
             raise ConfigError(f'--checklist {spec!r}: expected a predefined aspect or NAME="criterion text"')
         critics.append(metric)

@@ -11,10 +11,9 @@ import sys
 from localjury._files import is_symlink_loop
 from localjury.cli import align, bench, doctor, models, run, show, verify  # noqa: F401  (each registers its commands on the app)
 from localjury.cli._common import FLAGS, _report, _state, app, cli_words
-from localjury.cli._metrics import _build_metrics
 from localjury.errors import ConfigError, LocaljuryError
 
-__all__ = ["FLAGS", "_build_metrics", "app", "cli_words", "main"]
+__all__ = ["FLAGS", "app", "cli_words", "main"]
 
 
 def main() -> None:

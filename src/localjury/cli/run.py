@@ -22,7 +22,6 @@ from localjury.cli._common import (
     err,
     out,
 )
-from localjury.cli._metrics import _build_metrics
 from localjury.cli._settings import takes_settings
 from localjury.errors import ConfigError
 from localjury.run.config import GROUPS
@@ -181,7 +180,11 @@ def run(
     from localjury.tables import print_summary
 
     settings = dict(settings or {})
-    metrics = _build_metrics(aspect, criterion, criteria, metric, verdict_first, pairwise, rubrics, evidence)
+    from localjury.metrics.spec import metrics_of_options
+
+    metrics = metrics_of_options(
+        aspect, criterion, criteria, metric, pairwise, rubrics, verdict_first=verdict_first, evidence=evidence
+    )
     files = (("criteria file", criteria), ("calibration file", settings["calibration"]), ("rubrics file", rubrics))
     inputs: dict[str, str | Path] = {k: v for k, v in files if v is not None}
     if profile is not None:

@@ -4,9 +4,9 @@ criteria file. What ``localjury run`` and ``localjury bench`` (and any caller) r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from localjury._files import read_yaml
 from localjury.errors import ConfigError
@@ -37,20 +37,97 @@ def named_criterion(text: str) -> tuple[str, str] | None:
     return name.strip(), criterion
 
 
-def metric_from_string(
-    text: str, *, strictness: int = 1, verdict_first: bool = False, evidence: bool = False
-) -> Metric | None:
-    """A named metric's name (:data:`NAMED_METRICS`), a predefined aspect's name or
-    ``NAME=criterion`` as its metric (aspects with ``strictness``, ``verdict_first`` and
-    ``evidence``), or None when it is none of those."""
-    if text in NAMED_METRICS:
+#: What a metric's text may name: a predefined aspect, ``NAME=criterion``, a named metric, a
+#: pairwise ``NAME=criterion``, or (``any``) the first three, named metrics first.
+MetricKind = Literal["any", "aspect", "criterion", "named", "pairwise"]
+
+
+def parse_metric(
+    text: str,
+    kind: MetricKind = "any",
+    *,
+    strictness: int = 1,
+    verdict_first: bool = False,
+    evidence: bool = False,
+) -> Metric:
+    """One metric from its text: the one parser behind ``run``'s ``--aspect``,
+    ``--criterion``, ``--metric`` and ``--pairwise``, ``bench``'s, ``calibrate``'s and
+    ``align``'s ``--metric``, and criteria in code. ``kind`` says what the text may name
+    (:data:`MetricKind`). Aspects and criteria take ``strictness``, ``verdict_first`` and
+    ``evidence``; a composite takes ``evidence`` (its verifications quote the contexts); a
+    pairwise criterion takes ``strictness``.
+
+    Raises:
+        ConfigError: The text is not what ``kind`` expects; the message names the option
+            and what it takes.
+    """
+    if kind in ("any", "named") and text in NAMED_METRICS:
         return named_metric(text, evidence=evidence)
-    if text in PREDEFINED_ASPECTS:
+    if kind in ("any", "aspect") and text in PREDEFINED_ASPECTS:
         return AspectCritic.predefined(text, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
-    named = named_criterion(text)
-    if named is None:
-        return None
-    return AspectCritic(*named, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
+    named = named_criterion(text) if kind in ("any", "criterion", "pairwise") else None
+    if named is not None and kind == "pairwise":
+        from localjury.metrics.pairwise import PairwiseCritic
+
+        return PairwiseCritic(*named, strictness=strictness)
+    if named is not None:
+        return AspectCritic(*named, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
+    raise ConfigError(_UNPARSED[kind](text))
+
+
+#: What each kind of metric text says when it is none of what it may name.
+_UNPARSED: dict[str, Callable[[str], str]] = {
+    "any": lambda text: (
+        f"`metric` {text!r}: expected a composite ({', '.join(COMPOSITE_METRICS)}), an aspect "
+        f'({", ".join(PREDEFINED_ASPECTS)}) or NAME="criterion text"'
+    ),
+    "aspect": lambda text: (
+        f"unknown aspect {text!r}; expected one of: {', '.join(PREDEFINED_ASPECTS)} (see `localjury aspects`)"
+    ),
+    "named": lambda text: (
+        f"unknown metric {text!r}; expected one of: {', '.join(NAMED_METRICS)} (see `localjury metrics`)"
+    ),
+    "criterion": lambda text: (
+        f'--criterion expects NAME=TEXT, e.g. dated="The response includes a year."; got {text!r}'
+    ),
+    "pairwise": lambda text: (
+        f'--pairwise expects NAME=TEXT, e.g. helpful="The response is more helpful."; got {text!r}'
+    ),
+}
+
+
+def metrics_of_options(
+    aspects: Sequence[str] = (),
+    criteria: Sequence[str] = (),
+    criteria_file: Path | None = None,
+    named: Sequence[str] = (),
+    pairwise: Sequence[str] = (),
+    rubrics: Path | None = None,
+    *,
+    verdict_first: bool = False,
+    evidence: bool = False,
+) -> list[Metric]:
+    """The metrics of ``run``'s options, in this order: the predefined aspects, the criteria,
+    the criteria file's, the named metrics (composites, agent-run metrics, rubrics), the
+    pairwise criteria, the rubric file's. ``verdict_first`` and ``evidence`` shape the
+    answers of the aspects and criteria (``--verdict-first``, ``--evidence``), ``evidence``
+    a composite's too.
+
+    Raises:
+        ConfigError: An unknown aspect or named metric, a criterion not ``NAME=TEXT``, or
+            a bad criteria or rubric file.
+    """
+    metrics = [parse_metric(name, "aspect", verdict_first=verdict_first, evidence=evidence) for name in aspects]
+    metrics += [parse_metric(item, "criterion", verdict_first=verdict_first, evidence=evidence) for item in criteria]
+    if criteria_file is not None:
+        metrics += criteria_metrics(criteria_file)
+    metrics += [parse_metric(name, "named", evidence=evidence) for name in named]
+    metrics += [parse_metric(item, "pairwise") for item in pairwise]
+    if rubrics is not None:
+        from localjury.metrics.rubric_file import rubric_file_metrics
+
+        metrics += rubric_file_metrics(rubrics)
+    return metrics
 
 
 def read_criteria(path: Path) -> list[tuple[str, str, dict[str, Any]]]:

