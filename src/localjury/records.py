@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
@@ -149,6 +149,10 @@ def parse_record(raw: Any, *, location: str | None = None, csv_cells: bool = Fal
     return record
 
 
+#: Builds a record's error from its field and the reason.
+_Fail = Callable[[str | None, str], RecordError]
+
+
 def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
     if not isinstance(raw, Mapping):
         raise RecordError(
@@ -156,31 +160,54 @@ def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
             record_id=raw_id(raw, location),
             location=location,
         )
-    given_id = raw.get("id")
-    # Only a usable given id names the record; otherwise a hash of the row does, made only
-    # when an error needs it (valid rows without an id are named by content_id()).
-    record_id: str | None = None
+    record_id = _given_id(raw, location)
+    fail = _failure(raw, record_id, location)
+    fields = _known_fields(raw, csv_cells, fail)
+    if csv_cells:
+        _decode_csv_cells(fields, fail)
+    _parse_structured(fields, fail)
+    _check_response(fields, fail)
+    _check_texts(fields, fail)
+    return Record(id=record_id if record_id is not None else content_id(fields), **fields)
+
+
+def _failure(raw: Mapping[str, Any], record_id: str | None, location: str | None) -> _Fail:
+    """Return what builds a record's errors: named by its usable given id, or else by a hash
+    of the row, made only when an error needs it (valid rows without an id are named by
+    content_id())."""
 
     def fail(field: str | None, reason: str) -> RecordError:
         named = record_id if record_id is not None else raw_id(dict(raw), location)
         return RecordError(reason, record_id=named, field=field, location=location)
 
+    return fail
+
+
+def _given_id(raw: Mapping[str, Any], location: str | None) -> str | None:
+    """Return the row's own id as a string, None where it gives none; raise where it is unusable."""
+    given_id = raw.get("id")
+    fail = _failure(raw, None, location)
     if given_id is not None and (isinstance(given_id, bool) or not isinstance(given_id, int | str)):
         raise fail("id", f"must be a string or an integer, got {type(given_id).__name__}")
     if isinstance(given_id, int):
         try:
-            record_id = str(given_id)
+            return str(given_id)
         except ValueError:  # Python refuses to write ints longer than sys.get_int_max_str_digits()
             raise fail(
                 "id", f"an integer of more than {sys.get_int_max_str_digits()} digits; give the id as a string"
             ) from None
-    elif isinstance(given_id, str):
+    if isinstance(given_id, str):
         if (why := _not_unicode(given_id)) is not None:
             raise fail("id", why)
         if not given_id.strip():
             raise fail("id", "must not be empty")
-        record_id = given_id
+        return given_id
+    return None
 
+
+def _known_fields(raw: Mapping[str, Any], csv_cells: bool, fail: _Fail) -> dict[str, Any]:
+    """Return the row's record fields under their current names, absent ones left out; raise
+    where a field and its alias disagree."""
     fields: dict[str, Any] = {}
     for key, value in raw.items():
         if csv_cells and value == "":
@@ -198,13 +225,17 @@ def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
             if differ:
                 raise fail(name, f"given both as {name!r} and as its alias {key!r} with different values")
         fields[name] = value
+    return fields
 
+
+def _decode_csv_cells(fields: dict[str, Any], fail: _Fail) -> None:
+    """Decode, in place, the list fields a CSV row holds as JSON text."""
     for name, example in (
         ("retrieved_contexts", '["passage one"]'),
         ("messages", '[{"role": "user", "content": "hi"}]'),
         ("reference_tool_calls", '[{"name": "search", "arguments": {"q": "x"}}]'),
     ):
-        if not (csv_cells and isinstance(fields.get(name), str)):
+        if not isinstance(fields.get(name), str):
             continue
         cell = fields[name]
         try:
@@ -218,6 +249,9 @@ def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
             )
             raise fail(name, f"CSV cell must hold {what}, e.g. {example}; got {cell[:60]!r} ({detail})") from None
 
+
+def _parse_structured(fields: dict[str, Any], fail: _Fail) -> None:
+    """Parse, in place, the conversation and the reference tool calls into their models."""
     for name, parse in (("messages", parse_messages), ("reference_tool_calls", parse_reference_calls)):
         if name in fields:
             try:
@@ -225,12 +259,20 @@ def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
             except ValueError as exc:  # its message starts with the field's path: "messages[2].role: ..."
                 field, _, reason = str(exc).partition(": ")
                 raise fail(field, reason) from None
+
+
+def _check_response(fields: Mapping[str, Any], fail: _Fail) -> None:
+    """Raise unless the record has something to judge: a response, a pair, or a conversation."""
     pair = [name for name in ("response_a", "response_b") if name in fields]
     if "response" not in fields and not pair and "messages" not in fields:
         raise fail("response", "missing (also accepted under the alias 'answer'; a pair: response_a and response_b)")
     if len(pair) == 1:
         other = "response_b" if pair == ["response_a"] else "response_a"
         raise fail(other, f"missing: a pair needs both response_a and response_b, got only {pair[0]}")
+
+
+def _check_texts(fields: Mapping[str, Any], fail: _Fail) -> None:
+    """Raise unless every text field is a valid Unicode string, and ``retrieved_contexts`` a list of them."""
     for name in TEXT_FIELDS:
         if name in fields and not isinstance(fields[name], str):
             raise fail(name, f"must be a string, got {type(fields[name]).__name__}")
@@ -248,9 +290,6 @@ def _parse_record(raw: Any, location: str | None, csv_cells: bool) -> Record:
                 )
             if (why := _not_unicode(item)) is not None:
                 raise fail("retrieved_contexts", f"item {i} is {why}")
-    if record_id is None:
-        record_id = content_id(fields)
-    return Record(id=record_id, **fields)
 
 
 def coerce_records(items: Iterable[Record | Mapping[str, Any]]) -> Iterator[Record | RecordError]:

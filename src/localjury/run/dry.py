@@ -106,7 +106,25 @@ def dry_run(
     jury, extractor = jury_models(specs, [model_record(spec) for spec in specs], judgings, config)
     counter = tokenizer_factory or engine_factory or load_tokenizer
     store_path = config.store.path()
-    plan = RunPlan(
+    plan = _new_plan(records, total, good, store_path, estimate)
+    store = _open_store(store_path, estimate)
+    try:
+        run = Run(config, judgings, jury, extractor, store, engine_factory or load_engine)
+        _plan_models(plan, run, dataset, total, good, counter, progress)
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    if estimate:
+        plan.seconds = round(sum(m.estimate.seconds for m in plan.models if m.estimate is not None), 3)
+    return plan
+
+
+def _new_plan(
+    records: str | Path | Iterable[Any], total: int, good: int, store_path: Path | None, estimate: int
+) -> RunPlan:
+    """The plan's counts of the dataset, before any model is planned."""
+    return RunPlan(
         dataset=str(records) if isinstance(records, str | Path) else None,
         records=total,
         record_errors=total - good,
@@ -115,32 +133,39 @@ def dry_run(
         kept=estimate > 0 and store_path is not None,
         models=[],
     )
+
+
+def _open_store(store_path: Path | None, estimate: int) -> Any:
+    """The judgment store the dry run reads (and its estimate writes to)."""
     # A store that does not exist yet holds nothing; the dry run creates it only to keep what
     # its estimate generates.
     if estimate == 0 and (store_path is None or not store_path.exists()):
-        store: Any = _Empty()
-    else:
-        store = JudgmentStore(store_path) if store_path is not None else _Empty()
-    try:
-        run = Run(config, judgings, jury, extractor, store, engine_factory or load_engine)
-        ordered = jury_order(run)
-        planners = {m.spec.name: _Planner(run, m, counter, estimate) for m in ordered}
-        if good:
-            # Every model is planned before any generates, so that the counts all describe the
-            # store as the dry run found it.
-            for model in ordered:
-                _plan_pass(planners[model.spec.name], dataset, total, progress)
+        return _Empty()
+    return JudgmentStore(store_path) if store_path is not None else _Empty()
+
+
+def _plan_models(
+    plan: RunPlan,
+    run: Run,
+    dataset: Dataset,
+    total: int,
+    good: int,
+    counter: TokenizerFactory,
+    progress: Progress | None,
+) -> None:
+    """Plan every model's pass, then generate and time each one's sample (``plan.estimate_prompts``
+    prompts), adding each model's plan to ``plan.models``."""
+    ordered = jury_order(run)
+    planners = {m.spec.name: _Planner(run, m, counter, plan.estimate_prompts) for m in ordered}
+    if good:
+        # Every model is planned before any generates, so that the counts all describe the
+        # store as the dry run found it.
         for model in ordered:
-            planner = planners[model.spec.name]
-            measured = measure(run, model, planner.sample, progress) if planner.sample else None
-            plan.models.append(planner.summary(measured, kept=plan.kept))
-    finally:
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
-    if estimate:
-        plan.seconds = round(sum(m.estimate.seconds for m in plan.models if m.estimate is not None), 3)
-    return plan
+            _plan_pass(planners[model.spec.name], dataset, total, progress)
+    for model in ordered:
+        planner = planners[model.spec.name]
+        measured = measure(run, model, planner.sample, progress) if planner.sample else None
+        plan.models.append(planner.summary(measured, kept=plan.kept))
 
 
 class _Empty:

@@ -81,21 +81,15 @@ def evaluate(
         records: A dataset path (JSONL, JSON, CSV, Parquet, or a folder Hugging Face
             ``datasets``' ``save_to_disk`` wrote), a ``datasets.Dataset``, a RAGAS
             ``EvaluationDataset`` (or any object whose ``samples`` have its fields), or records
-            as dicts/``Record``. Files and datasets are read chunk by chunk, never copied into
-            memory whole (see :func:`localjury.readers.record_reader`).
+            as dicts/``Record``, read chunk by chunk (see :func:`localjury.readers.record_reader`).
         metrics: What to judge, e.g. ``[AspectCritic("dated", "The response includes a year."),
             Faithfulness()]``.
         models: Judge model names from models.yaml (or specs); default ``qwen2.5-coder-1.5b-instruct``.
         config: The run's settings (default: :class:`~localjury.run.config.RunConfig`'s defaults).
         out: Stream the results to this JSONL file with its summary and manifest beside it,
-            and keep none in memory. The three files are written to temporary files and
-            renamed into place together at the end (the manifest, which holds the others'
-            SHA-256, last), so they are whole and belong together; a commit cut short is
-            settled by the next command that writes or verifies them (see
-            :mod:`localjury._commit`). Checked before any model loads: an output path that is
-            a folder, cannot be written, or resolves to an input (the dataset, the judgment
-            store, models.yaml, a model's files, ``inputs``) or to another output is refused,
-            and so is one another localjury process is writing (each is locked for the run).
+            and keep none in memory; the three files are committed together at the end (see
+            :mod:`localjury._commit`). An output path that is a folder, cannot be written, or
+            resolves to an input or to another output is refused before any model loads.
         summary: The summary JSON (default: ``<out stem>.summary.json``); only with ``out``.
         inputs: Other files the run depends on (e.g. a criteria file), by what they are:
             no output may overwrite them.
@@ -104,23 +98,19 @@ def evaluate(
         engine_factory: Build an engine from a spec (default: the registry's engine).
         output_set: The files the caller writes from the results (``bench``, ``calibrate``),
             an open :class:`~localjury._outputs.OutputSet`: checked against the run's inputs
-            (the judgment store and its journals, models.yaml, the models' files) before any
-            model loads, like ``out``; the caller writes and commits them. Not with ``out``.
+            before any model loads, like ``out``; the caller writes and commits them. Not with ``out``.
         profile: A judge profile (its YAML file, or a :class:`~localjury.profile.JudgeProfile`)
             from ``localjury align``: its criterion is judged too, each record shown its nearest
-            labeled examples, and scored by the profile's thresholds; its models are the jury
-            when none is named. Its hash is in the manifest's metrics.
+            labeled examples; its models are the jury when none is named.
         rubrics: A rubric file (YAML: named, versioned criteria and rubrics, see
-            :mod:`localjury.metrics.rubric_file`): its metrics are judged after ``metrics``;
-            its hash and each entry's version are in the manifest's metrics, and each entry's
-            version in its judgments' store keys.
+            :mod:`localjury.metrics.rubric_file`): its metrics are judged after ``metrics``.
         **settings: Settings that replace ``config``'s, by name: ``seed``, ``strictness``,
             ``tie_break``, ``temperature``, ``max_tokens``, ``adaptive``, ``checklist`` (sampling);
             ``cache``, ``use_cache``, ``fresh`` (the judgment store); ``strict_input``,
             ``on_overflow``, ``chunk_size`` (input); ``registry``, ``engine``, ``extractor``,
-            ``trust_remote_code`` (the jury); ``cluster`` (a :class:`localjury.RayCluster`: shard each model's pass
-            over engine replicas on Ray; the results, store and files are those of a local
-            run). Each is documented on its field of :class:`~localjury.run.config.RunConfig`.
+            ``trust_remote_code`` (the jury); ``cluster`` (a :class:`localjury.RayCluster`: shard
+            each model's pass over engine replicas on Ray). Each is documented on its field of
+            :class:`~localjury.run.config.RunConfig`.
 
     Returns:
         The results, one per (record, metric) in input order, and the run summary.
@@ -138,6 +128,28 @@ def evaluate(
         EngineError: A model failed to load or generate (on a replica, too).
         TypeError: An unknown setting.
     """
+    config, metrics, inputs = _settle(metrics, models, config, inputs, profile, rubrics, settings)
+    session = _ray_session(config)
+    try:
+        wiring = _Wiring(out, summary, inputs, command, progress, engine_factory, output_set, session)
+        return _evaluate(records, metrics, config, wiring)
+    finally:
+        if session is not None:
+            session.close()
+
+
+def _settle(
+    metrics: Sequence[Metric],
+    models: Sequence[str | ModelSpec] | None,
+    config: RunConfig | None,
+    inputs: Mapping[str, str | Path] | None,
+    profile: str | Path | JudgeProfile | None,
+    rubrics: str | Path | None,
+    settings: dict[str, Any],
+) -> tuple[RunConfig, list[Metric], Mapping[str, str | Path] | None]:
+    """The run's config, the metrics it judges and the files no output may overwrite: ``models``
+    and ``settings`` over ``config``; the rubric file's and then the judge profile's metrics and
+    files added (the profile's models are the jury when none is named); checklists expanded."""
     if models is not None:
         settings["models"] = models
     if rubrics is not None:
@@ -148,18 +160,16 @@ def evaluate(
         if jury and "models" not in settings and (config is None or config.jury.models is None):
             settings["models"] = jury
     config = (config or RunConfig()).replace(**settings)
-    metrics = checklist_metrics(metrics, config.sampling.checklist)
-    session: RaySession | None = None
-    if config.cluster is not None:
-        from localjury.run.cluster.session import RaySession
+    return config, checklist_metrics(metrics, config.sampling.checklist), inputs
 
-        session = RaySession(config.cluster)
-    try:
-        wiring = _Wiring(out, summary, inputs, command, progress, engine_factory, output_set, session)
-        return _evaluate(records, metrics, config, wiring)
-    finally:
-        if session is not None:
-            session.close()
+
+def _ray_session(config: RunConfig) -> RaySession | None:
+    """A session on the run's Ray cluster, or None for a run on this machine (Ray not imported)."""
+    if config.cluster is None:
+        return None
+    from localjury.run.cluster.session import RaySession
+
+    return RaySession(config.cluster)
 
 
 class _Wiring:
