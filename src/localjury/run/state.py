@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from localjury.engines._facts import sample_key
 from localjury.engines.base import Engine
 from localjury.metrics.base import Message
 from localjury.neutralise import DEFAULT, Neutraliser
@@ -108,11 +109,5 @@ class JuryModel:
             seed=seed,
             **({"revision": req.revision} if req.revision is not None else {}),
             **({"quotes": list(req.quotes)} if req.quotes is not None else {}),
-            # vLLM's guidance backend writes every schema as localjury's grammar (other
-            # separators than its Outlines backend's): its samples are its own.
-            **(
-                {"backend": "guidance"}
-                if self.spec.engine == "vllm" and self.spec.vllm.structured_outputs_backend == "guidance"
-                else {}
-            ),
+            **sample_key(self.spec),  # what the engine draws its own way (vLLM's guidance backend)
         )

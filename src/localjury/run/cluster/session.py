@@ -36,9 +36,9 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
+from localjury.engines._facts import gpus_per_replica
 from localjury.errors import ConfigError, EngineError, LocaljuryError, MissingDependencyError
 from localjury.run.cluster import RayCluster
 from localjury.run.cluster.worker import (
@@ -174,7 +174,7 @@ class RaySession:
         if name == "auto":
             # The local rule (the engine of the model's files), with the cluster's GPUs: a
             # GGUF-only model runs on llamacpp replicas, where transformers could not load it.
-            return native_engine(spec, gpu=self.gpus > 0 and find_spec("vllm") is not None)
+            return native_engine(spec, gpu=self.gpus > 0)
         return resolve_engine(spec, name)
 
     def placement(self, spec: ModelSpec) -> Placement:
@@ -185,8 +185,8 @@ class RaySession:
                 replicas asked for.
         """
         c = self.cluster
-        if spec.engine == "vllm" and self.gpus > 0:
-            per = spec.vllm.tensor_parallel_size * spec.vllm.pipeline_parallel_size
+        per = gpus_per_replica(spec)
+        if per is not None and self.gpus > 0:
             replicas = c.replicas or self.gpus // per
             if replicas < 1 or replicas * per > self.gpus:
                 raise ConfigError(
@@ -246,73 +246,104 @@ class RaySession:
             EngineError: A replica failed to load its model or to generate, or replicas died
                 on more than ``LOST_SHARDS_TOLERATED`` of the shards.
         """
-        import pyarrow as pa
-        import ray
-        from ray.data import ActorPoolStrategy
-
-        refs: list[Any] = []
-        counts: list[int] = []
-        for i, (payload, count) in enumerate(shards):
-            refs.append(ray.put(pa.table({"index": [i], "shard": [pickle.dumps(payload)], "records": [count]})))
-            counts.append(count)
+        refs, counts = _put_shards(shards)
         self.pool_size = min(placement.replicas, len(refs))
         if not refs:
             return
-        remote: dict[str, Any] = {
-            # Ray restarts a replica whose process dies and retries its shard there, a bounded
-            # number of times (Ray Data's default would retry forever).
-            "max_restarts": -1,
-            "max_task_retries": SHARD_ATTEMPTS - 1,
-        }
-        if placement.split:
-            # As Ray Data's own vLLM stage does: the actor takes no GPU itself; vLLM's Ray
-            # executor starts one worker per GPU inside this replica's placement group.
-            remote["num_gpus"] = 0
-            remote["ray_remote_args_fn"] = partial(_placement_group, placement.gpus_per_replica)
-        elif placement.gpus_per_replica:
-            remote["num_gpus"] = placement.gpus_per_replica
-        remote["num_cpus"] = placement.cpus_per_replica
-        threads = None if placement.gpus_per_replica else placement.cpus_per_replica
-        with warnings.catch_warnings():
-            # Ray 2.60 deprecates passing actor options this way (removal announced for 2.64,
-            # hence the pin in pyproject.toml) and has no named parameter for them yet; the
-            # warning is for us, not for the user running a judgment.
-            warnings.filterwarnings("ignore", message="`ray_remote_args(_fn)?` is deprecated")
-            ds = ray.data.from_arrow_refs(refs).map_batches(
-                _Replica,
-                fn_constructor_kwargs={"make": make_replica, "threads": threads},
-                batch_size=None,  # one block = one shard = one batch
-                batch_format="pyarrow",
-                # One shard at a time per replica: when a replica dies only the shard it was
-                # running spends a try (with two in flight, a shard queued behind a poison one
-                # died with it each time and was lost too: seen in about 1 test run in 5).
-                compute=ActorPoolStrategy(size=self.pool_size, max_tasks_in_flight_per_actor=1),
-                **remote,
-            )
+        ds = _replica_dataset(refs, make_replica, placement, self.pool_size)
         # A shard whose every try died is dropped by Ray Data (and logged), up to this many;
         # one more abandons the pass. An error raised in a replica comes back as data
-        # (_Replica.__call__) and is raised here, as a local run raises it.
+        # (_Replica.__call__) and is raised by _shard_outputs, as a local run raises it.
         ds.context.max_errored_blocks = max(1, int(len(refs) * LOST_SHARDS_TOLERATED))
         done: set[int] = set()
-        try:
-            for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-                columns = (batch.column(c).to_pylist() for c in ("index", "result", "error", "records"))
-                for index, result, error, count in zip(*columns, strict=True):
-                    if error is not None:
-                        raise _replica_error(pickle.loads(error), spec)
-                    done.add(index)
-                    yield pickle.loads(result), int(count)
-        except LocaljuryError:
-            raise
-        except Exception as exc:
-            found = _our_error(exc)
-            if found is not None:
-                raise found from exc  # the replica's own error, as a local run raises it
-            raise EngineError(f"a Ray replica failed: {_last_line(exc)}", engine=spec.engine, model=spec.name) from exc
-        reason = (
-            f"the replica's process died on each of {SHARD_ATTEMPTS} tries at this record's shard (killed for "
-            "memory, or a crash in the engine: see Ray's log); nothing was stored for it, a rerun tries again"
+        yield from _shard_outputs(ds, spec, done)
+        yield from _lost_shards(counts, done)
+
+
+def _put_shards(shards: Iterable[tuple[Any, int]]) -> tuple[list[Any], list[int]]:
+    """Put each shard into Ray's object store as a one-row Arrow table (its index, pickled
+    payload and record count); return the references and the record counts, in order."""
+    import pyarrow as pa
+    import ray
+
+    refs: list[Any] = []
+    counts: list[int] = []
+    for i, (payload, count) in enumerate(shards):
+        refs.append(ray.put(pa.table({"index": [i], "shard": [pickle.dumps(payload)], "records": [count]})))
+        counts.append(count)
+    return refs, counts
+
+
+def _actor_options(placement: Placement) -> dict[str, Any]:
+    """The Ray options of each replica: its restarts and retries, and the GPUs and CPUs it takes."""
+    remote: dict[str, Any] = {
+        # Ray restarts a replica whose process dies and retries its shard there, a bounded
+        # number of times (Ray Data's default would retry forever).
+        "max_restarts": -1,
+        "max_task_retries": SHARD_ATTEMPTS - 1,
+    }
+    if placement.split:
+        # As Ray Data's own vLLM stage does: the actor takes no GPU itself; vLLM's Ray
+        # executor starts one worker per GPU inside this replica's placement group.
+        remote["num_gpus"] = 0
+        remote["ray_remote_args_fn"] = partial(_placement_group, placement.gpus_per_replica)
+    elif placement.gpus_per_replica:
+        remote["num_gpus"] = placement.gpus_per_replica
+    remote["num_cpus"] = placement.cpus_per_replica
+    return remote
+
+
+def _replica_dataset(refs: list[Any], make_replica: Callable[[], ShardFn], placement: Placement, pool_size: int) -> Any:
+    """The Ray dataset that runs the shards at ``refs`` through a pool of ``pool_size`` replicas."""
+    import ray
+    from ray.data import ActorPoolStrategy
+
+    remote = _actor_options(placement)
+    threads = None if placement.gpus_per_replica else placement.cpus_per_replica
+    with warnings.catch_warnings():
+        # Ray 2.60 deprecates passing actor options this way (removal announced for 2.64,
+        # hence the pin in pyproject.toml) and has no named parameter for them yet; the
+        # warning is for us, not for the user running a judgment.
+        warnings.filterwarnings("ignore", message="`ray_remote_args(_fn)?` is deprecated")
+        return ray.data.from_arrow_refs(refs).map_batches(
+            _Replica,
+            fn_constructor_kwargs={"make": make_replica, "threads": threads},
+            batch_size=None,  # one block = one shard = one batch
+            batch_format="pyarrow",
+            # One shard at a time per replica: when a replica dies only the shard it was
+            # running spends a try (with two in flight, a shard queued behind a poison one
+            # died with it each time and was lost too: seen in about 1 test run in 5).
+            compute=ActorPoolStrategy(size=pool_size, max_tasks_in_flight_per_actor=1),
+            **remote,
         )
-        for index, count in enumerate(counts):
-            if index not in done:
-                yield LostShard(index, reason), count
+
+
+def _shard_outputs(ds: Any, spec: ModelSpec, done: set[int]) -> Iterator[tuple[Any, int]]:
+    """Yield (output, record count) of each shard as it comes back, adding its index to ``done``;
+    raise a replica's error as a local run raises it."""
+    try:
+        for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+            columns = (batch.column(c).to_pylist() for c in ("index", "result", "error", "records"))
+            for index, result, error, count in zip(*columns, strict=True):
+                if error is not None:
+                    raise _replica_error(pickle.loads(error), spec)
+                done.add(index)
+                yield pickle.loads(result), int(count)
+    except LocaljuryError:
+        raise
+    except Exception as exc:
+        found = _our_error(exc)
+        if found is not None:
+            raise found from exc  # the replica's own error, as a local run raises it
+        raise EngineError(f"a Ray replica failed: {_last_line(exc)}", engine=spec.engine, model=spec.name) from exc
+
+
+def _lost_shards(counts: list[int], done: set[int]) -> Iterator[tuple[LostShard, int]]:
+    """Yield a :class:`LostShard` and its record count for each shard not in ``done``."""
+    reason = (
+        f"the replica's process died on each of {SHARD_ATTEMPTS} tries at this record's shard (killed for "
+        "memory, or a crash in the engine: see Ray's log); nothing was stored for it, a rerun tries again"
+    )
+    for index, count in enumerate(counts):
+        if index not in done:
+            yield LostShard(index, reason), count

