@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal, get_args
+from typing import get_args
 
+from localjury.bench.config import BenchMode
 from localjury.bench.formats import FORMATS
 from localjury.errors import ConfigError
 from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCritic
@@ -15,9 +16,6 @@ from localjury.metrics.pairwise import PairwiseCritic
 from localjury.metrics.spec import parse_metric
 from localjury.report import ModelJudgment
 from localjury.voting import vote_share
-
-#: How a bench judges: pairs in both orders, each response on its own, or as the data suggests.
-BenchMode = Literal["auto", "pairwise", "pointwise"]
 
 
 def resolve_metric(

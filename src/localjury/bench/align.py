@@ -29,6 +29,7 @@ from localjury._hashing import file_sha256
 from localjury._outputs import OutputSet
 from localjury._version import __version__
 from localjury.bench.calibrate import _fit
+from localjury.bench.config import AlignConfig
 from localjury.bench.formats import BenchItem, load, sample
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic
@@ -37,7 +38,7 @@ from localjury.metrics.base import Metric
 from localjury.profile import JudgeProfile, LabeledExample, ProfileCriterion
 from localjury.records import parse_record
 from localjury.registry import ModelSpec, registry_path
-from localjury.run import EngineFactory, RunConfig, RunResult, evaluate
+from localjury.run import EngineFactory, RunResult, evaluate
 from localjury.run.prepare import store_files
 
 if TYPE_CHECKING:
@@ -188,21 +189,17 @@ def build_profile(
     data: str | Path,
     models: Sequence[str | ModelSpec],
     out: str | Path,
+    config: AlignConfig | None = None,
     *,
     judge: AspectCritic,
     fmt: str = "jsonl",
-    shots: int = DEFAULT_SHOTS,
-    calibrate: bool = True,
-    folds: int = 5,
-    limit: int | None = None,
-    sample_seed: int = 0,
-    seed: int = 0,
-    registry: str | Path | None = None,
-    use_cache: bool = True,
     progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
+    **settings: Any,
 ) -> JudgeProfile:
-    """Build a judge profile from labeled records and write it to ``out`` (YAML).
+    """Build a judge profile from labeled records and write it to ``out`` (YAML). The settings
+    (:class:`~localjury.bench.config.AlignConfig`: shots, calibrate, folds, sample, and the
+    run's own) are ``config``'s, with ``settings`` replacing them by name.
 
     Its examples are the labeled records, ``shots`` of them shown per prompt; a ``judge`` that
     quotes its evidence first judges them zero-shot, each example quoting as its first sample
@@ -218,18 +215,19 @@ def build_profile(
             label (with ``calibrate``), an output path refused or being written by another process.
     """
     out = Path(out)
-    config = RunConfig.of(models=list(models), seed=seed, strictness=judge.strictness, registry=registry,
-                          use_cache=use_cache)  # fmt: skip
-    inputs = {"labels": Path(data), "models.yaml": registry_path(registry), **store_files(config.store.path())}
+    align = (config or AlignConfig()).replace(models=list(models), **settings)
+    run_config = align.run.replace(strictness=judge.strictness)
+    seed, registry = run_config.sampling.seed, run_config.jury.registry
+    inputs = {"labels": Path(data), "models.yaml": registry_path(registry), **store_files(run_config.store.path())}
     with OutputSet({"judge profile": out}, inputs) as files:
-        items = sample(load(data, fmt), limit, sample_seed)
+        items = sample(load(data, fmt), align.limit, align.sample_seed)
         ids = [str(it.record["id"]) for it in items]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{data}: record ids are not unique")
         names = [m if isinstance(m, str) else m.name for m in models]
         traces = None
         if judge.evidence:  # each example's quotes, bootstrapped from the judges' own zero-shot samples
-            zero = evaluate([it.record for it in items], [judge], config=config, progress=progress,
+            zero = evaluate([it.record for it in items], [judge], config=run_config, progress=progress,
                             engine_factory=engine_factory, output_set=files)  # fmt: skip
             traces = traces_of(items, zero, judge.name)
         profile = JudgeProfile(
@@ -237,18 +235,18 @@ def build_profile(
             criterion=ProfileCriterion(name=judge.name, definition=judge.definition),
             verdict_first=judge.verdict_first,
             evidence=judge.evidence,
-            shots=shots,
+            shots=align.shots,
             strictness=judge.strictness,
             models=names,
             labels=str(Path(data).resolve()),
             labels_sha256=file_sha256(Path(data)),
             examples=examples_of(items, data, traces),
         )
-        if calibrate:
+        if align.calibrate:
             metric = profile.metric(folds=folds_of(items, None, seed))
-            run = evaluate([it.record for it in items], [metric], config=config, progress=progress,
+            run = evaluate([it.record for it in items], [metric], config=run_config, progress=progress,
                            engine_factory=engine_factory, output_set=files)  # fmt: skip
-            fits = [_fit(m.model, items, run, judge.name, data, folds, seed) for m in run.summary.models]
+            fits = [_fit(m.model, items, run, judge.name, data, align.folds, seed) for m in run.summary.models]
             # As the file holds them (held-out CIs as lists), so that the result equals what is read back.
             profile = JudgeProfile.model_validate({**profile.model_dump(mode="json"), "calibrators":
                                                    [f.model_dump(mode="json") for f in fits]})  # fmt: skip

@@ -12,11 +12,12 @@ from localjury._outputs import OutputSet
 from localjury._version import __version__
 from localjury.bench import stats
 from localjury.bench._judge import graded, resolve_metric
+from localjury.bench.config import CalibrateConfig
 from localjury.bench.formats import BenchItem, load, sample
 from localjury.calibration import CalibrationFile, Calibrator, Source, cross_validated, fit, load_calibration
 from localjury.errors import ConfigError
 from localjury.registry import ModelSpec, registry_path
-from localjury.run import EngineFactory, RunConfig, RunResult, evaluate
+from localjury.run import EngineFactory, RunResult, evaluate
 from localjury.run.prepare import store_files
 
 if TYPE_CHECKING:
@@ -62,18 +63,12 @@ def calibrate(
     data: str | Path,
     models: Sequence[str | ModelSpec],
     out: str | Path,
+    config: CalibrateConfig | None = None,
     *,
-    metric: str | None = None,
     fmt: str = "jsonl",
-    strictness: int = 3,
-    folds: int = 5,
-    limit: int | None = None,
-    sample_seed: int = 0,
-    seed: int = 0,
-    registry: str | Path | None = None,
-    use_cache: bool = True,
     progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
+    **settings: Any,
 ) -> CalibrationFile:
     """Fit a calibration for each model on one metric from labelled records.
 
@@ -91,8 +86,9 @@ def calibrate(
         out: The calibration file (JSON): refused before any model loads when it is the
             labels, the judgment store (or its journals), models.yaml or a model's file, and
             locked until it is written (another command writing it meanwhile is refused).
-        metric: What the labels judge: an aspect, ``NAME="criterion"``; default the
-            format's own criterion.
+        config: The settings (:class:`~localjury.bench.config.CalibrateConfig`: the metric,
+            strictness, folds, sample, and the run's own), with ``settings`` replacing them by
+            name (``metric='good="The answer is good."'``, ``strictness=1``, ``seed=3``...).
 
     Returns:
         The calibration file's content.
@@ -103,14 +99,16 @@ def calibrate(
         CommitError: The file system failed while the file was renamed into place.
     """
     out = Path(out)
-    config = RunConfig.of(models=list(models), seed=seed, strictness=strictness, registry=registry, use_cache=use_cache)
-    inputs = {"labels": Path(data), "models.yaml": registry_path(registry), **store_files(config.store.path())}
+    cal = (config or CalibrateConfig()).replace(models=list(models), **settings)
+    run_config = cal.run.replace(strictness=cal.strictness)
+    seed, registry = run_config.sampling.seed, run_config.jury.registry
+    inputs = {"labels": Path(data), "models.yaml": registry_path(registry), **store_files(run_config.store.path())}
     # Locked from here to the commit: no other command writes the file meanwhile, so the
     # fits read from it now are the ones merged into it.
     with OutputSet({"calibration file": out}, inputs) as files:
         existing = load_calibration(out)[0] if out.exists() else None
-        items = sample(load(data, fmt), limit, sample_seed)
-        judge = resolve_metric(metric, fmt, strictness)
+        items = sample(load(data, fmt), cal.limit, cal.sample_seed)
+        judge = resolve_metric(cal.metric, fmt, cal.strictness)
         if judge.kind != "judge":
             raise ConfigError(
                 f"metric {judge.name!r} is a {judge.kind} metric; calibrate judges one verdict per record"
@@ -118,12 +116,12 @@ def calibrate(
         run = evaluate(
             [it.record for it in items],
             [judge],
-            config=config,
+            config=run_config,
             progress=progress,
             engine_factory=engine_factory,
             output_set=files,  # checked against the judgment store and the models' files too
         )
-        fits = [_fit(name, items, run, judge.name, data, folds, seed) for name in (m.model for m in run.summary.models)]
+        fits = [_fit(m.model, items, run, judge.name, data, cal.folds, seed) for m in run.summary.models]
         result = (existing or CalibrationFile(localjury_version=__version__, calibrators=[])).merged(fits)
         result = result.model_copy(update={"localjury_version": __version__})
         files.file(out, result.model_dump_json(indent=2) + "\n")

@@ -1,13 +1,14 @@
-"""The run settings as command-line options, derived from the config objects' fields
-(:mod:`localjury.run.config`): an option's name, type, default and help come from its field,
-written once there. What only a command line has is said here, per setting, and only where it
-differs from what the field gives: a short name, the bounds typer checks, a path's symlink-loop
-check, and the few options whose value is not the setting's (``--no-cache``, the
-comma-separated ``--models``, a calibration file's path).
+"""The settings as command-line options, derived from the config objects' fields (a run's,
+:mod:`localjury.run.config`; a bench's, a calibration's and an alignment's,
+:mod:`localjury.bench.config`): an option's name, type, default, bounds and help come from its
+field, written once there. What only a command line has is said here, per setting, and only
+where it differs from what the field gives: a short name, bounds the field does not state, a
+path's symlink-loop check, and the few options whose value is not the setting's
+(``--no-cache``, ``--no-calibrate``, the comma-separated ``--models``, a calibration file's path).
 
 A command takes the settings it names with :func:`takes_settings`: typer sees one option per
-setting beside the command's own, and the command receives them as ``settings``, keyword
-arguments of :meth:`~localjury.run.config.RunConfig.of`.
+setting beside the command's own, and the command receives them as a dict, keyword
+arguments of :meth:`~localjury.run.config.RunConfig.of` (or the bench config's ``of``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 import typer
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from localjury.cli._common import checked_path
 from localjury.metrics.base import MAX_STRICTNESS
@@ -74,11 +77,28 @@ FACES: dict[str, Face] = {
         "Default: qwen2.5-coder-1.5b-instruct.",
     ),
     "trust_remote_code": Face(metavar="NAME"),
+    "calibrate": Face(
+        flag="--no-calibrate",
+        default=False,
+        to_setting=lambda no_calibrate: not no_calibrate,
+        help="Fit no thresholds (no model loads, unless --evidence): the profile's judges are scored by votes.",
+    ),
 }
 
 
-def _fields() -> dict[str, Any]:
+def _fields(source: type[BaseModel] | None = None) -> dict[str, FieldInfo]:
+    """The settings of ``source`` (a config class: its own fields, not its ``run``), or of a
+    run (:data:`~localjury.run.config.GROUPS`) by default."""
+    if source is not None:
+        return {name: field for name, field in source.model_fields.items() if name != "run"}
     return {name: field for group in GROUPS.values() for name, field in group.model_fields.items()}
+
+
+def _bounds(field: FieldInfo) -> tuple[float | None, float | None]:
+    """The bounds a field's constraints give (``Field(ge=1, le=64)``), for typer to check too."""
+    low = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
+    high = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)
+    return low, high
 
 
 def _plain(annotation: Any) -> Any:
@@ -98,18 +118,20 @@ def help_text(description: str) -> str:
     return " ".join(text.replace("``", "`").split())
 
 
-def option(name: str) -> inspect.Parameter:
-    """The setting ``name`` as a typer option parameter (named after its flag)."""
-    field = _fields()[name]
+def option(name: str, source: type[BaseModel] | None = None) -> inspect.Parameter:
+    """The setting ``name`` (of ``source``, see :func:`_fields`) as a typer option parameter
+    (named after its flag)."""
+    field = _fields(source)[name]
     face = FACES.get(name, Face())
+    low, high = _bounds(field)
     flag = face.flag or "--" + name.replace("_", "-")
     kind = face.kind if face.kind is not None else _plain(field.annotation)
     is_path = Path in (kind, *get_args(kind))
     info = typer.Option(
         *(d for d in (flag, face.short) if d),
         help=face.help or help_text(field.description or ""),
-        min=face.min,
-        max=face.max,
+        min=face.min if face.min is not None else low,
+        max=face.max if face.max is not None else high,
         metavar=face.metavar,
         callback=checked_path if is_path else None,
     )
@@ -124,14 +146,18 @@ def option(name: str) -> inspect.Parameter:
     )
 
 
-def takes_settings(names: Sequence[str]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """A command that takes the settings ``names`` as options: typer sees the command's own
-    parameters and then one option per setting; the command gets them as ``settings`` (by
-    their keyword names in :meth:`~localjury.run.config.RunConfig.of`)."""
+def takes_settings(
+    names: Sequence[str], source: type[BaseModel] | None = None, into: str = "settings"
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A command that takes the settings ``names`` (of ``source``, by default a run's) as
+    options: typer sees the command's own parameters and then one option per setting; the
+    command gets them as its parameter ``into``, a dict by their keyword names (in
+    :meth:`~localjury.run.config.RunConfig.of`, or ``source``'s ``of``). Stacked, each adds its
+    own."""
 
     def wrap(command: Callable[..., Any]) -> Callable[..., Any]:
-        own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "settings"]
-        added = {name: option(name) for name in names}
+        own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != into]
+        added = {name: option(name, source) for name in names}
 
         def call(**values: Any) -> Any:
             settings = {}
@@ -139,7 +165,7 @@ def takes_settings(names: Sequence[str]) -> Callable[[Callable[..., Any]], Calla
                 value = values.pop(param.name)
                 face = FACES.get(name, Face())
                 settings[name] = face.to_setting(value) if face.to_setting is not None else value
-            return command(**values, settings=settings)
+            return command(**values, **{into: settings})
 
         params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + list(added.values())
         call.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
@@ -153,5 +179,10 @@ def takes_settings(names: Sequence[str]) -> Callable[[Callable[..., Any]], Calla
 
 #: The settings every command that loads models takes (``bench``, ``calibrate``, ``align``; ``run`` takes more).
 JURY_SETTINGS = ("models", "seed", "registry", "trust_remote_code", "use_cache")
+
+
+def own_settings(source: type[BaseModel]) -> tuple[str, ...]:
+    """Every setting a config class adds to its run's (``bench``'s, ``calibrate``'s, ``align``'s)."""
+    return tuple(_fields(source))
 #: ``--registry`` for the commands that take no other setting (``models``, ``doctor``).
 RegistryOpt = option("registry").annotation

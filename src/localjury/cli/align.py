@@ -7,12 +7,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from localjury.bench.config import AlignConfig
 from localjury.cli._common import QuietOpt, _interruptible, _progress, app, checked_path, out
-from localjury.cli._settings import JURY_SETTINGS, takes_settings
+from localjury.cli._settings import JURY_SETTINGS, own_settings, takes_settings
 from localjury.errors import ConfigError
-from localjury.metrics.aligned import DEFAULT_SHOTS
 from localjury.metrics.base import MAX_STRICTNESS
-from localjury.run.config import MAX_SEED
 
 if TYPE_CHECKING:
     from localjury.metrics import AspectCritic
@@ -44,9 +43,6 @@ AlignFmtOpt = Annotated[
     str,
     typer.Option("--format", "-f", help="jsonl (a gold field), or a bench format (halueval-general, truthfulqa...)."),
 ]
-AlignShotsOpt = Annotated[
-    int, typer.Option("--shots", min=0, max=32, help="Labeled examples shown per prompt, balanced by label.")
-]
 AlignStrictnessOpt = Annotated[
     int, typer.Option("--strictness", "-k", min=1, max=MAX_STRICTNESS, help="Samples per model.")
 ]
@@ -58,37 +54,22 @@ AlignEvidenceOpt = Annotated[
         "example quotes as its first sample that voted its gold label did (one no sample got right is not shown).",
     ),
 ]
-AlignNoCalibrateOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-calibrate",
-        help="Fit no thresholds (no model loads, unless --evidence): the profile's judges are scored by votes.",
-    ),
-]
-AlignFoldsOpt = Annotated[int, typer.Option("--folds", min=2, help="Folds that measure the fitted thresholds.")]
-AlignLimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Use at most N labeled records.")]
-AlignSampleSeedOpt = Annotated[
-    int, typer.Option("--sample-seed", min=0, max=MAX_SEED, help="Seed of the --limit sample.")
-]
 
 
 @app.command()
 @takes_settings(JURY_SETTINGS)
+@takes_settings(own_settings(AlignConfig), AlignConfig, into="align_settings")
 def align(
     data: AlignDataArg,
     out_path: AlignOutPathOpt,
     criterion: AlignCriterionOpt = None,
     metric: AlignMetricOpt = None,
     fmt: AlignFmtOpt = "jsonl",
-    shots: AlignShotsOpt = DEFAULT_SHOTS,
     strictness: AlignStrictnessOpt = 3,
     evidence: AlignEvidenceOpt = False,
-    no_calibrate: AlignNoCalibrateOpt = False,
-    folds: AlignFoldsOpt = 5,
-    limit: AlignLimitOpt = None,
-    sample_seed: AlignSampleSeedOpt = 0,
     quiet: QuietOpt = False,
     settings: dict[str, Any] | None = None,
+    align_settings: dict[str, Any] | None = None,
 ) -> None:
     """Build a judge profile from labeled records: each record judged with `run --profile` is shown
     its nearest labeled records (TF-IDF cosine, balanced by label) with their gold verdicts.
@@ -105,12 +86,11 @@ def align(
     judge = _criterion(criterion, metric, fmt, strictness, evidence)
     settings = settings or {}
     specs = _jury(settings)
+    config = AlignConfig.of(
+        **(align_settings or {}), seed=settings["seed"], registry=settings["registry"], use_cache=settings["use_cache"]
+    )
     with _interruptible(), _progress(quiet) as progress:
-        profile = build_profile(
-            data, specs, out_path, judge=judge, fmt=fmt, shots=shots, calibrate=not no_calibrate, folds=folds,
-            limit=limit, sample_seed=sample_seed, seed=settings["seed"], registry=settings["registry"],
-            use_cache=settings["use_cache"], progress=progress,
-        )  # fmt: skip
+        profile = build_profile(data, specs, out_path, config, judge=judge, fmt=fmt, progress=progress)
     if profile.calibrators:
         print_calibration(profile.calibrators, out)
     labels = {g: sum(e.gold == g for e in profile.examples) for g in (1, 0)}

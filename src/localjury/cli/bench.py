@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from localjury.bench.config import BenchConfig, CalibrateConfig
 from localjury.cli._common import (
     AddressOpt,
     ClusterOpt,
@@ -20,10 +21,7 @@ from localjury.cli._common import (
     checked_path,
     out,
 )
-from localjury.cli._settings import JURY_SETTINGS, takes_settings
-from localjury.metrics.aligned import DEFAULT_SHOTS
-from localjury.metrics.base import MAX_STRICTNESS
-from localjury.run.config import MAX_SEED
+from localjury.cli._settings import JURY_SETTINGS, own_settings, takes_settings
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,86 +40,20 @@ BenchOutDirOpt = Annotated[
     Path,
     typer.Option("--out", "-o", callback=checked_path, help="Folder for metrics.json, predictions.jsonl, reports."),
 ]
-BenchMetricOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--metric",
-        help='What to judge: an aspect, NAME="criterion", faithfulness or factual_accuracy (default: per format).',
-    ),
-]
-BenchStrictnessOpt = Annotated[
-    int, typer.Option("--strictness", "-k", min=1, max=MAX_STRICTNESS, help="Samples per model.")
-]
-BenchLimitOpt = Annotated[
-    int | None, typer.Option("--limit", min=1, help="Judge at most N records (pairs kept whole).")
-]
-BenchSampleSeedOpt = Annotated[
-    int,
-    typer.Option("--sample-seed", min=0, max=MAX_SEED, help="Seed of the --limit sample and the bootstrap."),
-]
-BenchVerdictFirstOpt = Annotated[
-    bool, typer.Option("--verdict-first", help="Ask for the verdict before the reason (compare with the default).")
-]
-BenchEvidenceOpt = Annotated[
-    bool,
-    typer.Option(
-        "--evidence",
-        help="Ask for quoted evidence first, each quote an exact span of the judged text (compare with the default).",
-    ),
-]
-BenchModeOpt = Annotated[
-    str,
-    typer.Option(
-        "--mode",
-        help="pairwise: judge each pair in both orders (as LLMBar does); pointwise: each response on its own; "
-        "auto: pairwise for sets of pairs (llmbar; jsonl with response_a/response_b).",
-    ),
-]
-BenchAlignedOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--aligned",
-        min=2,
-        help="Also judge each record shown its nearest labeled records (as `run --profile` does) from the other "
-        "of K folds (a pair, or the records of one input, in one fold), reported beside the zero-shot judges.",
-    ),
-]
-BenchShotsOpt = Annotated[
-    int, typer.Option("--shots", min=1, max=32, help="With --aligned: labeled examples per prompt.")
-]
-BenchChecklistOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--checklist",
-        help='Another criterion (an aspect or NAME="criterion"; repeatable) to judge with the bench\'s, '
-        "once in one checklist call per record and once one call per criterion (each from a temporary store), "
-        "reporting their agreement, κ against the labels and the tokens and seconds saved.",
-    ),
-]
-
-
 @app.command()
 @takes_settings(JURY_SETTINGS)
+@takes_settings(own_settings(BenchConfig), BenchConfig, into="bench_settings")
 def bench(
     data: BenchDataArg,
     fmt: BenchFmtOpt,
     out_dir: BenchOutDirOpt,
-    metric: BenchMetricOpt = None,
-    strictness: BenchStrictnessOpt = 1,
-    limit: BenchLimitOpt = None,
-    sample_seed: BenchSampleSeedOpt = 0,
-    verdict_first: BenchVerdictFirstOpt = False,
-    evidence: BenchEvidenceOpt = False,
-    mode: BenchModeOpt = "auto",
-    aligned: BenchAlignedOpt = None,
-    shots: BenchShotsOpt = DEFAULT_SHOTS,
-    checklist: BenchChecklistOpt = None,
     cluster: ClusterOpt = None,
     address: AddressOpt = None,
     replicas: ReplicasOpt = None,
     replica_cpus: ReplicaCpusOpt = None,
     quiet: QuietOpt = False,
     settings: dict[str, Any] | None = None,
+    bench_settings: dict[str, Any] | None = None,
 ) -> None:
     """Benchmark judge models (and their jury) against gold labels: accuracy, κ, agreement, speed."""
     from localjury.bench import require
@@ -131,34 +63,19 @@ def bench(
 
     settings = settings or {}
     specs = _jury(settings)
+    config = BenchConfig.of(
+        **(bench_settings or {}), seed=settings["seed"], registry=settings["registry"],
+        use_cache=settings["use_cache"], cluster=_cluster(cluster, address, replicas, replica_cpus),
+    )  # fmt: skip
     with _interruptible(), _progress(quiet) as progress:
-        figures = run_bench(
-            data,
-            fmt,
-            specs,
-            out_dir,
-            metric=metric,
-            strictness=strictness,
-            limit=limit,
-            sample_seed=sample_seed,
-            seed=settings["seed"],
-            registry=settings["registry"],
-            use_cache=settings["use_cache"],
-            progress=progress,
-            cluster=_cluster(cluster, address, replicas, replica_cpus),
-            verdict_first=verdict_first,
-            evidence=evidence,
-            mode=mode,  # type: ignore[arg-type]  # checked by run_bench, naming the choices
-            checklist=checklist or (),
-            aligned=aligned,
-            shots=shots,
-        )
+        figures = run_bench(data, fmt, specs, out_dir, config, progress=progress)
     print_figures(figures, fmt, out)
     out.print(f"reports: {out_dir / 'report.html'}, {out_dir / 'report.md'}; figures: {out_dir / 'metrics.json'}")
 
 
 @app.command()
 @takes_settings(JURY_SETTINGS)
+@takes_settings(own_settings(CalibrateConfig), CalibrateConfig, into="calibrate_settings")
 def calibrate(
     data: Annotated[
         Path, typer.Argument(callback=checked_path, help="Labelled records: one a line with a gold field (0/1).")
@@ -172,23 +89,12 @@ def calibrate(
             help="Calibration file (JSON); fits of other models/metrics in it are kept.",
         ),
     ],
-    metric: Annotated[
-        str | None,
-        typer.Option("--metric", help='What the labels judge: an aspect or NAME="criterion" (default: per format).'),
-    ] = None,
     fmt: Annotated[
         str, typer.Option("--format", "-f", help="jsonl (a gold field), or a bench format (llmbar, truthfulqa...).")
     ] = "jsonl",
-    strictness: Annotated[
-        int, typer.Option("--strictness", "-k", min=1, max=MAX_STRICTNESS, help="Samples per model.")
-    ] = 3,
-    folds: Annotated[int, typer.Option("--folds", min=2, help="Folds of the held-out evaluation.")] = 5,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Use at most N labelled records.")] = None,
-    sample_seed: Annotated[
-        int, typer.Option("--sample-seed", min=0, max=MAX_SEED, help="Seed of the --limit sample.")
-    ] = 0,
     quiet: QuietOpt = False,
     settings: dict[str, Any] | None = None,
+    calibrate_settings: dict[str, Any] | None = None,
 ) -> None:
     """Fit each model's calibration (Platt scaling, threshold) to your labels, measured on held-out folds."""
     from localjury.bench import require
@@ -199,14 +105,14 @@ def calibrate(
     settings = settings or {}
     specs = _jury(settings)
     names = [s.name for s in specs]
+    config = CalibrateConfig.of(
+        **(calibrate_settings or {}), seed=settings["seed"], registry=settings["registry"],
+        use_cache=settings["use_cache"],
+    )  # fmt: skip
     with _interruptible(), _progress(quiet) as progress:
-        result = fit_calibration(
-            data, specs, out_path, metric=metric, fmt=fmt, strictness=strictness, folds=folds, limit=limit,
-            sample_seed=sample_seed, seed=settings["seed"], registry=settings["registry"],
-            use_cache=settings["use_cache"], progress=progress,
-        )  # fmt: skip
+        result = fit_calibration(data, specs, out_path, config, fmt=fmt, progress=progress)
     print_calibration([c for c in result.calibrators if c.model in names], out)
-    out.print(f"n: labelled records; thr.: fitted threshold; held out: {folds}-fold\ncalibration: {out_path}")
+    out.print(f"n: labelled records; thr.: fitted threshold; held out: {config.folds}-fold\ncalibration: {out_path}")
 
 
 def _jury(settings: dict[str, Any]) -> list[Any]:

@@ -127,8 +127,8 @@ def test_a_bad_checklist_is_refused_before_any_model_loads(data, tmp_path):
 def test_cli_passes_the_criteria(data, tmp_path, monkeypatch, capsys):
     seen = {}
 
-    def fake_run_bench(*args, **kw):
-        seen.update(kw)
+    def fake_run_bench(data, fmt, models, out, config, **kw):
+        seen["config"] = config
         raise SystemExit(0)
 
     monkeypatch.setattr("localjury.bench.run.run_bench", fake_run_bench)
@@ -145,4 +145,4 @@ def test_cli_passes_the_criteria(data, tmp_path, monkeypatch, capsys):
         'p="Polite."',
     ]
     code, _, _ = run_cli(monkeypatch, capsys, *args)
-    assert code == 0 and seen["checklist"] == ["coherence", 'p="Polite."']
+    assert code == 0 and seen["config"].checklist == ["coherence", 'p="Polite."']

@@ -1,6 +1,8 @@
-"""The run settings' options are derived from the config's fields: every field is an option of
-`run` with the field's description as its help, and what the options say reaches the run's
-RunConfig as the same settings given in Python would."""
+"""The settings' options are derived from the configs' fields: every field of a run is an option
+of `run`, every field a bench, a calibration or an alignment adds is an option of `bench`,
+`calibrate` or `align`, each with its field's description as its help and its field's bounds;
+and what the options say reaches the command's config as the same settings given in Python
+would."""
 
 import typing
 
@@ -8,6 +10,7 @@ import pytest
 import typer
 
 import localjury.run
+from localjury.bench.config import AlignConfig, BenchConfig, CalibrateConfig
 from localjury.cli import app
 from localjury.cli._settings import FACES, help_text, option
 from localjury.errors import ConfigError
@@ -15,9 +18,9 @@ from localjury.run.config import GROUPS, RunConfig
 from tests.fakes import run_cli
 
 
-def run_options() -> dict[str, typing.Any]:
-    """`run`'s options by their first flag: the typer ParameterInfo of each."""
-    command = next(c for c in app.registered_commands if c.callback.__name__ == "run")
+def run_options(name: str = "run") -> dict[str, typing.Any]:
+    """A command's options by their first flag: the typer ParameterInfo of each."""
+    command = next(c for c in app.registered_commands if c.callback.__name__ == name)
     found = {}
     for hint in typing.get_type_hints(command.callback, include_extras=True).values():
         for extra in typing.get_args(hint)[1:]:
@@ -61,3 +64,54 @@ def test_the_options_reach_the_runs_config(monkeypatch, capsys, tmp_path):
     expected = RunConfig.of(models=["a", "b"], strictness=3, seed=7, use_cache=False, tie_break="pass",
                             on_overflow="truncate", chunk_size=5, adaptive=True, temperature=0.5)  # fmt: skip
     assert seen["config"] == expected
+
+
+CONFIGS = {"bench": BenchConfig, "calibrate": CalibrateConfig, "align": AlignConfig}
+
+
+@pytest.mark.parametrize(
+    ("command", "name"), [(c, n) for c, cls in CONFIGS.items() for n in cls.model_fields if n != "run"]
+)
+def test_every_setting_a_bench_config_adds_is_an_option_of_its_command(command, name):
+    field = CONFIGS[command].model_fields[name]
+    face = FACES.get(name)
+    flag = face.flag if face and face.flag else "--" + name.replace("_", "-")
+    info = run_options(command)[flag]
+    assert info.help == ((face.help if face else None) or help_text(field.description))
+    bounds = {k: getattr(m, k) for m in field.metadata for k in ("ge", "le") if getattr(m, k, None) is not None}
+    assert (info.min, info.max) == (bounds.get("ge"), bounds.get("le"))
+
+
+def test_the_bench_options_reach_the_bench_config(monkeypatch, capsys, tmp_path):
+    seen = {}
+
+    def run_bench(data, fmt, models, out, config, **kw):
+        seen["config"] = config
+        raise ConfigError("seen")
+
+    monkeypatch.setattr("localjury.bench.run.run_bench", run_bench)
+    data = tmp_path / "d.jsonl"
+    data.write_text("{}\n")
+    args = ["bench", data, "-f", "jsonl", "-o", tmp_path / "o", "--metric", "coherence", "-k", "3",
+            "--limit", "9", "--sample-seed", "4", "--seed", "7", "--no-cache", "--aligned", "3", "--shots", "2",
+            "--mode", "pointwise", "--checklist", "conciseness", "--evidence"]  # fmt: skip
+    code, _, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 2 and "seen" in err
+    expected = BenchConfig.of(
+        metric="coherence", strictness=3, limit=9, sample_seed=4, seed=7, use_cache=False, aligned=3, shots=2,
+        mode="pointwise", checklist=["conciseness"], evidence=True,
+    )  # fmt: skip
+    assert seen["config"] == expected
+
+
+def test_a_bench_config_takes_its_settings_and_its_runs_by_name():
+    config = BenchConfig.of(strictness=2, limit=5, seed=9, use_cache=False)
+    assert (config.strictness, config.limit, config.run.sampling.seed, config.run.store.use_cache) == (2, 5, 9, False)
+    assert config.replace(limit=6).run == config.run
+    with pytest.raises(ConfigError, match="limit"):
+        BenchConfig.of(limit=0)
+    with pytest.raises(ConfigError, match="unknown bench mode 'both'"):
+        BenchConfig.of(mode="both")
+    with pytest.raises(TypeError, match="unknown run setting 'shot'"):
+        BenchConfig.of(shot=3)
+    assert CalibrateConfig.of(folds=3).strictness == 3 and AlignConfig.of(calibrate=False).calibrate is False

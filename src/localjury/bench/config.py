@@ -1,0 +1,122 @@
+"""The settings of a run against labels, one frozen object per command: :class:`BenchConfig`
+(``localjury bench``), :class:`CalibrateConfig` (``calibrate``) and :class:`AlignConfig`
+(``align``). Each holds the run's own settings (:class:`~localjury.run.config.RunConfig`:
+models, seed, registry, store, cluster) beside what it adds, and each field's docstring is its
+description and the command line's help for its option (:mod:`localjury.cli._settings`
+derives the options from the fields): a new setting is one field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from localjury.errors import ConfigError
+from localjury.metrics.aligned import DEFAULT_SHOTS
+from localjury.metrics.base import MAX_STRICTNESS
+from localjury.run.config import MAX_SEED, RunConfig
+
+#: How a bench judges: pairs in both orders, each response on its own, or as the data suggests.
+BenchMode = Literal["auto", "pairwise", "pointwise"]
+
+
+class _Labelled(BaseModel):
+    """What every run against labels has: the sample of the labels it judges, and the run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, use_attribute_docstrings=True)
+
+    limit: int | None = Field(None, ge=1)
+    """Judge at most N labelled records (pairs kept whole)."""
+    sample_seed: int = Field(0, ge=0, le=MAX_SEED)
+    """Seed of the --limit sample and of the bootstrap and folds drawn from it."""
+    run: RunConfig = RunConfig()
+    """The run's settings: models, seed, registry, judgment store, cluster."""
+
+    @classmethod
+    def of(cls, **settings: Any) -> Any:
+        """A config from settings by keyword name: this class's own fields, and any setting of
+        :meth:`RunConfig.of <localjury.run.config.RunConfig.of>` for its run.
+
+        Raises:
+            ConfigError: A setting's value is invalid.
+            TypeError: An unknown setting.
+        """
+        return cls().replace(**settings)
+
+    def replace(self, **settings: Any) -> Any:
+        """This config with some settings replaced, by keyword name (see :meth:`of`).
+
+        Raises:
+            ConfigError: A setting's value is invalid.
+            TypeError: An unknown setting.
+        """
+        own = {k: settings.pop(k) for k in list(settings) if k in type(self).model_fields and k != "run"}
+        run = self.run.replace(**settings) if settings else self.run
+        try:
+            return type(self).model_validate({**dict(self), **own, "run": run})
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise ConfigError(f"invalid {self._what} setting: {problems}") from None
+
+    _what = "bench"
+
+
+class BenchConfig(_Labelled):
+    """Every setting of a bench (:func:`localjury.bench.run.run_bench`). Build it with keywords:
+    ``BenchConfig.of(metric="coherence", strictness=3, limit=100, models=["qwen2.5-coder-1.5b-instruct"])``."""
+
+    metric: str | None = None
+    """What to judge: an aspect, NAME="criterion", faithfulness or factual_accuracy (default: the format's own)."""
+    strictness: int = Field(1, ge=1, le=MAX_STRICTNESS)
+    """Samples per model."""
+    verdict_first: bool = False
+    """Ask for the verdict before the reason (compare with the default)."""
+    evidence: bool = False
+    """Ask for quoted evidence first, each quote an exact span of the judged text (compare with the default)."""
+    mode: BenchMode = "auto"
+    """pairwise: judge each pair in both orders (as LLMBar does); pointwise: each response on its own; auto:
+    pairwise for sets of pairs (llmbar; jsonl with response_a/response_b)."""
+    aligned: int | None = Field(None, ge=2)
+    """Also judge each record shown its nearest labeled records (as `run --profile` does) from the other of K
+    folds (a pair, or the records of one input, in one fold), reported beside the zero-shot judges."""
+    shots: int = Field(DEFAULT_SHOTS, ge=1, le=32)
+    """With --aligned: labeled examples per prompt."""
+    checklist: list[str] = []
+    """Another criterion (an aspect or NAME="criterion"; repeatable) to judge with the bench's, once in one
+    checklist call per record and once one call per criterion (each from a temporary store), reporting their
+    agreement, κ against the labels and the tokens and seconds saved."""
+
+    def replace(self, **settings: Any) -> BenchConfig:
+        mode = settings.get("mode")
+        if mode is not None and mode not in get_args(BenchMode):
+            raise ConfigError(f"unknown bench mode {mode!r}; expected one of: {', '.join(get_args(BenchMode))}")
+        return super().replace(**settings)  # type: ignore[no-any-return]
+
+
+class CalibrateConfig(_Labelled):
+    """Every setting of a calibration (:func:`localjury.bench.calibrate.calibrate`)."""
+
+    _what = "calibrate"
+
+    metric: str | None = None
+    """What the labels judge: an aspect or NAME="criterion" (default: the format's own)."""
+    strictness: int = Field(3, ge=1, le=MAX_STRICTNESS)
+    """Samples per model."""
+    folds: int = Field(5, ge=2)
+    """Folds of the held-out evaluation."""
+
+
+class AlignConfig(_Labelled):
+    """Every setting of an alignment (:func:`localjury.bench.align.build_profile`); the judge's
+    criterion, strictness and answer shape are its metric's."""
+
+    _what = "align"
+
+    shots: int = Field(DEFAULT_SHOTS, ge=0, le=32)
+    """Labeled examples shown per prompt, balanced by label."""
+    calibrate: bool = True
+    """Fit each model's threshold on its graded scores of the labeled records, measured on held-out folds
+    (without: no model loads, the profile is scored by votes)."""
+    folds: int = Field(5, ge=2)
+    """Folds of the held-out evaluation (with calibrate)."""
