@@ -10,8 +10,9 @@ every code example in README.md and docs/ is checked against what it names.
   JSON blocks parse, as one document or a line each, and a results line is a valid
   ``RecordResult`` (every field it shows is one results carry).
 
-Running the examples that judge (a model load each, minutes on 2 cores) is left to the
-integration tests and benchmarks that run the same commands.
+tests/docs/test_examples_run.py runs them, with a scripted engine in place of the model; running
+them with the real models (a model load each, minutes on 2 cores) is left to the integration
+tests and benchmarks that run the same commands.
 """
 
 from __future__ import annotations
@@ -77,6 +78,40 @@ def test_the_site_builds_strict(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site" / "api" / "index.html").is_file()
+    cli = (tmp_path / "site" / "cli" / "index.html").read_text()
+    assert "cli-options" not in cli and "<code>--fail-under</code>" in cli  # the hook made the table
+
+
+def cli_options_hook():
+    """docs/hooks/cli_options.py, the MkDocs hook that makes the CLI's option tables."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cli_options", ROOT / "docs" / "hooks" / "cli_options.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_option_tables_are_the_clis_own():
+    import typer
+
+    from localjury.cli import app
+
+    hook = cli_options_hook()
+    page = "Intro.\n\n<!-- cli-options: run -->\n\nAfter.\n"
+    table = hook.on_page_markdown(page, page=None).split("\n\n")[1].splitlines()
+    group = typer.main.get_command(app)
+    run = group.get_command(typer.Context(group), "run")
+    shown = [p for p in run.params if not getattr(p, "hidden", False)]
+    assert len(table) == 2 + len(shown)  # a row per argument and option, in the CLI's order
+    assert table[2].startswith("| `DATA` | PATH | required | Records to judge")
+    (seed,) = [row for row in table if row.startswith("| `--seed` |")]
+    assert seed.startswith("| `--seed` | INTEGER 0 to 4294967295 | `0` | Run seed (0 to 2\\*\\*32-1)")
+    assert "&lt;out stem&gt;" in next(row for row in table if row.startswith("| `--summary` |"))
+    assert "| `--force` |" in hook.options_table(["models", "pull"])  # a subcommand's
+    with pytest.raises(Exception, match="`localjury models lst` is no command of the CLI"):
+        hook.options_table(["models", "lst"])
 
 
 def test_the_readme_is_short_and_links_only_pages_that_exist():
