@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from localjury import AspectCritic, __version__, evaluate
-from localjury.readers import iter_records
+from localjury.records.readers import iter_records
 
 HERE = Path(__file__).resolve().parent
 

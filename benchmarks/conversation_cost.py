@@ -29,7 +29,7 @@ from typing import Any
 
 from localjury import AspectCritic, __version__, evaluate
 from localjury.engines.pool import keep_loaded
-from localjury.registry import load_registry
+from localjury.models.registry import load_registry
 
 HERE = Path(__file__).resolve().parent
 CRITERION = "The assistant's statements agree with what the tools returned (flights, hotels, prices, weather)."

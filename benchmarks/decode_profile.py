@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> dict:
     from localjury.engines._outlines import GuidedRows
     from localjury.engines.base import Sampling
     from localjury.metrics import AspectCritic
-    from localjury.registry import ModelSpec, load_registry
+    from localjury.models.registry import ModelSpec, load_registry
 
     load_average = [round(os.getloadavg()[0], 1)]
     machine = {**cpu(), **best_floor()}

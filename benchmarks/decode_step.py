@@ -20,7 +20,7 @@ import llama_cpp
 
 from localjury.engines import load_engine
 from localjury.engines.llamacpp import FIRST_SEQUENCE
-from localjury.registry import load_registry
+from localjury.models.registry import load_registry
 
 HERE = Path(__file__).resolve().parent
 SEQUENCES, CONTEXT = 48, 450

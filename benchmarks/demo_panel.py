@@ -22,7 +22,7 @@ from pathlib import Path
 
 from localjury import AspectCritic, evaluate
 from localjury.engines._cpu import detect
-from localjury.registry import DEFAULT_MODEL
+from localjury.models.registry import DEFAULT_MODEL
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "examples" / "demo.jsonl"

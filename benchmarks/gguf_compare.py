@@ -30,8 +30,8 @@ CRITERION = "The response must include a specific date or year."
 
 
 def _records(n: int) -> list:
-    from localjury.readers import iter_records
-    from localjury.records import Record
+    from localjury.records.readers import iter_records
+    from localjury.records.record import Record
 
     return [r for r in iter_records(HERE / "data" / "dated_answers.jsonl") if isinstance(r, Record)][:n]
 
@@ -42,7 +42,7 @@ def _hf_folder(spec) -> Path:
         return spec.local_dir()
     folder = Path(os.environ.get("LOCALJURY_BENCH_CACHE", "/tmp/localjury-bench")) / f"{spec.name}-hf"
     if not (folder / "config.json").is_file():
-        from localjury._pull import _convert
+        from localjury.models._pull import _convert
 
         _convert(spec, spec.gguf_file(), folder, lambda msg: print(msg, file=sys.stderr))
     return folder
@@ -53,7 +53,7 @@ def child(config: str, model: str, records: int, k: int, max_tokens: int, seed: 
     from localjury.engines import load_engine
     from localjury.engines.base import Completion, Sampling
     from localjury.metrics import AspectCritic
-    from localjury.registry import ModelSpec, load_registry
+    from localjury.models.registry import ModelSpec, load_registry
 
     base = load_registry().get(model)
     metric = AspectCritic("mentions_date", CRITERION)
@@ -198,7 +198,7 @@ def main() -> None:
         return
     from importlib.util import find_spec
 
-    from localjury.registry import load_registry
+    from localjury.models.registry import load_registry
 
     machine = floor()
     print(f"floor: {machine}", file=sys.stderr)

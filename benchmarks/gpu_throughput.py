@@ -32,9 +32,9 @@ from typing import Any
 from localjury import __version__
 from localjury.engines.base import Completion, Sampling
 from localjury.metrics import AspectCritic
-from localjury.readers import iter_records
-from localjury.records import Record
-from localjury.registry import ModelSpec, VllmSettings, load_registry
+from localjury.models.registry import ModelSpec, VllmSettings, load_registry
+from localjury.records.readers import iter_records
+from localjury.records.record import Record
 
 HERE = Path(__file__).resolve().parent
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")

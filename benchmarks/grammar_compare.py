@@ -48,7 +48,7 @@ def child(model: str, records: int, k: int, max_tokens: int, seed: int, rounds: 
     from localjury.engines.base import Sampling
     from localjury.engines.llamacpp import LlamaCppEngine
     from localjury.metrics import AspectCritic
-    from localjury.registry import load_registry
+    from localjury.models.registry import load_registry
 
     token_data = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)
     assert token_data.itemsize == ctypes.sizeof(llama_cpp.llama_token_data)

@@ -30,7 +30,7 @@ from typing import Any
 
 from localjury import AspectCritic, Faithfulness, evaluate
 from localjury.engines.base import Completion, render_plain
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 
 #: Fields that hold timings, dates, versions or machine-specific paths.
 VOLATILE = {

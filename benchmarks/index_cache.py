@@ -65,7 +65,7 @@ def main() -> None:
     if args.phase:
         print(json.dumps(phase(args.phase)))
         return
-    from localjury.registry import localjury_home
+    from localjury.models.registry import localjury_home
 
     folder = str(localjury_home() / "models" / args.model)
     cpu = next(

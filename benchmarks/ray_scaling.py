@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 from localjury import AspectCritic, RayCluster, __version__, evaluate
-from localjury.readers import iter_records
-from localjury.records import Record
-from localjury.report import same_results
+from localjury.records.readers import iter_records
+from localjury.records.record import Record
+from localjury.results.report import same_results
 
 HERE = Path(__file__).resolve().parent
 

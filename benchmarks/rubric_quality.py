@@ -37,8 +37,8 @@ from localjury.bench.scales import preference_accuracy
 from localjury.bench.stats import bootstrap_ci
 from localjury.engines._cpu import detect
 from localjury.metrics import predefined_rubric
-from localjury.registry import DEFAULT_MODEL
-from localjury.report import ModelJudgment
+from localjury.models.registry import DEFAULT_MODEL
+from localjury.results.report import ModelJudgment
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "llmbar" / "processed_mtbench_human.json"

@@ -46,7 +46,7 @@ from localjury import evaluate
 from localjury.bench.scales import scale_agreement
 from localjury.engines._cpu import detect
 from localjury.metrics import Rubric
-from localjury.registry import DEFAULT_MODEL, localjury_home
+from localjury.models.registry import DEFAULT_MODEL, localjury_home
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "nubia-score==0.1.5"

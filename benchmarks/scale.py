@@ -38,7 +38,7 @@ import json, resource, sys, time
 from pathlib import Path
 from localjury import AspectCritic, evaluate
 from localjury.engines.base import Completion, render_plain
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 
 class InstantEngine:
     name = "instant"

@@ -24,9 +24,9 @@ from localjury import __version__
 from localjury.engines import load_engine
 from localjury.engines.base import Completion, Sampling
 from localjury.metrics import AspectCritic
-from localjury.readers import iter_records
-from localjury.records import Record
-from localjury.registry import load_registry
+from localjury.models.registry import load_registry
+from localjury.records.readers import iter_records
+from localjury.records.record import Record
 
 HERE = Path(__file__).resolve().parent
 

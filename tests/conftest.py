@@ -117,7 +117,7 @@ def engines_loaded_once():
 
 @pytest.fixture(scope="session")
 def registry():
-    from localjury.registry import load_registry
+    from localjury.models.registry import load_registry
 
     return load_registry()
 
@@ -141,7 +141,7 @@ def smollm_eager(smollm):
 @pytest.fixture(scope="session")
 def default_judge(registry):
     """The judge a run uses when no --models is given (scripts/test pulls it)."""
-    from localjury.registry import DEFAULT_MODEL
+    from localjury.models.registry import DEFAULT_MODEL
 
     spec = registry.get(DEFAULT_MODEL)
     spec.require_gguf()

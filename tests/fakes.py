@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from localjury.engines.base import Completion, render_plain
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 
 
 def judgment(verdict: int, reason: str = "because") -> str:

@@ -40,14 +40,14 @@ from localjury.metrics import (
     ToolResultFaithfulness,
     VerifyProgram,
 )
+from localjury.models.registry import ModelSpec, load_registry
 from localjury.profile import JudgeProfile, load_profile
-from localjury.readers import iter_records
-from localjury.records import Record
-from localjury.registry import ModelSpec, load_registry
-from localjury.report import ModelJudgment, RecordResult, StatementResult
+from localjury.records.readers import iter_records
+from localjury.records.record import Record
+from localjury.results.report import ModelJudgment, RecordResult, StatementResult
+from localjury.results.summary import RunPlan, Summary
 from localjury.run import RunConfig, RunResult, dry_run, evaluate
 from localjury.run.cluster import RayCluster
-from localjury.summary import RunPlan, Summary
 
 __all__ = [
     "NLI_STATEMENT",

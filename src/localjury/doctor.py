@@ -14,7 +14,7 @@ from typing import Any
 
 from localjury.engines import _cpu
 from localjury.engines._facts import ENGINES
-from localjury.registry import Registry
+from localjury.models.registry import Registry
 
 #: What the report shows the version of: each engine's package, then these (module to find,
 #: the distributions that may install it).
@@ -145,8 +145,8 @@ def _time_engine(spec_json: str, engine_name: str) -> None:  # pragma: no cover 
     from localjury.engines import load_engine
     from localjury.engines._auto import PROBE_N, PROBE_PROMPTS
     from localjury.metrics.aspect_critic import AspectCritic
-    from localjury.records import Record
-    from localjury.registry import ModelSpec
+    from localjury.models.registry import ModelSpec
+    from localjury.records.record import Record
     from localjury.types import Sampling
 
     spec = ModelSpec.model_validate_json(spec_json)

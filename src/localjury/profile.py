@@ -25,7 +25,7 @@ from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic, Demonstration, Selector, Similarity
 from localjury.metrics.base import MAX_STRICTNESS, REASON_MAX_CHARS, Metric
 from localjury.metrics.evidence import MAX_QUOTES, QuoteText
-from localjury.records import Record
+from localjury.records.record import Record
 
 
 class LabeledExample(BaseModel):

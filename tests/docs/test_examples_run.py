@@ -162,7 +162,7 @@ def sandbox(tmp_path, monkeypatch):
     (its log returned)."""
     import localjury.run.dry
     import localjury.run.pipeline
-    from localjury.registry import ModelSpec
+    from localjury.models.registry import ModelSpec
 
     log: list = []
 

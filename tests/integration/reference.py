@@ -15,7 +15,7 @@ from outlines_core.json_schema import build_regex_from_schema
 from localjury.engines._outlines import WHITESPACE, vocabulary_of_tokenizer
 from localjury.engines._verdicts import PREFERENCE, VERDICT, Decision
 from localjury.metrics import AspectCritic, PairwiseCritic
-from localjury.records import Record
+from localjury.records.record import Record
 
 #: The decisions whose probabilities the engines read: (metric, record, decision) — an Aspect
 #: Critic's 0/1 verdict and a Pairwise Critic's A/B preference (order AB).

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("llama_cpp", reason="the llamacpp extra (scripts/test installs it)")
 
 from localjury import AspectCritic, evaluate
-from localjury.registry import load_registry
+from localjury.models.registry import load_registry
 from tests import ROOT
 
 pytestmark = pytest.mark.slow

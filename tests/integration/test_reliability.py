@@ -12,7 +12,7 @@ import pytest
 
 from localjury.engines import load_engine
 from localjury.errors import EngineError, ModelNotAvailableError
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 from tests import ROOT
 from tests.cli_process import cli, finish, rows
 

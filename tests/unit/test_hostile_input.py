@@ -12,11 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from localjury import AspectCritic, PairwiseCritic, dry_run, evaluate, readers
+from localjury import AspectCritic, PairwiseCritic, dry_run, evaluate
 from localjury.errors import RecordError
-from localjury.neutralise import Neutraliser
-from localjury.readers import iter_records
-from localjury.records import Record
+from localjury.records import readers
+from localjury.records.neutralise import Neutraliser
+from localjury.records.readers import iter_records
+from localjury.records.record import Record
 from localjury.run.fit import MAX_TOKEN_BYTES
 from tests.fakes import ScriptedEngine, factory, judgment, spec
 

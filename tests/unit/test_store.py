@@ -11,8 +11,8 @@ import pytest
 from localjury import AspectCritic, evaluate
 from localjury.engines.base import Completion
 from localjury.errors import ConfigError, LocaljuryError, StoreError
-from localjury.manifest import Manifest, manifest_path_for
-from localjury.report import read_results
+from localjury.results.manifest import Manifest, manifest_path_for
+from localjury.results.report import read_results
 from localjury.store import JudgmentStore, generation_key
 from tests.fakes import factory, judgment, spec
 
@@ -295,7 +295,7 @@ def test_verify_reports_a_changed_dataset_and_model_file(tmp_path, monkeypatch):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     out = tmp_path / "results.jsonl"
-    from localjury.registry import ModelSpec
+    from localjury.models.registry import ModelSpec
 
     judge = ModelSpec(name="local", path=str(model_dir))
     evaluate(data, [DATED], [judge], out=out, engine_factory=factory(votes_from_text, []))

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localjury._outputs import OutputSet
-from localjury._pull import SOURCE_FILE
+from localjury.models._pull import SOURCE_FILE
+from localjury.results._outputs import OutputSet
 
 if TYPE_CHECKING:
-    from localjury.manifest import Manifest
+    from localjury.results.manifest import Manifest
 
 
 def described(manifest: Manifest | None) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCriti
 from localjury.metrics.base import Metric
 from localjury.metrics.pairwise import PairwiseCritic
 from localjury.metrics.spec import parse_metric
-from localjury.report import ModelJudgment
+from localjury.results.report import ModelJudgment
 from localjury.voting import vote_share
 
 

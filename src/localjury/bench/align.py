@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from localjury._hashing import file_sha256
-from localjury._outputs import OutputSet
 from localjury._version import __version__
 from localjury.bench.calibrate import _fit
 from localjury.bench.config import AlignConfig
@@ -35,9 +34,10 @@ from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import Metric
+from localjury.models.registry import ModelSpec, registry_path
 from localjury.profile import JudgeProfile, LabeledExample, ProfileCriterion
-from localjury.records import parse_record
-from localjury.registry import ModelSpec, registry_path
+from localjury.records.record import parse_record
+from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
 from localjury.run.prepare import store_files
 

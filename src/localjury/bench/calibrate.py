@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury._hashing import file_sha256
-from localjury._outputs import OutputSet
 from localjury._version import __version__
 from localjury.bench import stats
 from localjury.bench._judge import graded, resolve_metric
@@ -16,7 +15,8 @@ from localjury.bench.config import CalibrateConfig
 from localjury.bench.formats import BenchItem, load, sample
 from localjury.calibration import CalibrationFile, Calibrator, Source, cross_validated, fit, load_calibration
 from localjury.errors import ConfigError
-from localjury.registry import ModelSpec, registry_path
+from localjury.models.registry import ModelSpec, registry_path
+from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
 from localjury.run.prepare import store_files
 

@@ -28,7 +28,7 @@ from localjury.voting import passes
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from localjury._outputs import OutputSet
+    from localjury.results._outputs import OutputSet
 
 #: The two ways of judging the criteria, in the order they are run and reported.
 MODES = ("separate", "checklist")

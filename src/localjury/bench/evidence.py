@@ -10,8 +10,8 @@ from typing import Any
 
 from localjury.bench._markdown import md_text
 from localjury.bench.formats import BenchItem
-from localjury.report import Quote
-from localjury.show import marked_html, spans
+from localjury.results.report import Quote
+from localjury.results.show import marked_html, spans
 
 #: Records shown in the report's evidence section.
 SHOWN = 8

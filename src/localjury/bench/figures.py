@@ -11,9 +11,9 @@ from localjury.bench import stats
 from localjury.bench._judge import graded
 from localjury.bench.formats import BenchItem
 from localjury.metrics.pairwise import ORDERS, corrected
-from localjury.report import ModelJudgment, RecordResult
+from localjury.results.report import ModelJudgment, RecordResult
+from localjury.results.summary import ModelSummary
 from localjury.run import RunResult
-from localjury.summary import ModelSummary
 from localjury.voting import passes, vote_share
 
 JURY = "jury"

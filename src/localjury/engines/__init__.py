@@ -17,7 +17,7 @@ from localjury.errors import ConfigError, MissingDependencyError
 
 if TYPE_CHECKING:
     from localjury.engines.base import Engine, PromptTokens
-    from localjury.registry import ModelSpec
+    from localjury.models.registry import ModelSpec
 
 
 def vllm_usable() -> bool:

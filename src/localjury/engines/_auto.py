@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from localjury.engines import _cpu
 
 if TYPE_CHECKING:
-    from localjury.registry import ModelSpec
+    from localjury.models.registry import ModelSpec
 
 #: The order the candidates are listed and measured in.
 ORDER = ("vllm", "transformers", "llamacpp")
@@ -124,7 +124,7 @@ def _files_key(spec: ModelSpec) -> str:
 def cache_path(spec: ModelSpec) -> Path:
     """Where ``spec``'s measured choice is kept: per CPU, model files, settings that change the
     speed (dtype, batch size) and engine versions."""
-    from localjury.registry import localjury_home
+    from localjury.models.registry import localjury_home
 
     cpu = _cpu.detect()
     key = "|".join(
@@ -159,7 +159,7 @@ def native_engine(spec: ModelSpec, *, gpu: bool | None = None) -> str:
     kept as GGUF, else vLLM where it is installed and there is a GPU (``gpu``; None: CUDA on
     this machine) and transformers elsewhere (also before a pull, so a run names the right
     missing files). A Ray run passes whether its cluster has GPUs, which its driver may lack."""
-    from localjury._embedded import EMBEDDED
+    from localjury.models._embedded import EMBEDDED
 
     if spec.is_gguf_path or (spec.embedded is not None and not EMBEDDED[spec.embedded].convert):
         return "llamacpp"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from localjury._engine_settings import VllmSettings
+from localjury.models._engine_settings import VllmSettings
 
 EngineName = Literal["transformers", "vllm", "llamacpp", "server"]
 """The engines' names, in :data:`ENGINES`' order (models.yaml's ``engine`` also takes ``auto``)."""
@@ -23,7 +23,7 @@ Files = Literal["gguf", "hf"]
 
 
 class Entry(Protocol):
-    """What the engines' rules read of a models.yaml entry (a :class:`~localjury.registry.ModelSpec`;
+    """What the engines' rules read of a models.yaml entry (a :class:`~localjury.models.registry.ModelSpec`;
     a protocol, so that the registry, which reads this table, is not imported here)."""
 
     @property

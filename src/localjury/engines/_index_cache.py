@@ -37,7 +37,7 @@ from typing import Any, Generic, TypeVar
 
 from outlines_core import Index, Vocabulary
 
-from localjury.registry import localjury_home
+from localjury.models.registry import localjury_home
 
 log = logging.getLogger(__name__)
 

@@ -110,7 +110,7 @@ def _file_key(gguf: Path) -> str:
 
 def cache_path(gguf: Path, cpu: _cpu.Cpu) -> Path:
     """Where the verdict for ``gguf`` on this CPU and llama.cpp build is kept."""
-    from localjury.registry import localjury_home
+    from localjury.models.registry import localjury_home
 
     digest = hashlib.sha256(f"{cpu.key}|{_library_key()}|{_file_key(gguf)}".encode()).hexdigest()[:16]
     return localjury_home() / "probes" / f"llamacpp-kernels-{digest}.json"

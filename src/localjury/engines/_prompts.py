@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from localjury.errors import ConfigError
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 from localjury.types import Message
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from localjury.errors import ConfigError, EngineError
-from localjury.registry import ModelSpec, is_loopback
+from localjury.models.registry import ModelSpec, is_loopback
 
 if TYPE_CHECKING:
     import httpx2

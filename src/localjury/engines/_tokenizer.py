@@ -14,7 +14,7 @@ from transformers import AutoTokenizer
 from localjury.engines._prompts import PromptFormatter
 from localjury.engines.base import PromptTokens
 from localjury.errors import EngineError
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 
 
 class TokenizerOnly(PromptTokens):

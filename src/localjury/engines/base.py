@@ -20,7 +20,7 @@ __all__ = [
     "render_plain",
 ]
 from localjury.errors import ConfigError
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 
 
 class Engine(Protocol):

@@ -50,7 +50,7 @@ from localjury.engines._prompts import PromptFormatter
 from localjury.engines._sampling import sample, sample_generators
 from localjury.engines.base import Completion, ProgressFn, Sampling, Usage
 from localjury.errors import ConfigError, EngineError
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 
 hf_logging.disable_progress_bar()
 # llama.cpp logs every load to stderr through llama-cpp-python's logger; keep errors only.

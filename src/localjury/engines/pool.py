@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from localjury.engines.base import Engine
-    from localjury.registry import ModelSpec
+    from localjury.models.registry import ModelSpec
 
 #: The open pools, innermost last: (engines it keeps, or None for all; the loaded engines).
 _pools: list[tuple[frozenset[str] | None, dict[tuple[str, str], Engine]]] = []

@@ -51,7 +51,7 @@ from localjury.engines._server_client import ServerClient, ServerKind, Unreachab
 from localjury.engines._verdicts import TOP_LOGPROBS
 from localjury.engines.base import BatchEngine, Completion, Message, ProgressFn, Sampling
 from localjury.errors import ConfigError, EngineError
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 
 if TYPE_CHECKING:
     import httpx2

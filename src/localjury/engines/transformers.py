@@ -35,7 +35,7 @@ from localjury.engines._prompts import PromptFormatter
 from localjury.engines._sampling import Sampler, sample_generators
 from localjury.engines.base import Completion, ProgressFn, Sampling, Usage
 from localjury.errors import EngineError
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 
 # localjury shows its own progress; transformers' per-load tqdm bars would interleave with it.
 hf_logging.disable_progress_bar()

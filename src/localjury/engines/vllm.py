@@ -25,7 +25,7 @@ from localjury.engines._prompts import PromptFormatter
 from localjury.engines._verdicts import TOP_LOGPROBS, decision_of, verdict_probs_from_top
 from localjury.engines.base import BatchEngine, Completion, ProgressFn, Sampling, Usage
 from localjury.errors import EngineError
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

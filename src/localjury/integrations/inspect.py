@@ -14,7 +14,7 @@ Needs the ``inspect`` extra (``pip install 'localjury[inspect]'``)::
     )
     eval(task, model="openai/gpt-4o-mini")
 
-Each sample is a record as :mod:`localjury.inspect_log` reads it from a log (its messages,
+Each sample is a record as :mod:`localjury.records.inspect_log` reads it from a log (its messages,
 tool calls included; its final output; its target as the reference), judged on every
 criterion by every model of the jury, ``strictness`` samples each, and voted as
 ``localjury run`` votes. The :class:`~inspect_ai.scorer.Score`:
@@ -53,15 +53,15 @@ except ImportError:  # pragma: no cover - depends on the environment
         "localjury.integrations.inspect needs the inspect_ai package: pip install 'localjury[inspect]'"
     ) from None
 
-from localjury.conversation import Scope
 from localjury.engines.pool import Pool
-from localjury.inspect_log import state_record
-from localjury.records import Record
+from localjury.records.conversation import Scope
+from localjury.records.inspect_log import state_record
+from localjury.records.record import Record
 from localjury.voting import passes
 
 if TYPE_CHECKING:
     from localjury.metrics import Metric
-    from localjury.report import RecordResult
+    from localjury.results.report import RecordResult
 
 Criteria = str | Mapping[str, str] | Sequence[str]
 

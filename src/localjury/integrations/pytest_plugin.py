@@ -27,7 +27,7 @@ import pytest
 from localjury.voting import passes
 
 if TYPE_CHECKING:
-    from localjury.report import RecordResult
+    from localjury.results.report import RecordResult
 
 #: The setting names: (command-line option, ini key, help).
 _SETTINGS = (

@@ -7,9 +7,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from localjury.conversation import Scope, last_response, last_turn_split
 from localjury.errors import MetricError, RecordError
-from localjury.records import Record
+from localjury.records.conversation import Scope, last_response, last_turn_split
+from localjury.records.record import Record
 
 InT = TypeVar("InT", bound=BaseModel)
 

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
-from localjury.conversation import ChatMessage
-from localjury.records import Record
-from localjury.report import Quote
+from localjury.records.conversation import ChatMessage
+from localjury.records.record import Record
+from localjury.results.report import Quote
 from localjury.types import QUOTE_KEY
 
 

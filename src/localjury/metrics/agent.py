@@ -9,13 +9,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from localjury.conversation import ChatMessage, tool_results
 from localjury.errors import RecordError
 from localjury.metrics.base import JudgeMetric, Judgment, Metric, bind_input
 from localjury.metrics.composite import CompositeMetric
 from localjury.metrics.faithfulness import NLI_STATEMENT, STATEMENT_GENERATOR
 from localjury.metrics.tool_calls import ToolCallAccuracy
-from localjury.records import Record
+from localjury.records.conversation import ChatMessage, tool_results
+from localjury.records.record import Record
 from localjury.voting import TieBreak
 
 GOAL_INSTRUCTION = (

@@ -25,11 +25,11 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel
 
 from localjury.calibration import Calibrator
-from localjury.conversation import Scope
 from localjury.errors import MetricError, MissingDependencyError
 from localjury.metrics.aspect_critic import AspectCritic
-from localjury.neutralise import DEFAULT, Neutraliser
-from localjury.records import Record
+from localjury.records.conversation import Scope
+from localjury.records.neutralise import DEFAULT, Neutraliser
+from localjury.records.record import Record
 from localjury.types import Message
 from localjury.voting import TieBreak
 

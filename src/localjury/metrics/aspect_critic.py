@@ -6,11 +6,11 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from localjury.conversation import ChatMessage, Scope
 from localjury.errors import MetricError, RecordError, UnknownNameError
 from localjury.metrics.base import JudgeMetric, Judgment, VerdictFirstJudgment
 from localjury.metrics.evidence import EvidenceJudgment
-from localjury.records import Record
+from localjury.records.conversation import ChatMessage, Scope
+from localjury.records.record import Record
 from localjury.voting import TieBreak
 
 INSTRUCTION = (

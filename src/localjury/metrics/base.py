@@ -23,13 +23,13 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from localjury.conversation import CONVERSATION_TAGS, ChatMessage, Scope, render_conversation
 from localjury.errors import MetricError
 from localjury.metrics._binding import bind_input, check_inputs
 from localjury.metrics._quoted import locate_quotes, quotable_texts, quote_field
-from localjury.neutralise import DEFAULT, Neutraliser
-from localjury.records import Record
-from localjury.report import Quote
+from localjury.records.conversation import CONVERSATION_TAGS, ChatMessage, Scope, render_conversation
+from localjury.records.neutralise import DEFAULT, Neutraliser
+from localjury.records.record import Record
+from localjury.results.report import Quote
 from localjury.types import Message
 from localjury.voting import TieBreak, check_tie_break
 
@@ -106,7 +106,7 @@ class PromptProgram(Generic[InT, OutT]):
     The user turn renders each non-empty field of the input, in the input model's field
     order, as a tagged block (``<name>...</name>``; lists as numbered ``<item>`` blocks).
     Put the fields shared by many prompts first, so prompts share a cacheable prefix. Every
-    value goes through a :class:`~localjury.neutralise.Neutraliser` (the judge's, when the
+    value goes through a :class:`~localjury.records.neutralise.Neutraliser` (the judge's, when the
     run knows it): record text cannot close a block or open a chat turn.
 
     Args:

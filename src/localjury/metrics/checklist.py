@@ -23,12 +23,12 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from localjury.conversation import ChatMessage, Scope
 from localjury.errors import MetricError, RecordError
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import Judgment, Message, Metric, ParsedSample, PromptProgram, bind_input
-from localjury.neutralise import DEFAULT, Neutraliser
-from localjury.records import Record
+from localjury.records.conversation import ChatMessage, Scope
+from localjury.records.neutralise import DEFAULT, Neutraliser
+from localjury.records.record import Record
 
 #: Output tokens a checklist adds per criterion beyond the first (the criterion's key, its
 #: reason of at most 200 characters, its verdict and the JSON between them), on top of the

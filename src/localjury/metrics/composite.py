@@ -21,9 +21,9 @@ from localjury.errors import MetricError
 from localjury.metrics._quoted import locate_quotes, quotable_texts
 from localjury.metrics.base import Message, Metric, PromptProgram, bind_input, check_inputs
 from localjury.metrics.evidence import MAX_QUOTES, QuoteText
-from localjury.neutralise import DEFAULT, Neutraliser
-from localjury.records import Record
-from localjury.report import Quote
+from localjury.records.neutralise import DEFAULT, Neutraliser
+from localjury.records.record import Record
+from localjury.results.report import Quote
 from localjury.types import QUOTE_KEY
 from localjury.voting import TieBreak
 

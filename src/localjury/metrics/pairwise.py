@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from localjury.errors import MetricError
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, ParsedSample, PromptProgram, bind_input
-from localjury.neutralise import DEFAULT, Neutraliser
-from localjury.records import Record
+from localjury.records.neutralise import DEFAULT, Neutraliser
+from localjury.records.record import Record
 from localjury.types import Message
 from localjury.voting import TieBreak
 

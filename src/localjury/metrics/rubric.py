@@ -25,11 +25,11 @@ from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from localjury.conversation import ChatMessage, Scope
 from localjury.errors import MetricError, RecordError, UnknownNameError
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, PromptProgram, bind_input
-from localjury.neutralise import DEFAULT, Neutraliser
-from localjury.records import Record
+from localjury.records.conversation import ChatMessage, Scope
+from localjury.records.neutralise import DEFAULT, Neutraliser
+from localjury.records.record import Record
 from localjury.types import Message
 
 #: The most levels a scale may have.

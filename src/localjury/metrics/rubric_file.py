@@ -32,11 +32,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from localjury._files import read_yaml
-from localjury.conversation import Scope
 from localjury.errors import ConfigError, MetricError
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import MAX_STRICTNESS, Metric
 from localjury.metrics.rubric import Aggregate, Rubric
+from localjury.records.conversation import Scope
 from localjury.voting import TieBreak
 
 WHAT = "rubrics file"

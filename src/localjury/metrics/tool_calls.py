@@ -31,10 +31,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from localjury.conversation import FunctionCall, tool_calls_made
 from localjury.errors import RecordError
 from localjury.metrics.base import Metric
-from localjury.records import Record
+from localjury.records.conversation import FunctionCall, tool_calls_made
+from localjury.records.record import Record
 
 
 def json_equal(a: Any, b: Any) -> bool:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from localjury._commit import StagedFile
 from localjury.engines.base import Completion
 from localjury.errors import RecordError
-from localjury.readers import Dataset
-from localjury.records import Record
-from localjury.report import ModelJudgment, RecordResult
+from localjury.records.readers import Dataset
+from localjury.records.record import Record
+from localjury.results._commit import StagedFile
+from localjury.results.report import ModelJudgment, RecordResult
 from localjury.run.context import Run
 from localjury.run.plan import Planned, plan_chunk, read_first_steps
 from localjury.run.state import JuryModel

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from localjury.calibration import CalibrationFile, load_calibration
 from localjury.errors import ConfigError
 from localjury.metrics.base import MAX_STRICTNESS
-from localjury.registry import ModelSpec, localjury_home
+from localjury.models.registry import ModelSpec, localjury_home
 from localjury.run.cluster import RayCluster
 from localjury.voting import SCORINGS, Scoring, TieBreak, check_tie_break
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from localjury.engines._facts import split_update
 from localjury.metrics.base import Metric
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 from localjury.run.config import RunConfig
 from localjury.run.judging.base import Judging
 from localjury.run.state import EngineFactory, JuryModel, ModelStats

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 from localjury.engines import load_engine, load_tokenizer
 from localjury.engines.base import Engine, PromptTokens
 from localjury.errors import ConfigError, RecordError
-from localjury.manifest import model_record
 from localjury.metrics.base import Metric
 from localjury.metrics.checklist import checklist_metrics
-from localjury.readers import Dataset
-from localjury.records import Record
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
+from localjury.records.readers import Dataset
+from localjury.records.record import Record
+from localjury.results.manifest import model_record
+from localjury.results.summary import ModelEstimate, ModelPlan, RunPlan
 from localjury.run.config import RunConfig
 from localjury.run.context import Run
 from localjury.run.estimate import Measured, measure
@@ -43,7 +44,6 @@ from localjury.run.plan import Planned
 from localjury.run.prepare import count_records, prepare
 from localjury.run.state import EngineFactory, JuryModel, Key, Request
 from localjury.store import JudgmentStore, Stored
-from localjury.summary import ModelEstimate, ModelPlan, RunPlan
 
 if TYPE_CHECKING:
     from rich.progress import Progress

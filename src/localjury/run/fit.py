@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from localjury.conversation import cut_turns, last_turn_split, turn_texts
 from localjury.errors import RecordError
 from localjury.metrics.base import Message
-from localjury.records import FIELDS, Record
+from localjury.records.conversation import cut_turns, last_turn_split, turn_texts
+from localjury.records.record import FIELDS, Record
 from localjury.run.config import OverflowPolicy
 from localjury.run.state import JuryModel
 
@@ -102,7 +102,7 @@ def fit_counted(
 
 def cut_conversation(record: Record, fits: Callable[[Record], bool]) -> tuple[Record, int]:
     """The record with the fewest of its conversation's middle turns cut for ``fits``, by
-    the stated rule (:func:`~localjury.conversation.cut_turns`: the system prompt, the first
+    the stated rule (:func:`~localjury.records.conversation.cut_turns`: the system prompt, the first
     user turn and the most recent turns are kept, one ``[… N turns cut …]`` turn stands for
     the rest), and N. The last assistant turn and what follows it are always kept; when
     even the shortest cut does not fit, that shortest cut is returned."""

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from localjury.engines.base import Completion, Engine, Sampling, Usage
 from localjury.errors import EngineError, RecordError
-from localjury.records import Record
+from localjury.records.record import Record
 from localjury.run.context import Run
 from localjury.run.plan import Planned, plan_chunk, read_first_steps
 from localjury.run.state import JuryModel, Key, ModelStats, Request

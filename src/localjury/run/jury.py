@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localjury._trust import check_remote_code
 from localjury.engines import quotes_refusal, resolve_engine
 from localjury.errors import ConfigError
-from localjury.manifest import ModelRecord
-from localjury.neutralise import Neutraliser, tokenizer_markers
-from localjury.registry import DEFAULT_MODEL, ModelSpec, load_registry
+from localjury.models._trust import check_remote_code
+from localjury.models.registry import DEFAULT_MODEL, ModelSpec, load_registry
+from localjury.records.neutralise import Neutraliser, tokenizer_markers
+from localjury.results.manifest import ModelRecord
 from localjury.run.config import RunConfig
 from localjury.run.judging.base import Judging
 from localjury.run.state import JuryModel
@@ -30,13 +30,13 @@ def resolve_models(
 
     Args:
         models: Model names or specs.
-        registry: The models.yaml to read (default: see :mod:`localjury.registry`).
+        registry: The models.yaml to read (default: see :mod:`localjury.models.registry`).
         trust_remote_code: The models that may run the Python code shipped with their weights.
 
     Raises:
         ConfigError: An unknown name; a registry entry with ``trust_remote_code: true`` that
             ``trust_remote_code`` does not name, or a name there that is no such model of
-            the jury (see :func:`localjury._trust.check_remote_code`).
+            the jury (see :func:`localjury.models._trust.check_remote_code`).
     """
     reg = None
     specs: list[ModelSpec] = []

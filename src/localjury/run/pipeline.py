@@ -29,16 +29,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localjury._outputs import OutputSet
 from localjury.engines import load_engine
 from localjury.errors import CommitError, ConfigError
-from localjury.manifest import build_manifest, dataset_record, model_record
 from localjury.metrics.base import Metric
 from localjury.metrics.checklist import checklist_metrics
 from localjury.metrics.rubric_file import rubric_file_metrics
+from localjury.models.registry import ModelSpec
 from localjury.profile import JudgeProfile, with_profile
-from localjury.readers import Dataset, is_saved_dataset
-from localjury.registry import ModelSpec
+from localjury.records.readers import Dataset, is_saved_dataset
+from localjury.results._outputs import OutputSet
+from localjury.results.manifest import build_manifest, dataset_record, model_record
 from localjury.run.assemble import assemble_all
 from localjury.run.cluster.sharded import sharded_pass
 from localjury.run.config import RunConfig
@@ -81,14 +81,14 @@ def evaluate(
         records: A dataset path (JSONL, JSON, CSV, Parquet, or a folder Hugging Face
             ``datasets``' ``save_to_disk`` wrote), a ``datasets.Dataset``, a RAGAS
             ``EvaluationDataset`` (or any object whose ``samples`` have its fields), or records
-            as dicts/``Record``, read chunk by chunk (see :func:`localjury.readers.record_reader`).
+            as dicts/``Record``, read chunk by chunk (see :func:`localjury.records.readers.record_reader`).
         metrics: What to judge, e.g. ``[AspectCritic("dated", "The response includes a year."),
             Faithfulness()]``.
         models: Judge model names from models.yaml (or specs); default ``qwen2.5-coder-1.5b-instruct``.
         config: The run's settings (default: :class:`~localjury.run.config.RunConfig`'s defaults).
         out: Stream the results to this JSONL file with its summary and manifest beside it,
             and keep none in memory; the three files are committed together at the end (see
-            :mod:`localjury._commit`). An output path that is a folder, cannot be written, or
+            :mod:`localjury.results._commit`). An output path that is a folder, cannot be written, or
             resolves to an input or to another output is refused before any model loads.
         summary: The summary JSON (default: ``<out stem>.summary.json``); only with ``out``.
         inputs: Other files the run depends on (e.g. a criteria file), by what they are:
@@ -97,7 +97,7 @@ def evaluate(
         progress: A rich ``Progress`` to show each model's pass in.
         engine_factory: Build an engine from a spec (default: the registry's engine).
         output_set: The files the caller writes from the results (``bench``, ``calibrate``),
-            an open :class:`~localjury._outputs.OutputSet`: checked against the run's inputs
+            an open :class:`~localjury.results._outputs.OutputSet`: checked against the run's inputs
             before any model loads, like ``out``; the caller writes and commits them. Not with ``out``.
         profile: A judge profile (its YAML file, or a :class:`~localjury.profile.JudgeProfile`)
             from ``localjury align``: its criterion is judged too, each record shown its nearest

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from localjury.errors import RecordError
-from localjury.records import Record
+from localjury.records.record import Record
 from localjury.run.context import Run
 from localjury.run.fit import over_bound
 from localjury.run.judging.base import Judging

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from localjury.errors import ConfigError, RecordError
 from localjury.metrics.base import Metric
-from localjury.readers import Dataset
-from localjury.records import Record
-from localjury.registry import ModelSpec, localjury_home, registry_path
+from localjury.models.registry import ModelSpec, localjury_home, registry_path
+from localjury.records.readers import Dataset
+from localjury.records.record import Record
 from localjury.run.config import RunConfig
 from localjury.run.judging.base import Judging
 from localjury.run.judging.kinds import judging_for

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localjury._commit import StagedFile
-from localjury._outputs import OutputSet
-from localjury.manifest import Manifest, manifest_path_for, output_record
-from localjury.report import RecordResult, read_results
-from localjury.summary import Summary, summary_path_for
+from localjury.results._commit import StagedFile
+from localjury.results._outputs import OutputSet
+from localjury.results.manifest import Manifest, manifest_path_for, output_record
+from localjury.results.report import RecordResult, read_results
+from localjury.results.summary import Summary, summary_path_for
 
 if TYPE_CHECKING:
     import pandas as pd

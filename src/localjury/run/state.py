@@ -9,8 +9,8 @@ from typing import Any
 from localjury.engines._facts import sample_key
 from localjury.engines.base import Engine
 from localjury.metrics.base import Message
-from localjury.neutralise import DEFAULT, Neutraliser
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
+from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.store import generation_key
 
 EngineFactory = Callable[[ModelSpec], Engine]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from localjury._version import __version__
+from localjury.results.summary import MetricSummary, ModelSummary, Summary
 from localjury.run.assemble import MetricAcc
 from localjury.run.context import Run
-from localjury.summary import MetricSummary, ModelSummary, Summary
 
 
 def summarize(

@@ -11,8 +11,8 @@ from localjury import AspectCritic, evaluate
 from localjury.engines import load_engine, resolve_engine
 from localjury.engines._llamacpp_kernels import kernel_choice, plain_llama
 from localjury.engines.base import Sampling, Usage
-from localjury.records import Record
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
+from localjury.records.record import Record
 from tests.integration.reference import DECISION_CASES, shared_prefix_tokens
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import pytest
 from localjury.engines import load_engine
 from localjury.engines.base import Sampling, Usage
 from localjury.metrics import AspectCritic
-from localjury.records import Record
+from localjury.records.record import Record
 from tests.integration.reference import DECISION_CASES, assert_same_samples, shared_prefix_tokens
 
 pytestmark = pytest.mark.slow

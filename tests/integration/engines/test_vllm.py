@@ -14,7 +14,7 @@ from localjury import AspectCritic, evaluate
 from localjury.engines import load_engine
 from localjury.engines.base import Sampling
 from localjury.errors import ConfigError
-from localjury.records import Record
+from localjury.records.record import Record
 from tests.integration.reference import DECISION_CASES, assert_same_samples
 
 pytestmark = pytest.mark.slow

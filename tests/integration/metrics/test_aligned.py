@@ -7,7 +7,7 @@ pytest.importorskip("sklearn")
 
 from localjury import AspectCritic, evaluate
 from localjury.profile import JudgeProfile, LabeledExample, ProfileCriterion
-from localjury.records import Record
+from localjury.records.record import Record
 
 pytestmark = pytest.mark.slow
 

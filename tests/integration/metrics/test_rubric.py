@@ -10,7 +10,7 @@ from localjury.engines import load_engine
 from localjury.engines._verdicts import score_decision
 from localjury.engines.base import Sampling
 from localjury.metrics.rubric import Rubric, expected_score
-from localjury.records import Record
+from localjury.records.record import Record
 
 pytestmark = pytest.mark.slow
 

@@ -26,8 +26,8 @@ import pytest
 
 from localjury import AspectCritic, evaluate
 from localjury.errors import EngineError
-from localjury.registry import ModelSpec, ServerSettings
-from localjury.report import same_results
+from localjury.models.registry import ModelSpec, ServerSettings
+from localjury.results.report import same_results
 
 # a llama-cpp-python server
 pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.usefixtures("engines_loaded_once")]

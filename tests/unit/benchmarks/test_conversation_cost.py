@@ -4,7 +4,7 @@ import importlib.util
 import json
 
 from localjury import AspectCritic
-from localjury.records import parse_record
+from localjury.records.record import parse_record
 from tests import ROOT
 
 PATH = ROOT / "benchmarks" / "conversation_cost.py"

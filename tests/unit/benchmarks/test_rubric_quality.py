@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from localjury.report import ModelJudgment
+from localjury.results.report import ModelJudgment
 from tests import ROOT
 
 PATH = ROOT / "benchmarks" / "rubric_quality.py"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.models import ParameterInfo
 
-import localjury.registry
+import localjury.models.registry
 import localjury.run.pipeline
 from localjury.cli import app
 from localjury.cli._common import checked_path
@@ -143,7 +143,7 @@ def test_a_loop_met_anywhere_is_a_config_error(monkeypatch, capsys, exc, code, m
     def load_registry(registry=None):
         raise exc
 
-    monkeypatch.setattr(localjury.registry, "load_registry", load_registry)
+    monkeypatch.setattr(localjury.models.registry, "load_registry", load_registry)
     got, _, err = cli(monkeypatch, capsys, "models", "list")
     assert got == code and err.startswith(message)
 

@@ -7,7 +7,7 @@ import pytest
 
 from localjury.engines import _auto, _cpu, explain_engine, resolve_engine
 from localjury.engines import _llamacpp_kernels as kernels
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 
 XEON = "fpu avx2 fma avx512f avx512bw avx512_vnni avx512_bf16 amx_tile amx_bf16 amx_int8"
 EPYC = "fpu avx2 fma avx512f avx512bw avx512_vnni avx512_bf16"

@@ -46,7 +46,7 @@ def test_the_resolved_engine_is_in_the_summary_and_the_store_key(monkeypatch):
 
 
 def test_auto_picks_llamacpp_for_a_gguf_path(monkeypatch):
-    from localjury.registry import ModelSpec
+    from localjury.models.registry import ModelSpec
 
     monkeypatch.setattr(engines._auto, "_cuda", lambda: True)  # even beside vLLM: it cannot load a GGUF path
     monkeypatch.setattr(engines, "find_spec", lambda name: object())
@@ -55,7 +55,7 @@ def test_auto_picks_llamacpp_for_a_gguf_path(monkeypatch):
 
 
 def test_llamacpp_without_llama_cpp_python_names_the_extra(monkeypatch):
-    from localjury.registry import ModelSpec
+    from localjury.models.registry import ModelSpec
 
     monkeypatch.setattr(engines, "find_spec", lambda name: None)
     with pytest.raises(MissingDependencyError, match=r"llamacpp engine: pip install 'localjury\[llamacpp\]'"):

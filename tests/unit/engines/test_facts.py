@@ -10,7 +10,7 @@ import pytest
 from localjury.engines import _auto, _facts, engine_names
 from localjury.engines._facts import ENGINES, EngineName
 from localjury.errors import ModelNotAvailableError
-from localjury.registry import ModelSpec, VllmSettings
+from localjury.models.registry import ModelSpec, VllmSettings
 
 GUIDANCE, OUTLINES = VllmSettings(structured_outputs_backend="guidance"), VllmSettings()
 
@@ -59,7 +59,7 @@ def test_only_the_served_engine_takes_a_base_url():
 
 
 def test_a_gguf_model_s_manifest_names_its_files_and_verify_checks_only_those(tmp_path):
-    from localjury.manifest import Manifest, model_record, verify
+    from localjury.results.manifest import Manifest, model_record, verify
 
     folder = tmp_path / "m"
     folder.mkdir()

@@ -2,7 +2,7 @@
 
 from localjury import AspectCritic, evaluate
 from localjury.engines import pool
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 from tests.fakes import ScriptedEngine, judgment
 
 

@@ -21,8 +21,8 @@ from localjury.engines._server_answers import request_seed
 from localjury.engines._server_client import backoff, served_model
 from localjury.engines.server import ServerEngine
 from localjury.errors import ConfigError, EngineError
-from localjury.manifest import verify
-from localjury.registry import ModelSpec, ServerSettings, is_loopback, load_registry
+from localjury.models.registry import ModelSpec, ServerSettings, is_loopback, load_registry
+from localjury.results.manifest import verify
 from localjury.types import Sampling
 
 SCHEMA = AspectCritic("dated", "The response includes a year.").json_schema()

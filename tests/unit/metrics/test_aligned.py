@@ -16,7 +16,7 @@ from localjury.engines.base import Completion
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import AlignedCritic, Selector
 from localjury.profile import JudgeProfile, LabeledExample, ProfileCriterion, load_profile
-from localjury.records import Record
+from localjury.records.record import Record
 from tests.fakes import factory, judgment, run_cli, spec
 
 CRITERION = ProfileCriterion(name="fluffy", definition="The response is about a fluffy animal.")

@@ -8,7 +8,7 @@ from localjury import AspectCritic, Checklist, Faithfulness, evaluate
 from localjury.engines.base import Completion
 from localjury.errors import MetricError
 from localjury.metrics.checklist import ChecklistCriterion, checklist_metrics
-from localjury.records import Record
+from localjury.records.record import Record
 from tests.fakes import factory, judgment, run_cli, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")

@@ -18,7 +18,7 @@ from localjury.metrics import (
     StatementSource,
 )
 from localjury.metrics.composite import MAX_STATEMENTS
-from localjury.records import Record
+from localjury.records.record import Record
 from tests.fakes import factory, judgment, spec
 
 CTX = ["Paris is the capital of France. It has about 2.1 million inhabitants."]

@@ -13,8 +13,8 @@ from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError, MetricError
 from localjury.metrics.checklist import Checklist, checklist_metrics
 from localjury.metrics.faithfulness import Faithfulness
-from localjury.records import Record
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
+from localjury.records.record import Record
 from localjury.run.state import JuryModel, Request
 from localjury.types import QUOTE_KEY
 from tests.fakes import factory, fake_registry, run_cli, spec
@@ -188,8 +188,8 @@ def test_show_marks_every_quote_in_its_text(tmp_path, monkeypatch, capsys):
 
 
 def test_marked_html_escapes_the_text_and_marks_each_occurrence_of_a_quote():
-    from localjury.report import Quote
-    from localjury.show import marked_html, spans
+    from localjury.results.report import Quote
+    from localjury.results.show import marked_html, spans
 
     text = "<b>1989</b> and 1989, then 19"
     quotes = [Quote(text="1989", field="response", start=3, end=7), Quote(text="89</b> and", field="response",
@@ -261,7 +261,7 @@ def test_factual_accuracy_quotes_name_the_reference():
 
 def test_vllm_quotes_only_on_its_guidance_backend_and_a_server_never():
     from localjury.engines import quotes_refusal
-    from localjury.registry import VllmSettings
+    from localjury.models.registry import VllmSettings
 
     outlines = ModelSpec(name="v", path="/x")
     guidance = ModelSpec(name="v", path="/x", vllm=VllmSettings(structured_outputs_backend="guidance"))
@@ -280,8 +280,8 @@ def test_bench_refuses_evidence_where_it_cannot_quote():
 
 
 def test_show_finds_a_conversations_quotes_in_its_turns():
-    from localjury.report import Quote
-    from localjury.show import text_for, texts_of
+    from localjury.results.report import Quote
+    from localjury.results.show import text_for, texts_of
 
     record = Record.model_validate(
         {

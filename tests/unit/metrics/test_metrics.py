@@ -5,7 +5,7 @@ import pytest
 from localjury.engines.base import render_plain
 from localjury.metrics import PREDEFINED_ASPECTS, AspectCritic
 from localjury.metrics.base import REASON_MAX_CHARS
-from localjury.records import Record
+from localjury.records.record import Record
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
 
@@ -104,7 +104,7 @@ def test_plain_format_leaves_the_judgment_open():
 
 def test_verdict_first_asks_for_the_verdict_before_the_reason():
     from localjury.metrics import AspectCritic
-    from localjury.records import Record
+    from localjury.records.record import Record
 
     critic = AspectCritic("dated", "The response must include a specific date or year.", verdict_first=True)
     assert list(critic.json_schema()["properties"]) == ["verdict", "reason"]

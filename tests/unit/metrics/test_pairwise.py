@@ -9,7 +9,7 @@ from localjury import AspectCritic, PairwiseCritic, evaluate
 from localjury.engines.base import Completion
 from localjury.errors import ConfigError, MetricError
 from localjury.metrics.pairwise import EXAMPLES, corrected
-from localjury.records import parse_record
+from localjury.records.record import parse_record
 from localjury.voting import position_consistency
 from tests.fakes import factory, judgment, spec
 
@@ -180,7 +180,7 @@ def test_the_cli_reads_pairwise_criteria():
 
 
 def test_results_written_before_pairwise_judging_still_read():
-    from localjury.report import RecordResult
+    from localjury.results.report import RecordResult
 
     old = {
         "record_id": "r",

@@ -20,7 +20,7 @@ from localjury.metrics.rubric import (
 )
 from localjury.metrics.rubric_file import rubric_file_metrics
 from localjury.metrics.spec import parse_metric
-from localjury.records import Record
+from localjury.records.record import Record
 from localjury.run.pipeline import evaluate
 from tests.fakes import factory, fake_registry, run_cli, spec
 

@@ -12,13 +12,13 @@ from rich.console import Console
 import localjury.run.pipeline
 from localjury import GoalAchieved, ToolCallAccuracy, ToolResultFaithfulness, evaluate
 from localjury.cli import main
-from localjury.conversation import parse_reference_calls
 from localjury.errors import RecordError
-from localjury.gate import GATE_EXIT
 from localjury.metrics.tool_calls import json_equal, match_calls
-from localjury.readers import iter_records
-from localjury.records import Record, parse_record
-from localjury.tables import print_summary
+from localjury.records.conversation import parse_reference_calls
+from localjury.records.readers import iter_records
+from localjury.records.record import Record, parse_record
+from localjury.results.gate import GATE_EXIT
+from localjury.results.tables import print_summary
 from tests.fakes import factory, fake_registry, judgment, spec
 
 

@@ -5,8 +5,8 @@ import json
 
 from localjury import AspectCritic, evaluate
 from localjury.engines.base import BatchEngine, Completion, Sampling, Usage
+from localjury.results.summary import Summary
 from localjury.run.state import ModelStats
-from localjury.summary import Summary
 from tests.fakes import ScriptedEngine, factory, judgment, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")

@@ -52,7 +52,7 @@ from localjury.run.cluster.worker import (
 )
 
 if TYPE_CHECKING:
-    from localjury.registry import ModelSpec
+    from localjury.models.registry import ModelSpec
 
 INSTALL = "pip install 'localjury[ray]'"
 #: Shards per replica a pass is cut into at least (smaller shards when the data is small),

@@ -15,8 +15,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from localjury.errors import EngineError
-from localjury.readers import Dataset
-from localjury.records import Record
+from localjury.records.readers import Dataset
+from localjury.records.record import Record
 from localjury.run.context import Run
 from localjury.run.generate import MemoryStore, Probe, Worker
 from localjury.run.state import JuryModel, ModelStats
@@ -87,7 +87,7 @@ class ShardWorker:
         self.run_ = run
         self.model = model
         if not model.identity.startswith("unhashed:"):
-            from localjury.manifest import model_identity
+            from localjury.results.manifest import model_identity
 
             here = model_identity(model.spec)
             if here != model.identity:

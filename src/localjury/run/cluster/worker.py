@@ -15,7 +15,7 @@ from localjury.errors import ConfigError, EngineError, LocaljuryError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from localjury.registry import ModelSpec
+    from localjury.models.registry import ModelSpec
 
 #: Seconds to wait for a cluster address to accept a connection before giving up.
 CONNECT_TIMEOUT_S = 5.0

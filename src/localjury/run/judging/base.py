@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Protocol
 from localjury.calibration import Calibrator
 from localjury.engines.base import Completion
 from localjury.metrics.base import JudgeMetric, Metric, ParsedSample
-from localjury.records import Record
-from localjury.report import InvalidSample, ModelJudgment, RecordResult
+from localjury.records.record import Record
+from localjury.results.report import InvalidSample, ModelJudgment, RecordResult
 from localjury.run.config import OverflowPolicy
 from localjury.run.fit import fit_counted
 from localjury.run.state import JuryModel, Request

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 from localjury.engines.base import Completion
 from localjury.metrics.checklist import CHECK_TOKENS, ChecklistCriterion
-from localjury.records import Record
-from localjury.report import ModelJudgment
+from localjury.records.record import Record
+from localjury.results.report import ModelJudgment
 from localjury.run.config import OverflowPolicy
 from localjury.run.fit import fit_counted
 from localjury.run.judging.base import OneVerdictJudging, verdict_judgment

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from localjury.engines.base import Completion
 from localjury.metrics.pairwise import ORDERS, PairwiseCritic, corrected
-from localjury.records import Record
-from localjury.report import InvalidSample, ModelJudgment, RecordResult
+from localjury.records.record import Record
+from localjury.results.report import InvalidSample, ModelJudgment, RecordResult
 from localjury.run.config import OverflowPolicy
 from localjury.run.fit import fit
 from localjury.run.judging.base import VerdictJudging

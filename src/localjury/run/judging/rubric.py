@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 from localjury.engines.base import Completion
 from localjury.metrics.rubric import Rubric, aggregate, expected_score, normalised
-from localjury.records import Record
-from localjury.report import InvalidSample, ModelJudgment, RecordResult, RubricResult
+from localjury.records.record import Record
+from localjury.results.report import InvalidSample, ModelJudgment, RecordResult, RubricResult
 from localjury.run.config import OverflowPolicy
 from localjury.run.fit import fit_counted
 from localjury.run.judging.base import VerdictJudging
@@ -27,7 +27,7 @@ class RubricJudging(VerdictJudging):
     normalised to 0..1, its verdict whether the normalised score reaches the rubric's
     threshold. Each sample's vote is whether its sampled score reaches the threshold, and its
     ``p_pass`` the probability mass of the levels that do. The record's score is the mean of the models' normalised
-    scores, and its :class:`~localjury.report.RubricResult` the jury's mean on the scale.
+    scores, and its :class:`~localjury.results.report.RubricResult` the jury's mean on the scale.
     Adaptive strictness stops when the first samples agree on one score. ``calibrators`` are
     taken (every judging is built alike) and not used.
     """

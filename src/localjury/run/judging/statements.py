@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 from localjury.engines.base import Completion
 from localjury.metrics.composite import EXTRACTION_TOKENS, TOKENS_PER_STATEMENT, CompositeMetric
-from localjury.records import Record
-from localjury.report import InvalidSample, ModelJudgment, RecordResult, StatementJudgment, StatementResult
+from localjury.records.record import Record
+from localjury.results.report import InvalidSample, ModelJudgment, RecordResult, StatementJudgment, StatementResult
 from localjury.run.config import OverflowPolicy
 from localjury.run.fit import fit_counted
 from localjury.run.judging.base import JudgingBase

@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 
 from localjury.engines.base import Completion
 from localjury.metrics.tool_calls import ToolCallAccuracy
-from localjury.records import Record
-from localjury.report import ModelJudgment, RecordResult, ToolCallResult
+from localjury.records.record import Record
+from localjury.results.report import ModelJudgment, RecordResult, ToolCallResult
 from localjury.run.config import OverflowPolicy
 from localjury.run.judging.base import JudgingBase
 from localjury.run.state import JuryModel, Request

@@ -16,8 +16,8 @@ from rich.console import Console
 
 from localjury import AspectCritic, Faithfulness, RayCluster, evaluate
 from localjury.errors import ConfigError, EngineError, MissingDependencyError
-from localjury.registry import ModelSpec, VllmSettings
-from localjury.tables import print_summary
+from localjury.models.registry import ModelSpec, VllmSettings
+from localjury.results.tables import print_summary
 from tests import ROOT
 from tests.fakes import ScriptedEngine, factory, judgment, spec
 
@@ -366,7 +366,7 @@ import hashlib, json, sys, time
 import ray
 from localjury import AspectCritic, RayCluster, evaluate
 from localjury.engines.base import Completion, render_plain
-from localjury.registry import ModelSpec
+from localjury.models.registry import ModelSpec
 
 SLEEP = float(sys.argv[3])  # captured by value: the replicas unpickle the engine from __main__
 

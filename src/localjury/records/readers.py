@@ -1,0 +1,390 @@
+"""Where records come from: dataset files (JSONL, JSON, CSV, Parquet), Hugging Face
+``datasets`` (a ``Dataset``, or a ``save_to_disk`` folder) and RAGAS-shaped evaluation
+datasets, read again from the start for each pass of a run (:func:`record_reader`).
+
+A reader never stops at a bad record: it yields a :class:`~localjury.errors.RecordError`
+in that record's place, naming the record, its place and the field, and goes on with the
+next one; only a source that cannot be read at all is a ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import itertools
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import IO, Any
+
+from localjury._files import check_regular_file, open_regular_file
+from localjury.errors import ConfigError, MissingDependencyError, RecordError
+from localjury.records.conversation import from_ragas_turns
+from localjury.records.inspect_log import iter_inspect_log
+from localjury.records.record import Record, coerce_records, dedupe, parse_record, raw_id, too_deep
+
+SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq", ".eval")
+_DATASET_HINT = (
+    "give the path of a "
+    + ", ".join(SUPPORTED_SUFFIXES[:-1])
+    + f" or {SUPPORTED_SUFFIXES[-1]} file, or a folder that Hugging Face datasets' save_to_disk wrote"
+)
+#: The longest line of a JSONL file read as a record: a longer one is that record's error,
+#: read past a MiB at a time and never held whole. Far above what any judge reads (a record's
+#: text is bounded by its judges' context, :data:`localjury.run.plan.MAX_TOKEN_BYTES` bytes a
+#: token: 32 MiB a field for a context of 131,072 tokens), and low enough that reading,
+#: decoding and parsing one line stays a few GiB.
+MAX_LINE_BYTES = 1 << 30
+#: Rows read from a Hugging Face dataset at a time: what a pass holds of it beside its chunk.
+HF_BATCH_ROWS = 256
+#: The fields read from a RAGAS-shaped sample (attributes of the same names).
+_SAMPLE_FIELDS = (
+    "id",
+    "user_input",
+    "response",
+    "retrieved_contexts",
+    "reference",
+    "reference_tool_calls",
+    "response_a",
+    "response_b",
+)
+
+
+def _hf_kind(obj: object) -> str | None:
+    """``"dataset"`` for a Hugging Face ``Dataset`` or ``IterableDataset``, ``"dict"`` for a
+    ``DatasetDict`` (several splits), else None."""
+    if type(obj).__module__.split(".")[0] != "datasets":
+        return None  # datasets is not imported for anything else: it is an optional dependency
+    import datasets
+
+    if isinstance(obj, datasets.DatasetDict | datasets.IterableDatasetDict):
+        return "dict"
+    return "dataset" if isinstance(obj, datasets.Dataset | datasets.IterableDataset) else None
+
+
+def record_reader(records: str | Path | Iterable[Any]) -> Callable[[], Iterator[Record | RecordError]]:
+    """A function that reads ``records`` from the start each time it is called (a run reads
+    them once per model and once more to assemble the results), yielding each record or
+    the error that rejects it.
+
+    A file is read again from disk each time, a Hugging Face dataset (a ``Dataset``, or a
+    ``save_to_disk`` folder, memory-mapped) from its Arrow table a batch at a time, a
+    RAGAS-shaped ``EvaluationDataset`` from its ``samples``: none of them is copied into
+    memory. Other iterables (a list of dicts or ``Record`` objects, a generator) are read
+    into a list once, since a generator cannot be read twice.
+
+    Raises:
+        ConfigError: A ``DatasetDict`` (several splits) instead of one split; see
+            :func:`iter_records` for files and folders (raised when the function is called).
+    """
+    if isinstance(records, str | Path):
+        return partial(iter_records, Path(records))
+    kind = _hf_kind(records)
+    if kind == "dict":
+        splits = list(records)  # type: ignore[arg-type]
+        raise ConfigError(
+            f"a DatasetDict holds {len(splits)} splits ({', '.join(map(str, splits))}); give one of them, "
+            f"e.g. dataset[{(splits or ['test'])[0]!r}]"
+        )
+    if kind == "dataset":
+        return partial(iter_hf_dataset, records)
+    if is_ragas_dataset(records):
+        return partial(iter_ragas, records)
+    items = list(records)
+    return partial(coerce_records, items)
+
+
+def iter_hf_dataset(dataset: Any, *, where: str = "") -> Iterator[Record | RecordError]:
+    """Read a Hugging Face ``datasets.Dataset`` (or ``IterableDataset``) row by row.
+
+    The rows come from the dataset's Arrow table ``HF_BATCH_ROWS`` at a time (memory-mapped
+    for a dataset loaded from disk): nothing is copied into memory beyond the batch read.
+    Columns are read as records' fields (``question``, ``answer``, ``contexts`` and
+    ``ground_truth`` as aliases; others ignored); a row's place in messages is its index,
+    from 0, as ``dataset[i]`` finds it: "row index 7".
+
+    Args:
+        dataset: The dataset.
+        where: Put before each row's place in messages (a folder's name).
+    """
+    plain = dataset.with_format(None)  # python objects whatever the dataset's format (numpy, torch)
+    i = 0
+    for batch in plain.iter(batch_size=HF_BATCH_ROWS):
+        columns = list(batch)
+        size = len(batch[columns[0]]) if columns else 0
+        for j in range(size):
+            raw = {c: batch[c][j] for c in columns}
+            try:
+                yield parse_record(raw, location=f"{where}row index {i}")
+            except RecordError as exc:
+                yield exc
+            i += 1
+
+
+def is_ragas_dataset(obj: object) -> bool:
+    """Whether ``obj`` looks like a RAGAS ``EvaluationDataset``: an object (not a mapping or
+    a list) whose ``samples`` is a list. RAGAS itself is never imported."""
+    return (
+        not isinstance(obj, Mapping | str | bytes | list | tuple)
+        and not isinstance(obj, Record)
+        and isinstance(getattr(obj, "samples", None), list)
+    )
+
+
+def iter_ragas(dataset: Any) -> Iterator[Record | RecordError]:
+    """Read a RAGAS ``EvaluationDataset``-shaped object: each of its ``samples`` (RAGAS's
+    ``SingleTurnSample``, or any object or mapping with the same fields) is a record. Its
+    ``user_input``, ``response``, ``retrieved_contexts`` and ``reference`` are read; a sample
+    whose ``user_input`` is a conversation (RAGAS's ``MultiTurnSample``: ``HumanMessage``,
+    ``AIMessage`` with its ``tool_calls``, ``ToolMessage``) is a conversation record, its turns
+    the record's ``messages`` (and its ``reference_tool_calls``, RAGAS ``ToolCall`` objects, the
+    calls :class:`~localjury.metrics.tool_calls.ToolCallAccuracy` expects). A sample's place in
+    messages is its index in ``samples``: "sample index 3"."""
+    for i, sample in enumerate(dataset.samples):
+        location = f"sample index {i}"
+        if isinstance(sample, Mapping):
+            raw: Any = sample
+        else:
+            raw = {f: v for f in _SAMPLE_FIELDS if (v := getattr(sample, f, None)) is not None}
+        turns = raw.get("user_input") if isinstance(raw, Mapping) else None
+        if isinstance(turns, list):
+            # A MultiTurnSample: its user_input is the conversation, read as messages.
+            raw = {k: v for k, v in raw.items() if k != "user_input"}
+            try:
+                raw["messages"] = from_ragas_turns(turns)
+            except Exception as exc:
+                yield RecordError(
+                    f"a multi-turn sample whose turns cannot be read as messages ({type(exc).__name__}: {exc})",
+                    record_id=raw_id(repr(sample), location),
+                    field="user_input",
+                    location=location,
+                )
+                continue
+        try:
+            yield parse_record(raw, location=location)
+        except RecordError as exc:
+            yield exc
+
+
+def is_saved_dataset(path: Path) -> bool:
+    """Whether ``path`` is a folder that ``datasets``' ``save_to_disk`` wrote (a Dataset's
+    ``state.json``, or a DatasetDict's ``dataset_dict.json``)."""
+    return path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file())
+
+
+def load_saved_dataset(path: Path) -> Any:
+    """Open a ``save_to_disk`` folder with ``datasets.load_from_disk`` (memory-mapped, not
+    read into memory); a DatasetDict folder must hold one split.
+
+    Raises:
+        MissingDependencyError: The ``datasets`` package is not installed.
+        ConfigError: The folder cannot be read, or holds several splits.
+    """
+    # Before datasets (and huggingface_hub) is imported: a run never calls out.
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import datasets
+    except ImportError:
+        raise MissingDependencyError(
+            f"{path} is a Hugging Face datasets folder (save_to_disk); reading it needs the datasets package: "
+            "pip install 'localjury[datasets]'"
+        ) from None
+    datasets.disable_progress_bars()
+    try:
+        loaded = datasets.load_from_disk(str(path), keep_in_memory=False)
+    except Exception as exc:  # datasets raises several unrelated types for a damaged folder
+        raise ConfigError(f"cannot read {path} as a Hugging Face datasets folder: {exc}") from exc
+    if isinstance(loaded, datasets.DatasetDict):
+        if len(loaded) != 1:
+            first = next(iter(loaded), "test")
+            raise ConfigError(
+                f"{path} holds a DatasetDict of {len(loaded)} splits ({', '.join(loaded)}); give one split's "
+                f"folder, e.g. {path / first}"
+            )
+        loaded = next(iter(loaded.values()))
+    return loaded
+
+
+@dataclass(frozen=True)
+class _Overlong:
+    """A line over :data:`MAX_LINE_BYTES`, read past."""
+
+    size: int
+    """Its bytes, the newline excluded."""
+    head: bytes
+    """Its first bytes, for the record's id."""
+
+
+def _lines(fh: IO[bytes], path: Path) -> Iterator[bytes | _Overlong]:
+    """Yield the file's lines, the first without a UTF-8 byte order mark; a line over
+    :data:`MAX_LINE_BYTES` as an :class:`_Overlong`, without holding more of it than that."""
+    first = True
+    limit = MAX_LINE_BYTES
+    try:
+        while line := fh.readline(limit + 1):
+            whole = len(line) <= limit or line.endswith(b"\n")
+            if first:
+                line = line.removeprefix(codecs.BOM_UTF8)
+                first = False
+            if whole:
+                yield line
+                continue
+            head, size = line[:4096], len(line)
+            del line
+            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                size += len(rest)
+            yield _Overlong(size + len(rest.rstrip(b"\n")), head)
+    except OSError as exc:
+        raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
+
+
+def _iter_jsonl(path: Path) -> Iterator[Record | RecordError]:
+    with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
+        for lineno, line_bytes in enumerate(_lines(fh, path), start=1):
+            location = f"{path.name} line {lineno}"
+            if isinstance(line_bytes, _Overlong):
+                yield RecordError(
+                    f"the line is {line_bytes.size:,} bytes, over the {MAX_LINE_BYTES:,}-byte bound on a JSONL "
+                    "record; it is skipped unread (no judge could read a record this long)",
+                    record_id=raw_id(f"{line_bytes.size} bytes: " + line_bytes.head.decode("utf-8", "replace")),
+                    location=location,
+                )
+                continue
+            try:
+                line = line_bytes.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield RecordError(
+                    f"not valid UTF-8 ({exc.reason} at byte {exc.start})",
+                    record_id=raw_id(line_bytes.decode("utf-8", "replace")),
+                    location=location,
+                )
+                continue
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield RecordError(
+                    f"not valid JSON ({exc.msg} at column {exc.colno})",
+                    record_id=raw_id(line),
+                    location=location,
+                )
+                continue
+            except RecursionError:
+                yield RecordError(too_deep(), record_id=raw_id(line), location=location)
+                continue
+            except ValueError as exc:  # a number longer than sys.get_int_max_str_digits()
+                yield RecordError(f"not readable as JSON: {exc}", record_id=raw_id(line), location=location)
+                continue
+            try:
+                yield parse_record(raw, location=location)
+            except RecordError as exc:
+                yield exc
+
+
+def _iter_rows(rows: Iterable[Mapping[str, Any]], path: Path, *, csv_cells: bool) -> Iterator[Record | RecordError]:
+    for i, raw in enumerate(rows, start=1):
+        try:
+            yield parse_record(raw, location=f"{path.name} row {i}", csv_cells=csv_cells)
+        except RecordError as exc:
+            yield exc
+
+
+def _holds_object(path: Path) -> bool:
+    """Whether a ``.json`` file holds an object (an inspect_ai log), not a list: its first
+    character other than white space and a byte order mark is ``{``."""
+    with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
+        try:
+            head = fh.read(4096)
+        except OSError as exc:
+            raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
+    return head.removeprefix(codecs.BOM_UTF8).lstrip().startswith(b"{")
+
+
+def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
+    """Read a dataset file, yielding each record or, in its place, the error that rejects it.
+
+    Formats by suffix: ``.jsonl``/``.ndjson`` (one object a line), ``.json`` (a list of
+    objects), ``.csv`` (a header row; ``retrieved_contexts`` as a JSON list in its cell),
+    ``.parquet``; an inspect_ai eval log, ``.eval`` or a ``.json`` file that holds an object
+    (one record a sample, see :func:`localjury.records.inspect_log.iter_inspect_log`; needs the
+    ``inspect`` extra); or a folder that Hugging Face ``datasets``' ``save_to_disk`` wrote (read
+    memory-mapped, see :func:`iter_hf_dataset`; needs the ``datasets`` extra).
+
+    A leading UTF-8 byte order mark is ignored in every text format.
+
+    Raises:
+        ConfigError: The file does not exist, is a folder (other than a datasets folder), a
+            FIFO, a socket or a device, has an unknown suffix, or cannot be read at all.
+        MissingDependencyError: A datasets folder, without the ``datasets`` package.
+    """
+    path = Path(path)
+    if is_saved_dataset(path):
+        yield from iter_hf_dataset(load_saved_dataset(path), where=f"{path.name} ")
+        return
+    check_regular_file(path, "dataset file", _DATASET_HINT)
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        yield from _iter_jsonl(path)
+    elif suffix == ".eval" or (suffix == ".json" and _holds_object(path)):
+        yield from iter_inspect_log(path)
+    elif suffix == ".json":
+        with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
+            try:
+                data = json.loads(fh.read().decode("utf-8-sig"))
+            except OSError as exc:
+                raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
+            except RecursionError:
+                raise ConfigError(f"cannot read {path} as a JSON list of records: {too_deep()}") from None
+            except ValueError as exc:  # not UTF-8, not JSON, or a number longer than Python writes
+                raise ConfigError(f"cannot read {path} as a JSON list of records: {exc}") from exc
+        if not isinstance(data, list):
+            raise ConfigError(
+                f"{path}: a .json dataset must hold a list of records; use .jsonl for one object per line"
+            )
+        yield from _iter_rows(data, path, csv_cells=False)
+    elif suffix == ".csv":
+        import pandas as pd
+
+        with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
+            try:
+                # Every cell as a string, nothing turned into NaN: "" means absent.
+                frame = pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[], encoding="utf-8-sig")
+            except (OSError, ValueError) as exc:  # UnicodeDecodeError and pandas' ParserError are ValueErrors
+                raise ConfigError(f"cannot read {path} as CSV: {exc}") from exc
+        yield from _iter_rows(frame.to_dict(orient="records"), path, csv_cells=True)
+    elif suffix in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
+            try:
+                rows = pq.read_table(fh).to_pylist()
+            except Exception as exc:  # pyarrow raises several unrelated types for a bad file
+                raise ConfigError(f"cannot read {path} as Parquet: {exc}") from exc
+        yield from _iter_rows(rows, path, csv_cells=False)
+    else:
+        raise ConfigError(
+            f"unsupported dataset format {suffix!r} for {path}; expected one of: " + ", ".join(SUPPORTED_SUFFIXES)
+        )
+
+
+class Dataset:
+    """The records, read again for each pass and never held in memory whole: a file is
+    streamed, a Hugging Face dataset read from its (memory-mapped) Arrow table a batch at a
+    time, a RAGAS-shaped dataset from its samples (see :func:`~localjury.records.readers.record_reader`)."""
+
+    def __init__(self, records: str | Path | Iterable[Any]) -> None:
+        self.path: Path | None = Path(records) if isinstance(records, str | Path) else None
+        """The dataset file or folder, when the records come from one."""
+        self._read = record_reader(records)
+
+    def entries(self) -> Iterator[Record | RecordError]:
+        return dedupe(self._read())
+
+    def chunks(self, size: int) -> Iterator[list[Record | RecordError]]:
+        it = self.entries()
+        while chunk := list(itertools.islice(it, size)):
+            yield chunk

@@ -1,0 +1,239 @@
+"""What a run writes of each (record, metric): the result models, and the results file read
+back (printed as tables by :mod:`localjury.results.tables`; the run's summary and a dry run's plan are
+in :mod:`localjury.results.summary`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class InvalidSample(BaseModel):
+    """A sample that abstained, with the raw text the judge produced."""
+
+    sample: int
+    """Index of the sample among the model's k samples."""
+    problem: str
+    """Why it does not count as a vote."""
+    raw: str
+    """What the model generated."""
+
+
+class Quote(BaseModel):
+    """One quote of a judgment's evidence, located in the record: an exact span of one of its
+    texts (``record.response[start:end] == text`` for ``field`` ``response``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    """The quote, as the judge wrote it."""
+    field: str
+    """The record text it comes from: ``response`` (a conversation record's: its last assistant
+    turn), ``reference``, ``retrieved_contexts[i]`` (0-based), or ``conversation[i]``, the
+    i-th turn (0-based) of those shown to the judge of a conversation."""
+    start: int
+    """Character offset of its first occurrence in that text."""
+    end: int
+    """Character offset just past it."""
+
+
+class ModelJudgment(BaseModel):
+    """One model's judgment of one (record, metric)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    """The model's name in models.yaml."""
+    votes: list[int | None]
+    """The samples' votes: 1, 0, or null for a sample that abstained (empty for composite
+    metrics, whose votes are per statement, under ``RecordResult.statements``; for pairwise
+    metrics the 2k order-corrected votes, 1 for response_a, order AB's first)."""
+    drawn: int = 0
+    """Samples drawn: k (2k for pairwise metrics, k per order), or k // 2 + 1 (per order)
+    under adaptive strictness when those were unanimous."""
+    reasons: list[str | None]
+    """The k samples' reasons (null where the sample abstained; empty for composite metrics)."""
+    abstentions: int
+    """How many of the k samples abstained."""
+    verdict: int | None
+    """Majority of the valid votes (ties per tie_break); null when the model abstains, and
+    always null for composite metrics (their verdicts are per statement)."""
+    score: float | None
+    """1.0 for PASS, 0.0 for FAIL; for composite metrics the share of the model's decided
+    statements that are supported; for pairwise metrics 1.0 when it prefers response_a, 0.0
+    for response_b; null when the model abstains."""
+    error: str | None = None
+    """Why this model could not judge this record at all (e.g. the prompt exceeds its context)."""
+    p_pass: list[float | None] = []
+    """Per sample, the probability the model gave to verdict 1 where it wrote its verdict
+    (after its reasoning; renormalised over the verdict tokens the schema allowed); for
+    pairwise metrics the probability of preferring response_a, in the order of ``votes``;
+    null where the sample abstained or the engine gives no probabilities."""
+    confidence: float | None = None
+    """The mean ``p_pass`` of the valid samples; null when none has one. Under probability
+    scoring it is the model's score."""
+    calibrated: bool = False
+    """The score is the calibrated graded score and the verdict the fitted threshold's
+    (``run --calibration``)."""
+    invalid: list[InvalidSample] = []
+    """The abstained samples' raw outputs."""
+    order_votes: dict[str, list[int | None]] | None = None
+    """Pairwise metrics: each order's votes as the judge gave them, by order ("AB": response_a
+    shown as A; "BA": response_b shown as A), 1 for "A", 0 for "B", null where a sample
+    abstained. ``votes`` holds the same votes order-corrected (1: prefers response_a), AB's first."""
+    position_consistent: bool | None = None
+    """Pairwise metrics: whether the majorities of the two orders, order-corrected, agree;
+    null when either order has no majority (an even split, or no valid vote)."""
+    scores: list[int | None] | None = None
+    """Rubrics: the samples' sampled scores on the scale (null where a sample abstained);
+    ``votes`` then holds whether each reaches the rubric's threshold (1) or not (0)."""
+    expected: list[float | None] | None = None
+    """Rubrics: per sample, the expected score (the levels weighted by their probabilities where
+    it wrote its score); null where the sample abstained or the engine gives no probabilities."""
+    scale_score: float | None = None
+    """Rubrics: the mean or median sampled score (by probability: the mean expected score)."""
+    evidence: list[list[Quote] | None] | None = None
+    """Judges asked for quoted evidence (``--evidence``): per sample, its quotes located in the
+    record (null where the sample abstained); an empty list where it found nothing to quote."""
+
+
+class StatementJudgment(BaseModel):
+    """One model's votes on one statement of a composite metric."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    """The model's name in models.yaml."""
+    votes: list[int | None]
+    """The k samples' votes on this statement (null where a sample abstained)."""
+    reasons: list[str | None]
+    """The k samples' reasons for this statement."""
+    verdict: int | None
+    """Majority of the valid votes (ties per tie_break); null when the model abstains."""
+    p_pass: list[float | None] = []
+    """Per sample, the probability the model gave to verdict 1 (supported) on this statement;
+    null where the sample abstained or the engine gives no probabilities."""
+    evidence: list[list[Quote] | None] | None = None
+    """A verification with quoted evidence: per sample, its quotes of the context on this
+    statement, located (null where the sample abstained)."""
+
+
+class StatementResult(BaseModel):
+    """One statement of a composite metric, with every model's votes on it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    statement: str
+    """The statement, as extracted."""
+    score: float | None
+    """Mean of the models' verdicts on it (1 supported, 0 not); null when all abstain."""
+    models: list[StatementJudgment]
+    """Each model's votes and verdict on this statement."""
+
+
+class ToolCallResult(BaseModel):
+    """Tool-call accuracy: how the conversation's tool calls matched the reference calls."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ordered: bool
+    """The matched calls had to come in the reference's order."""
+    reference: int
+    """Reference calls (``reference_tool_calls``)."""
+    made: int
+    """Tool calls the conversation made."""
+    matched: int
+    """Calls matched exactly (name, and arguments as parsed JSON), each at most once."""
+    precision: float | None
+    """matched / made; null when no call was made."""
+    recall: float | None
+    """matched / reference; null when no call was expected."""
+    missing: list[str]
+    """Reference calls no call matched, as ``name(arguments)``."""
+    unexpected: list[str]
+    """Calls made that matched no reference call, as ``name(arguments)``."""
+
+
+class RubricResult(BaseModel):
+    """A rubric's result on its scale (``RecordResult.score`` is the same normalised to 0..1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    levels: int
+    """The scale is 1..levels."""
+    score: float | None
+    """The mean of the models' scale scores; null when every model abstains."""
+    expected: float | None
+    """The mean of the models' mean expected scores; null when none has one."""
+    threshold: float
+    """The normalised score (``RecordResult.score``) at which the record passes."""
+
+
+class RecordResult(BaseModel):
+    """The jury's result for one (record, criterion): one line of results.jsonl."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    record_id: str
+    """The record's id."""
+    metric: str
+    """The aspect's or criterion's name."""
+    score: float | None
+    """Mean of the non-abstaining models' scores; null when all abstain or the record is bad."""
+    error: str | None
+    """Why the record could not be judged, naming the field; null when it was."""
+    confidence: float | None = None
+    """Mean of the models' confidences (their mean ``p_pass``); null when none has one."""
+    models: list[ModelJudgment]
+    """Each model's votes, reasons and verdict (empty when the record is bad)."""
+    statements: list[StatementResult] | None = None
+    """Composite metrics: the statements judged, each with its per-model votes and verdicts
+    (an empty list when the response yields no statements: then the score is null); null
+    for single-step metrics."""
+    extracted_by: str | None = None
+    """Composite metrics: the model that extracted the statements."""
+    position_consistency: float | None = None
+    """Pairwise metrics: the share of the models with a majority in both orders whose two
+    majorities agree; null for other metrics, or when no model has both."""
+    tool_calls: ToolCallResult | None = None
+    """Tool-call accuracy: the calls matched, missing and unexpected; null for other metrics."""
+    rubric: RubricResult | None = None
+    """Rubrics: the jury's scores on the scale; null for other metrics."""
+    turns_cut: int | None = None
+    """Conversation records under ``on_overflow="truncate"``: the most middle turns cut to
+    fit a jury model's context (each prompt shows its cut as ``[… N turns cut …]``); null
+    when none was cut."""
+
+
+def read_results(path: Path) -> list[RecordResult]:
+    """Read a results.jsonl file back."""
+    with path.open(encoding="utf-8") as fh:
+        return [RecordResult.model_validate_json(line) for line in fh if line.strip()]
+
+
+#: Fields that hold verdict probabilities: floats read from the logits, which a batch of
+#: another shape rounds differently (a sharded run, another chunk size).
+PROBABILITY_FIELDS = frozenset({"p_pass", "confidence", "expected"})
+
+
+def same_results(a: Any, b: Any, *, tolerance: float = 1e-4) -> bool:
+    """Whether two runs' results (``RecordResult``s, or their dumps) are the same: every vote,
+    reason, verdict, score and error equal, and every verdict probability within
+    ``tolerance`` (it is the only figure float rounding across batch shapes can move)."""
+
+    def same(x: Any, y: Any, prob: bool) -> bool:
+        if isinstance(x, BaseModel):
+            x = x.model_dump()
+        if isinstance(y, BaseModel):
+            y = y.model_dump()
+        if isinstance(x, dict) and isinstance(y, dict):
+            return x.keys() == y.keys() and all(same(x[k], y[k], k in PROBABILITY_FIELDS) for k in x)
+        if isinstance(x, list) and isinstance(y, list):
+            return len(x) == len(y) and all(same(u, v, prob) for u, v in zip(x, y, strict=True))
+        if prob and isinstance(x, float) and isinstance(y, float):
+            return abs(x - y) <= tolerance
+        return bool(x == y)
+
+    return same(list(a), list(b), False)
