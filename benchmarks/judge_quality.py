@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from localjury.bench import stats
-from localjury.calibration import cross_validated
+from localjury.votes.calibration import cross_validated
 
 
 def judges(rows: list[dict[str, Any]]) -> dict[str, tuple[list[int | None], list[float | None]]]:

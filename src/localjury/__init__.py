@@ -40,8 +40,8 @@ from localjury.metrics import (
     ToolResultFaithfulness,
     VerifyProgram,
 )
+from localjury.metrics.profile import JudgeProfile, load_profile
 from localjury.models.registry import ModelSpec, load_registry
-from localjury.profile import JudgeProfile, load_profile
 from localjury.records.readers import iter_records
 from localjury.records.record import Record
 from localjury.results.report import ModelJudgment, RecordResult, StatementResult

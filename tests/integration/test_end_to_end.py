@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from localjury import AspectCritic, evaluate
-from localjury.voting import passes
+from localjury.votes.voting import passes
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Imports flow one way (cli -> run -> metrics / engines / voting / results -> records /
+"""Imports flow one way (cli -> run -> metrics / engines / votes / results -> records /
 registry / types / errors), no module imports the package's __init__, and the modules'
 imports have no cycle: not at the top level, nor through an import inside a function or an
 ``if TYPE_CHECKING:`` block. Read from the source, without importing anything."""
@@ -23,9 +23,7 @@ LAYERS = {
     "localjury.doctor": 3,
     "localjury.metrics": 2,
     "localjury.engines": 2,
-    "localjury.voting": 2,
-    "localjury.calibration": 2,
-    "localjury.profile": 2,
+    "localjury.votes": 2,
     "localjury.store": 2,
     "localjury.results": 2,
     "localjury.results._outputs": 1,
@@ -45,7 +43,7 @@ LAYERS = {
 }
 #: Modules that never import an engine.
 ENGINE_FREE = (
-    "localjury.voting",
+    "localjury.votes.voting",
     "localjury.records.record",
     "localjury.records.conversation",
     "localjury.records.readers",

@@ -15,7 +15,7 @@ from localjury.metrics.base import Metric
 from localjury.metrics.pairwise import PairwiseCritic
 from localjury.metrics.spec import parse_metric
 from localjury.results.report import ModelJudgment
-from localjury.voting import vote_share
+from localjury.votes.voting import vote_share
 
 
 def resolve_metric(

@@ -34,8 +34,8 @@ from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import Metric
+from localjury.metrics.profile import JudgeProfile, LabeledExample, ProfileCriterion
 from localjury.models.registry import ModelSpec, registry_path
-from localjury.profile import JudgeProfile, LabeledExample, ProfileCriterion
 from localjury.records.record import parse_record
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate

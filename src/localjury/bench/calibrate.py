@@ -13,12 +13,12 @@ from localjury.bench import stats
 from localjury.bench._judge import graded, resolve_metric
 from localjury.bench.config import CalibrateConfig
 from localjury.bench.formats import BenchItem, load, sample
-from localjury.calibration import CalibrationFile, Calibrator, Source, cross_validated, fit, load_calibration
 from localjury.errors import ConfigError
 from localjury.models.registry import ModelSpec, registry_path
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
 from localjury.run.prepare import store_files
+from localjury.votes.calibration import CalibrationFile, Calibrator, Source, cross_validated, fit, load_calibration
 
 if TYPE_CHECKING:
     from rich.progress import Progress

@@ -23,7 +23,7 @@ from localjury.metrics import AspectCritic, Checklist
 from localjury.metrics.base import Metric
 from localjury.metrics.spec import parse_metric
 from localjury.run import EngineFactory, RunConfig, RunResult, evaluate
-from localjury.voting import passes
+from localjury.votes.voting import passes
 
 if TYPE_CHECKING:
     from rich.progress import Progress

@@ -14,7 +14,7 @@ from localjury.metrics.pairwise import ORDERS, corrected
 from localjury.results.report import ModelJudgment, RecordResult
 from localjury.results.summary import ModelSummary
 from localjury.run import RunResult
-from localjury.voting import passes, vote_share
+from localjury.votes.voting import passes, vote_share
 
 JURY = "jury"
 

@@ -26,7 +26,7 @@ from localjury.cli._settings import JURY_SETTINGS, own_settings, takes_settings
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from localjury.calibration import Calibrator
+    from localjury.votes.calibration import Calibrator
 
 
 BenchDataArg = Annotated[

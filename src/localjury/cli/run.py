@@ -188,7 +188,7 @@ def run(
     files = (("criteria file", criteria), ("calibration file", settings["calibration"]), ("rubrics file", rubrics))
     inputs: dict[str, str | Path] = {k: v for k, v in files if v is not None}
     if profile is not None:
-        from localjury.profile import with_profile
+        from localjury.metrics.profile import with_profile
 
         metrics, inputs, profile_models = with_profile(profile, metrics, inputs)
         settings["models"] = settings["models"] or profile_models or None

@@ -37,7 +37,7 @@ def show(
     from localjury.results.manifest import Manifest, manifest_path_for
     from localjury.results.report import read_results
     from localjury.results.show import judgment_view
-    from localjury.voting import passes
+    from localjury.votes.voting import passes
 
     rows = read_results(results)
     rows = [

@@ -57,7 +57,7 @@ from localjury.engines.pool import Pool
 from localjury.records.conversation import Scope
 from localjury.records.inspect_log import state_record
 from localjury.records.record import Record
-from localjury.voting import passes
+from localjury.votes.voting import passes
 
 if TYPE_CHECKING:
     from localjury.metrics import Metric

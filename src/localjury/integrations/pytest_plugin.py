@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from localjury.voting import passes
+from localjury.votes.voting import passes
 
 if TYPE_CHECKING:
     from localjury.results.report import RecordResult

@@ -1,7 +1,7 @@
 """Label-aligned judging: an Aspect Critic shown, for each record, the nearest labeled records
 as worked examples with their gold verdicts.
 
-A pool of labeled records (a judge profile's examples, see :mod:`localjury.profile`) is
+A pool of labeled records (a judge profile's examples, see :mod:`localjury.metrics.profile`) is
 indexed by TF-IDF over each record's user input and response (scikit-learn's
 ``TfidfVectorizer``); for a record to judge, the most similar pool records by cosine
 similarity are its demonstrations, half of them labeled 1 and half 0 (a label short of
@@ -24,14 +24,14 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
-from localjury.calibration import Calibrator
 from localjury.errors import MetricError, MissingDependencyError
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.records.conversation import Scope
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.types import Message
-from localjury.voting import TieBreak
+from localjury.votes.calibration import Calibrator
+from localjury.votes.voting import TieBreak
 
 #: Demonstrations per prompt unless a profile says otherwise.
 DEFAULT_SHOTS = 4

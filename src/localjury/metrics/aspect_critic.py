@@ -11,7 +11,7 @@ from localjury.metrics.base import JudgeMetric, Judgment, VerdictFirstJudgment
 from localjury.metrics.evidence import EvidenceJudgment
 from localjury.records.conversation import ChatMessage, Scope
 from localjury.records.record import Record
-from localjury.voting import TieBreak
+from localjury.votes.voting import TieBreak
 
 INSTRUCTION = (
     "You are an impartial, strict judge of AI assistant outputs. You are given a criterion and "

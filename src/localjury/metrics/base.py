@@ -31,7 +31,7 @@ from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.results.report import Quote
 from localjury.types import Message
-from localjury.voting import TieBreak, check_tie_break
+from localjury.votes.voting import TieBreak, check_tie_break
 
 #: Upper bound of a judgment's ``reason``; part of the schema, so a generation cannot run
 #: out of tokens mid-string when max_tokens leaves room for it.

@@ -25,7 +25,7 @@ from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.results.report import Quote
 from localjury.types import QUOTE_KEY
-from localjury.voting import TieBreak
+from localjury.votes.voting import TieBreak
 
 #: At most this many statements are extracted from one response (part of the schema).
 MAX_STATEMENTS = 10

@@ -18,7 +18,7 @@ from localjury.metrics.composite import (
     StatementVerdicts,
     VerifyProgram,
 )
-from localjury.voting import TieBreak
+from localjury.votes.voting import TieBreak
 
 
 class StatementSource(BaseModel):

@@ -20,7 +20,7 @@ from localjury.metrics.base import REASON_MAX_CHARS, Metric, ParsedSample, Promp
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.types import Message
-from localjury.voting import TieBreak
+from localjury.votes.voting import TieBreak
 
 Order = Literal["AB", "BA"]
 #: The two orders a pair is shown in: ``"AB"`` shows response_a first (as A), ``"BA"`` response_b.

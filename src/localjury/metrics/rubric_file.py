@@ -37,7 +37,7 @@ from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import MAX_STRICTNESS, Metric
 from localjury.metrics.rubric import Aggregate, Rubric
 from localjury.records.conversation import Scope
-from localjury.voting import TieBreak
+from localjury.votes.voting import TieBreak
 
 WHAT = "rubrics file"
 

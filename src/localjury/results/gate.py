@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from localjury.errors import ConfigError
 from localjury.results.report import RecordResult
 from localjury.results.summary import Summary
-from localjury.voting import passes
+from localjury.votes.voting import passes
 
 #: The exit code of a run that wrote its results but missed a ``--fail-under`` bar: distinct
 #: from 1 (an error), 2 (a configuration error) and 130 (interrupted).

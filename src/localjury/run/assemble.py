@@ -16,7 +16,7 @@ from localjury.run.context import Run
 from localjury.run.plan import Planned, plan_chunk, read_first_steps
 from localjury.run.state import JuryModel
 from localjury.store import Stored
-from localjury.voting import passes
+from localjury.votes.voting import passes
 
 
 @dataclass

@@ -14,12 +14,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from localjury.calibration import CalibrationFile, load_calibration
 from localjury.errors import ConfigError
 from localjury.metrics.base import MAX_STRICTNESS
 from localjury.models.registry import ModelSpec, localjury_home
 from localjury.run.cluster import RayCluster
-from localjury.voting import SCORINGS, Scoring, TieBreak, check_tie_break
+from localjury.votes.calibration import CalibrationFile, load_calibration
+from localjury.votes.voting import SCORINGS, Scoring, TieBreak, check_tie_break
 
 #: Records per chunk: one engine call per chunk per model, one commit to the store.
 DEFAULT_CHUNK_SIZE = 1024

@@ -33,9 +33,9 @@ from localjury.engines import load_engine
 from localjury.errors import CommitError, ConfigError
 from localjury.metrics.base import Metric
 from localjury.metrics.checklist import checklist_metrics
+from localjury.metrics.profile import JudgeProfile, with_profile
 from localjury.metrics.rubric_file import rubric_file_metrics
 from localjury.models.registry import ModelSpec
-from localjury.profile import JudgeProfile, with_profile
 from localjury.records.readers import Dataset, is_saved_dataset
 from localjury.results._outputs import OutputSet
 from localjury.results.manifest import build_manifest, dataset_record, model_record
@@ -99,7 +99,7 @@ def evaluate(
         output_set: The files the caller writes from the results (``bench``, ``calibrate``),
             an open :class:`~localjury.results._outputs.OutputSet`: checked against the run's inputs
             before any model loads, like ``out``; the caller writes and commits them. Not with ``out``.
-        profile: A judge profile (its YAML file, or a :class:`~localjury.profile.JudgeProfile`)
+        profile: A judge profile (its YAML file, or a :class:`~localjury.metrics.profile.JudgeProfile`)
             from ``localjury align``: its criterion is judged too, each record shown its nearest
             labeled examples; its models are the jury when none is named.
         rubrics: A rubric file (YAML: named, versioned criteria and rubrics, see

@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("sklearn")
 
 from localjury import AspectCritic, evaluate
-from localjury.profile import JudgeProfile, LabeledExample, ProfileCriterion
+from localjury.metrics.profile import JudgeProfile, LabeledExample, ProfileCriterion
 from localjury.records.record import Record
 
 pytestmark = pytest.mark.slow

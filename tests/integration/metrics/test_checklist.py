@@ -14,7 +14,7 @@ import pytest
 
 from localjury import AspectCritic, evaluate
 from localjury.bench.checklist import _agreement
-from localjury.voting import passes
+from localjury.votes.voting import passes
 
 pytestmark = pytest.mark.slow
 

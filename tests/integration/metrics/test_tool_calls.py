@@ -8,7 +8,7 @@ import pytest
 from localjury import GoalAchieved, ToolCallAccuracy, ToolResultFaithfulness, evaluate
 from localjury.metrics.tool_calls import match_calls
 from localjury.records.record import parse_record
-from localjury.voting import model_verdict
+from localjury.votes.voting import model_verdict
 from tests import ROOT
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from localjury.bench.run import run_bench
 from localjury.engines.base import Completion
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import AlignedCritic, Selector
-from localjury.profile import JudgeProfile, LabeledExample, ProfileCriterion, load_profile
+from localjury.metrics.profile import JudgeProfile, LabeledExample, ProfileCriterion, load_profile
 from localjury.records.record import Record
 from tests.fakes import factory, judgment, run_cli, spec
 
@@ -155,7 +155,7 @@ def test_the_store_key_follows_the_profile_and_an_empty_one_reuses_every_judgmen
 
 
 def test_a_run_with_a_profile_records_its_hash_applies_its_thresholds_and_uses_its_models(tmp_path):
-    from localjury.calibration import Calibrator
+    from localjury.votes.calibration import Calibrator
 
     cal = Calibrator(model="A", metric="whatever", source="p_pass", a=1.0, b=0.0, threshold=0.95, records=8,
                      positives=4)  # fmt: skip

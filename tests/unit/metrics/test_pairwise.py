@@ -10,7 +10,7 @@ from localjury.engines.base import Completion
 from localjury.errors import ConfigError, MetricError
 from localjury.metrics.pairwise import EXAMPLES, corrected
 from localjury.records.record import parse_record
-from localjury.voting import position_consistency
+from localjury.votes.voting import position_consistency
 from tests.fakes import factory, judgment, spec
 
 BETTER = PairwiseCritic("better", "The response answers the question more helpfully.", strictness=3)

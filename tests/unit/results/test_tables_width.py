@@ -168,7 +168,7 @@ def test_the_bench_tables_at_120_columns():
 
 @pytest.mark.parametrize("width", [80, 120])
 def test_the_calibration_table(width):
-    from localjury.calibration import Calibrator
+    from localjury.votes.calibration import Calibrator
 
     held = {"uncalibrated": {"accuracy": 0.612, "kappa": 0.21}, "calibrated": {"accuracy": 0.705, "kappa": None}}
     calibrators = [

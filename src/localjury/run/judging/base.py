@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar, Protocol
 
-from localjury.calibration import Calibrator
 from localjury.engines.base import Completion
 from localjury.metrics.base import JudgeMetric, Metric, ParsedSample
 from localjury.records.record import Record
@@ -23,7 +22,8 @@ from localjury.run.config import OverflowPolicy
 from localjury.run.fit import fit_counted
 from localjury.run.state import JuryModel, Request
 from localjury.store import Stored
-from localjury.voting import (
+from localjury.votes.calibration import Calibrator
+from localjury.votes.voting import (
     Scoring,
     TieBreak,
     confidence,

@@ -14,7 +14,7 @@ from localjury.run.config import OverflowPolicy
 from localjury.run.fit import fit
 from localjury.run.judging.base import VerdictJudging
 from localjury.run.state import JuryModel, Request
-from localjury.voting import (
+from localjury.votes.voting import (
     confidence,
     final_score,
     model_score,

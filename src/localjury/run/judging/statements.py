@@ -16,7 +16,7 @@ from localjury.run.fit import fit_counted
 from localjury.run.judging.base import JudgingBase
 from localjury.run.state import JuryModel, Request
 from localjury.store import Stored
-from localjury.voting import final_score, model_score, model_verdict, share_supported
+from localjury.votes.voting import final_score, model_score, model_verdict, share_supported
 
 
 @dataclass(frozen=True)

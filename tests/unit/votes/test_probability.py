@@ -8,7 +8,7 @@ import pytest
 from localjury import AspectCritic, evaluate
 from localjury.engines.base import Completion
 from localjury.errors import ConfigError
-from localjury.voting import confidence, probability_verdict
+from localjury.votes.voting import confidence, probability_verdict
 from tests.fakes import factory, judgment, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.", strictness=3)

@@ -10,9 +10,9 @@ pytest.importorskip("sklearn")
 
 from localjury import AspectCritic, evaluate
 from localjury.bench.calibrate import calibrate
-from localjury.calibration import CalibrationFile, cross_validated, fit, fit_threshold, load_calibration
 from localjury.engines.base import Completion
 from localjury.errors import ConfigError
+from localjury.votes.calibration import CalibrationFile, cross_validated, fit, fit_threshold, load_calibration
 from tests.fakes import factory, judgment, spec
 
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from localjury.voting import final_score, model_score, model_verdict, passes, share_supported
+from localjury.votes.voting import final_score, model_score, model_verdict, passes, share_supported
 
 
 @pytest.mark.parametrize(

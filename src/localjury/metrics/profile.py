@@ -20,12 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from localjury._files import read_yaml
 from localjury._hashing import content_hash
-from localjury.calibration import Calibrator
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic, Demonstration, Selector, Similarity
 from localjury.metrics.base import MAX_STRICTNESS, REASON_MAX_CHARS, Metric
 from localjury.metrics.evidence import MAX_QUOTES, QuoteText
 from localjury.records.record import Record
+from localjury.votes.calibration import Calibrator
 
 
 class LabeledExample(BaseModel):
