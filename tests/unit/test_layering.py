@@ -1,5 +1,6 @@
 """Imports flow one way (cli -> run -> metrics / engines / votes / results -> records /
-registry / types / errors), no module imports the package's __init__, and the modules'
+models -> types / errors / engines._facts, the engines' facts the registry reads), no
+module imports the package's __init__, and the modules'
 imports have no cycle: not at the top level, nor through an import inside a function or an
 ``if TYPE_CHECKING:`` block. Read from the source, without importing anything."""
 

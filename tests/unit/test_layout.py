@@ -1,7 +1,8 @@
 """The tests are laid out like the code: each folder under ``tests/unit``, ``tests/integration``
 and ``tests/system`` mirrors a package of ``src/localjury`` (or the repository's
 ``benchmarks/``); a test that starts a Ray cluster, a browser, a server or a namespace is
-a system test by its folder and by its marker, and no other test is; the modules the
+a system test by its folder and by its marker, and no other test is; every integration
+module is marked slow; the modules the
 scheduler in ``tests/conftest.py`` names exist. Read from the files, without importing."""
 
 import ast
@@ -31,12 +32,16 @@ def marked_system(module: Path) -> bool:
     return False
 
 
-def module_marks_system(module: Path) -> bool:
-    """Whether the module's ``pytestmark`` names ``pytest.mark.system`` (every test in it)."""
+def module_marks(module: Path, mark: str) -> bool:
+    """Whether the module's ``pytestmark`` names ``pytest.mark.<mark>`` (every test in it)."""
     for node in ast.parse(module.read_text()).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
-            return "pytest.mark.system" in ast.unparse(node.value)
+            return f"pytest.mark.{mark}" in ast.unparse(node.value)
     return False
+
+
+def module_marks_system(module: Path) -> bool:
+    return module_marks(module, "system")
 
 
 @pytest.mark.parametrize("tier", TIERS)
@@ -54,6 +59,13 @@ def test_system_tests_live_in_tests_system_and_are_marked():
     for tier in ("unit", "integration"):
         for module in sorted((TESTS / tier).rglob("test_*.py")):
             assert not marked_system(module), f"{module.relative_to(ROOT)} holds a system test: move it to tests/system"
+
+
+def test_every_integration_module_is_marked_slow():
+    """``-m "not slow"`` leaves out every test that loads a model (a conftest's ``pytestmark``
+    marks nothing: each module says so)."""
+    for module in sorted((TESTS / "integration").rglob("test_*.py")):
+        assert module_marks(module, "slow"), f"{module.relative_to(ROOT)}: pytestmark lacks pytest.mark.slow"
 
 
 def test_the_modules_the_scheduler_names_exist():

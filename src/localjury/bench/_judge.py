@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import get_args
 
 from localjury.bench.config import BenchMode
 from localjury.bench.formats import FORMATS
@@ -64,14 +63,9 @@ def resolve_metric(
 
 
 def is_pairwise(mode: BenchMode, fmt: str, data: str | Path) -> bool:
-    """Whether a bench judges pairs: ``mode`` as given, or under ``auto`` for a format of
-    pairs (LLMBar) or a ``jsonl`` file whose first record holds ``response_a`` and ``response_b``.
-
-    Raises:
-        ConfigError: An unknown mode.
-    """
-    if mode not in get_args(BenchMode):
-        raise ConfigError(f"unknown bench mode {mode!r}; expected one of: {', '.join(get_args(BenchMode))}")
+    """Whether a bench judges pairs: ``mode`` as given (checked by
+    :class:`~localjury.bench.config.BenchConfig`), or under ``auto`` for a format of pairs
+    (LLMBar) or a ``jsonl`` file whose first record holds ``response_a`` and ``response_b``."""
     if mode != "auto":
         return mode == "pairwise"
     if fmt in FORMATS and FORMATS[fmt].load_pairs is not None:

@@ -216,6 +216,11 @@ def build_profile(
     """
     out = Path(out)
     align = (config or AlignConfig()).replace(models=list(models), **settings)
+    if align.run.sampling.strictness not in (None, judge.strictness):
+        raise ConfigError(
+            f"strictness is the judge's: build it with AspectCritic(..., strictness={align.run.sampling.strictness}) "
+            f"(it has {judge.strictness})"
+        )
     run_config = align.run.replace(strictness=judge.strictness)
     seed, registry = run_config.sampling.seed, run_config.jury.registry
     inputs = {"labels": Path(data), "models.yaml": registry_path(registry), **store_files(run_config.store.path())}

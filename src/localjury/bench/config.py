@@ -8,7 +8,7 @@ derives the options from the fields): a new setting is one field.
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -25,16 +25,18 @@ class _Labelled(BaseModel):
     """What every run against labels has: the sample of the labels it judges, and the run."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, use_attribute_docstrings=True)
+    _what = "bench"
+    """The command, as error messages name it."""
 
     limit: int | None = Field(None, ge=1)
     """Judge at most N labelled records (pairs kept whole)."""
     sample_seed: int = Field(0, ge=0, le=MAX_SEED)
-    """Seed of the --limit sample and of the bootstrap and folds drawn from it."""
+    """Seed of the --limit sample."""
     run: RunConfig = RunConfig()
     """The run's settings: models, seed, registry, judgment store, cluster."""
 
     @classmethod
-    def of(cls, **settings: Any) -> Any:
+    def of(cls, **settings: Any) -> Self:
         """A config from settings by keyword name: this class's own fields, and any setting of
         :meth:`RunConfig.of <localjury.run.config.RunConfig.of>` for its run.
 
@@ -44,22 +46,26 @@ class _Labelled(BaseModel):
         """
         return cls().replace(**settings)
 
-    def replace(self, **settings: Any) -> Any:
+    def replace(self, **settings: Any) -> Self:
         """This config with some settings replaced, by keyword name (see :meth:`of`).
 
         Raises:
             ConfigError: A setting's value is invalid.
             TypeError: An unknown setting.
         """
-        own = {k: settings.pop(k) for k in list(settings) if k in type(self).model_fields and k != "run"}
-        run = self.run.replace(**settings) if settings else self.run
+        fields = [name for name in type(self).model_fields if name != "run"]
+        own = {k: settings.pop(k) for k in list(settings) if k in fields}
+        try:
+            run = self.run.replace(**settings) if settings else self.run
+        except TypeError as exc:
+            raise TypeError(f"{exc}; or one of {self._what}'s: {', '.join(fields)}") from None
         try:
             return type(self).model_validate({**dict(self), **own, "run": run})
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']} (got {e['input']!r})" for e in exc.errors()
+            )
             raise ConfigError(f"invalid {self._what} setting: {problems}") from None
-
-    _what = "bench"
 
 
 class BenchConfig(_Labelled):
@@ -70,6 +76,8 @@ class BenchConfig(_Labelled):
     """What to judge: an aspect, NAME="criterion", faithfulness or factual_accuracy (default: the format's own)."""
     strictness: int = Field(1, ge=1, le=MAX_STRICTNESS)
     """Samples per model."""
+    sample_seed: int = Field(0, ge=0, le=MAX_SEED)
+    """Seed of the --limit sample, of the bootstrap of the confidence intervals and of --aligned's folds."""
     verdict_first: bool = False
     """Ask for the verdict before the reason (compare with the default)."""
     evidence: bool = False
@@ -87,11 +95,17 @@ class BenchConfig(_Labelled):
     checklist call per record and once one call per criterion (each from a temporary store), reporting their
     agreement, κ against the labels and the tokens and seconds saved."""
 
-    def replace(self, **settings: Any) -> BenchConfig:
+    def replace(self, **settings: Any) -> Self:
+        """As :meth:`_Labelled.replace`; an unknown ``mode`` is named with the modes there are.
+
+        Raises:
+            ConfigError: A setting's value is invalid.
+            TypeError: An unknown setting.
+        """
         mode = settings.get("mode")
         if mode is not None and mode not in get_args(BenchMode):
             raise ConfigError(f"unknown bench mode {mode!r}; expected one of: {', '.join(get_args(BenchMode))}")
-        return super().replace(**settings)  # type: ignore[no-any-return]
+        return super().replace(**settings)
 
 
 class CalibrateConfig(_Labelled):
@@ -119,4 +133,4 @@ class AlignConfig(_Labelled):
     """Fit each model's threshold on its graded scores of the labeled records, measured on held-out folds
     (without: no model loads, the profile is scored by votes)."""
     folds: int = Field(5, ge=2)
-    """Folds of the held-out evaluation (with calibrate)."""
+    """Folds of the held-out evaluation (unless --no-calibrate)."""

@@ -177,12 +177,13 @@ def takes_settings(
     return wrap
 
 
-#: The settings every command that loads models takes (``bench``, ``calibrate``, ``align``; ``run`` takes more).
-JURY_SETTINGS = ("models", "seed", "registry", "trust_remote_code", "use_cache")
-
-
 def own_settings(source: type[BaseModel]) -> tuple[str, ...]:
     """Every setting a config class adds to its run's (``bench``'s, ``calibrate``'s, ``align``'s)."""
     return tuple(_fields(source))
+
+
+#: The settings every command that loads models takes (``bench``, ``calibrate``, ``align``; ``run`` takes more).
+JURY_SETTINGS = ("models", "seed", "registry", "trust_remote_code", "use_cache")
+
 #: ``--registry`` for the commands that take no other setting (``models``, ``doctor``).
 RegistryOpt = option("registry").annotation

@@ -174,14 +174,13 @@ def run(
 ) -> None:
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary
     (with --dry-run: plan the run and estimate its time instead)."""
+    from localjury.metrics.spec import metrics_of_options
     from localjury.results.gate import Gate, check_names
     from localjury.results.summary import summary_path_for
     from localjury.results.tables import print_summary
     from localjury.run import RunConfig, evaluate
 
     settings = dict(settings or {})
-    from localjury.metrics.spec import metrics_of_options
-
     metrics = metrics_of_options(
         aspect, criterion, criteria, metric, pairwise, rubrics, verdict_first=verdict_first, evidence=evidence
     )

@@ -6,11 +6,14 @@ judgment store answers every one."""
 import importlib.util
 import math
 
+import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.log import read_eval_log
 
 from localjury import AspectCritic, evaluate
 from tests import ROOT
+
+pytestmark = pytest.mark.slow  # the embedded SmolLM2, loaded for real
 
 EXAMPLE = ROOT / "examples" / "inspect_task.py"
 

@@ -11,7 +11,11 @@ import sys
 import textwrap
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from tests import ROOT
+
+pytestmark = pytest.mark.slow  # the embedded SmolLM2, loaded for real
 
 #: The user's test file: the committed example, run as the README shows.
 EXAMPLE = ROOT / "examples" / "test_judge_example.py"

@@ -359,3 +359,15 @@ def test_align_with_evidence_writes_each_examples_bootstrapped_quotes(tmp_path):
     assert prof.evidence and load_profile(out) == prof
     quoting = {e.id: (e.evidence, e.reason) for e in prof.examples if e.evidence is not None}
     assert quoting == {f"q{i}-{g}": ([f"Answer {g}"], f"why q{i}-{g}") for i in range(6) for g in (0, 1)}
+
+
+def test_a_strictness_other_than_the_judges_is_refused_not_ignored(tmp_path):
+    """An alignment's strictness is its judge's: a different one given as a setting is an
+    error before any model loads, not a setting silently dropped."""
+    log: list = []
+    judge = AspectCritic("right", "The answer is right.", strictness=1)
+    refused = r"strictness is the judge's: build it with AspectCritic\(\.\.\., strictness=5\)"
+    with pytest.raises(ConfigError, match=refused):
+        build_profile(labels(tmp_path), [spec("A")], tmp_path / "p.yaml", judge=judge, strictness=5, use_cache=False,
+                      engine_factory=factory(lambda m, p, j: judgment(1), log))  # fmt: skip
+    assert log == [] and not (tmp_path / "p.yaml").exists()
