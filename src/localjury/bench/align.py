@@ -29,17 +29,16 @@ from localjury._hashing import file_sha256
 from localjury._version import __version__
 from localjury.bench.calibrate import _fit
 from localjury.bench.config import AlignConfig
-from localjury.bench.formats import BenchItem, load, sample
+from localjury.bench.formats import BenchItem, check_unique_ids, load, sample
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import Metric
 from localjury.metrics.profile import JudgeProfile, LabeledExample, ProfileCriterion
-from localjury.models.registry import ModelSpec, registry_path
+from localjury.models.registry import ModelSpec
 from localjury.records.record import parse_record
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
-from localjury.run.prepare import store_files
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -222,13 +221,10 @@ def build_profile(
             f"(it has {judge.strictness})"
         )
     run_config = align.run.replace(strictness=judge.strictness)
-    seed, registry = run_config.sampling.seed, run_config.jury.registry
-    inputs = {"labels": Path(data), "models.yaml": registry_path(registry), **store_files(run_config.store.path())}
-    with OutputSet({"judge profile": out}, inputs) as files:
+    seed = run_config.sampling.seed
+    with OutputSet({"judge profile": out}, align.inputs(data, "labels")) as files:
         items = sample(load(data, fmt), align.limit, align.sample_seed)
-        ids = [str(it.record["id"]) for it in items]
-        if len(set(ids)) != len(ids):
-            raise ConfigError(f"{data}: record ids are not unique")
+        check_unique_ids(items, data)
         names = [m if isinstance(m, str) else m.name for m in models]
         traces = None
         if judge.evidence:  # each example's quotes, bootstrapped from the judges' own zero-shot samples

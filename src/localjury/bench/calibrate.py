@@ -14,10 +14,9 @@ from localjury.bench._judge import graded, resolve_metric
 from localjury.bench.config import CalibrateConfig
 from localjury.bench.formats import BenchItem, load, sample
 from localjury.errors import ConfigError
-from localjury.models.registry import ModelSpec, registry_path
+from localjury.models.registry import ModelSpec
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
-from localjury.run.prepare import store_files
 from localjury.votes.calibration import CalibrationFile, Calibrator, Source, cross_validated, fit, load_calibration
 
 if TYPE_CHECKING:
@@ -101,11 +100,10 @@ def calibrate(
     out = Path(out)
     cal = (config or CalibrateConfig()).replace(models=list(models), **settings)
     run_config = cal.run.replace(strictness=cal.strictness)
-    seed, registry = run_config.sampling.seed, run_config.jury.registry
-    inputs = {"labels": Path(data), "models.yaml": registry_path(registry), **store_files(run_config.store.path())}
+    seed = run_config.sampling.seed
     # Locked from here to the commit: no other command writes the file meanwhile, so the
     # fits read from it now are the ones merged into it.
-    with OutputSet({"calibration file": out}, inputs) as files:
+    with OutputSet({"calibration file": out}, cal.inputs(data, "labels")) as files:
         existing = load_calibration(out)[0] if out.exists() else None
         items = sample(load(data, fmt), cal.limit, cal.sample_seed)
         judge = resolve_metric(cal.metric, fmt, cal.strictness)

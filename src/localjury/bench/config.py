@@ -8,6 +8,7 @@ derives the options from the fields): a new setting is one field.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -15,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS
 from localjury.metrics.base import MAX_STRICTNESS
+from localjury.models.registry import registry_path
 from localjury.run.config import MAX_SEED, RunConfig
+from localjury.run.prepare import store_files
 
 #: How a bench judges: pairs in both orders, each response on its own, or as the data suggests.
 BenchMode = Literal["auto", "pairwise", "pointwise"]
@@ -45,6 +48,13 @@ class _Labelled(BaseModel):
             TypeError: An unknown setting.
         """
         return cls().replace(**settings)
+
+    def inputs(self, data: str | Path, what: str) -> dict[str, Path | None]:
+        """What the command reads and no output of it may overwrite, by what they are: the
+        labelled records (``data``, named ``what``), models.yaml and the judgment store with
+        its journals."""
+        registry = registry_path(self.run.jury.registry)
+        return {what: Path(data), "models.yaml": registry, **store_files(self.run.store.path())}
 
     def replace(self, **settings: Any) -> Self:
         """This config with some settings replaced, by keyword name (see :meth:`of`).

@@ -292,6 +292,17 @@ def load(path: str | Path, fmt: str, *, pairwise: bool = False) -> list[BenchIte
     return items
 
 
+def check_unique_ids(items: list[BenchItem], data: str | Path) -> None:
+    """Raise ConfigError when two of the records share an id (their judgments would mix).
+
+    Raises:
+        ConfigError: A repeated id.
+    """
+    ids = [str(it.record["id"]) for it in items]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{data}: record ids are not unique")
+
+
 def sample(items: list[BenchItem], limit: int | None, seed: int) -> list[BenchItem]:
     """At most ``limit`` records, drawn with ``seed``: whole pairs for paired data; for
     grouped data (TruthfulQA) one question at a time, at most two answers each (one of each

@@ -15,14 +15,13 @@ from localjury.bench.align import add_aligned, aligned_judge, traces_of
 from localjury.bench.checklist import checklist_critics, compare_checklist
 from localjury.bench.config import BenchConfig
 from localjury.bench.figures import compute
-from localjury.bench.formats import FORMATS, BenchItem, load, sample
+from localjury.bench.formats import FORMATS, BenchItem, check_unique_ids, load, sample
 from localjury.bench.published import llmbar_reference
 from localjury.errors import ConfigError
 from localjury.metrics.base import Metric
-from localjury.models.registry import ModelSpec, registry_path
+from localjury.models.registry import ModelSpec
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
-from localjury.run.prepare import store_files
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -73,11 +72,9 @@ def run_bench(
     }
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"the bench output folder {folder} is a file; give a folder")
-    registry = run_config.jury.registry
-    inputs = {"dataset": Path(data), "models.yaml": registry_path(registry), **store_files(run_config.store.path())}
     # Locked from here to the commit; checked against the models' files too (by evaluate)
     # before any model loads.
-    with OutputSet(outputs, inputs) as files:
+    with OutputSet(outputs, bench.inputs(data, "dataset")) as files:
         judging = partial(
             evaluate, config=run_config, progress=progress, engine_factory=engine_factory, output_set=files
         )
@@ -124,9 +121,7 @@ class _LabelledSet:
             bench.metric, fmt, bench.strictness, verdict_first=bench.verdict_first, pairwise=pairwise,
             evidence=bench.evidence,
         )  # fmt: skip
-        ids = [str(it.record["id"]) for it in items]
-        if len(set(ids)) != len(ids):
-            raise ConfigError(f"{data}: record ids are not unique")
+        check_unique_ids(items, data)
         return cls(data, fmt, len(all_items), items, judge, pairwise)
 
 
