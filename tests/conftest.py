@@ -162,3 +162,16 @@ def smollm_engine(smollm):
     engine = load_engine(smollm)
     yield engine
     engine.close()
+
+
+@pytest.fixture
+def fake_model(tmp_path, monkeypatch):
+    """A model folder that passes the pre-load checks, a models.yaml naming it ``fake``, and
+    the CLI's engine replaced by a scripted one that passes everything (its log is returned)."""
+    import localjury.run.pipeline
+    from tests.fakes import factory, fake_registry, judgment
+
+    registry = fake_registry(tmp_path)
+    log: list = []
+    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(lambda model, prompt, j: judgment(1), log))
+    return registry, log

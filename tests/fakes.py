@@ -82,6 +82,17 @@ def fake_registry(tmp_path: Path, name: str = "fake") -> Path:
     return registry
 
 
+#: The criterion the CLI tests judge with :func:`run_args`.
+CRITERION = "dated=The response must include a specific date or year."
+
+
+def run_args(data, registry, out, *more) -> list:
+    """``localjury run`` of ``data`` on :data:`CRITERION` with the model ``fake`` of
+    ``registry`` (see :func:`fake_registry`), quiet, writing ``out``; ``more`` options after."""
+    return ["run", data, "--criterion", CRITERION, "--models", "fake", "--registry", registry, "--quiet",
+            "--out", out, *more]  # fmt: skip
+
+
 def run_cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
     """Run the CLI in this process; return (exit code, stdout, stderr)."""
     import sys

@@ -12,29 +12,11 @@ import sys
 
 import pytest
 
-import localjury.run.pipeline
 from tests import ROOT
-from tests.fakes import factory, fake_registry, judgment
+from tests.fakes import run_args
 
 # a mount namespace
 pytestmark = [pytest.mark.system, pytest.mark.usefixtures("private_home")]
-
-CRITERION = "dated=The response must include a specific date or year."
-
-
-@pytest.fixture
-def fake_model(tmp_path, monkeypatch):
-    """A model folder that passes the pre-load checks, a models.yaml naming it, and the CLI's
-    engine replaced by the scripted one (its log is returned)."""
-    registry = fake_registry(tmp_path)
-    log: list = []
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(lambda m, p, j: judgment(1), log))
-    return registry, log
-
-
-def run_args(data, registry, out, *more):
-    return ["run", data, "--criterion", CRITERION, "--models", "fake", "--registry", registry, "--quiet",
-            "--out", out, *more]  # fmt: skip
 
 
 def unshare_mount_works():

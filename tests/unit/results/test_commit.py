@@ -21,9 +21,8 @@ from localjury.cli import main
 from localjury.errors import CommitError, ConfigError
 from localjury.results._outputs import OutputSet
 from tests import ROOT
-from tests.fakes import factory, fake_registry, judgment, spec
+from tests.fakes import factory, fake_registry, judgment, run_args, spec
 
-CRITERION = "dated=The response must include a specific date or year."
 NAMES = ("r.jsonl", "r.summary.json", "r.manifest.json")
 
 
@@ -50,11 +49,6 @@ def cli(monkeypatch, capsys, *args):
     captured = capsys.readouterr()
     code = exit_info.value.code
     return (0 if code is None else code), captured.out, " ".join(captured.err.split())
-
-
-def run_args(data, registry, out, *more):
-    return ["run", data, "--criterion", CRITERION, "--models", "fake", "--registry", registry, "--quiet",
-            "--out", out, *more]  # fmt: skip
 
 
 def snapshot(folder):

@@ -19,11 +19,10 @@ import localjury.store
 from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError
 from localjury.results.manifest import Manifest
-from tests.fakes import factory, fake_registry, judgment, run_cli, spec
+from tests.fakes import CRITERION, factory, judgment, run_args, run_cli, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
 RECORDS = [{"id": f"r{i}", "response": f"answer {i}"} for i in range(4)]
-CRITERION = "dated=The response must include a specific date or year."
 
 
 def yes(model, prompt, j):
@@ -37,22 +36,7 @@ def data(tmp_path):
     return path
 
 
-@pytest.fixture
-def fake_model(tmp_path, monkeypatch):
-    """A model folder that passes the pre-load checks, a models.yaml naming it, and the CLI's
-    engine replaced by the scripted one (its log is returned)."""
-    registry = fake_registry(tmp_path)
-    log: list = []
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(yes, log))
-    return registry, log
-
-
 cli = run_cli  # the CLI in this process: (exit code, stdout, stderr)
-
-
-def run_args(data, registry, out, *more):
-    return ["run", data, "--criterion", CRITERION, "--models", "fake", "--registry", registry, "--quiet",
-            "--out", out, *more]  # fmt: skip
 
 
 # -- outputs that clash with inputs or each other -----------------------------------------------
