@@ -18,8 +18,10 @@ failure later (a full disk, a lock held too long, corruption in a page not yet r
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -84,9 +86,18 @@ def _decode(text: str) -> Stored:
     # A sample stored without verdict probabilities (older stores, engines that give none)
     # has three fields.
     return [
-        Completion(text=t, n_tokens=n, finished=f, verdict_probs=tuple(rest[0]) if rest else None)
+        Completion(text=t, n_tokens=n, finished=f, verdict_probs=_probs(rest[0]) if rest else None)
         for t, n, f, *rest in data["samples"]
     ]
+
+
+def _probs(values: list[Any]) -> tuple[float, ...] | None:
+    """Stored verdict probabilities, or None where they are not all probabilities: a store
+    written before engines checked their log-probabilities may hold NaN, which would reach a
+    score (json reads the NaN it wrote)."""
+    probs = tuple(values)
+    ok = all(isinstance(p, int | float) and math.isfinite(p) and -1e-6 <= p <= 1 + 1e-6 for p in probs)
+    return probs if ok else None
 
 
 class JudgmentStore:
@@ -105,7 +116,8 @@ class JudgmentStore:
         kept: The samples this connection committed (what a failed run can say it kept).
 
     Raises:
-        ConfigError: The path is a folder or cannot be created, the file or its folder is
+        ConfigError: The path is a folder, not a regular file or cannot be created, a file
+            SQLite keeps beside it is a link or not its own, the file or its folder is
             read-only, the file is not an SQLite database, another program's database, a
             newer localjury's store, or corrupt.
     """
@@ -120,6 +132,7 @@ class JudgmentStore:
                 f"{where} is a folder; pass a file path as `cache` (e.g. {self.path / 'judgments.sqlite'}), "
                 "or `use_cache=False`"
             )
+        _refuse_foreign_files(self.path, where)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -221,6 +234,51 @@ class JudgmentStore:
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+
+
+#: The files SQLite writes beside a database: a journal, a write-ahead log and its index.
+SIDE_FILES = {"-journal": "rollback journal", "-wal": "write-ahead log", "-shm": "write-ahead log index"}
+
+
+def _refuse_foreign_files(path: Path, where: str) -> None:
+    """Refuse, before SQLite opens anything, a store that is not a regular file (``/dev/null``:
+    SQLite would create ``/dev/null-journal``) and files beside it that SQLite would write
+    into and that are not its own: a symbolic link (SQLite 3.40 refuses one, without saying
+    which), anything but a regular file, or a file with another hard link (SQLite writes
+    through it into that other file).
+
+    Raises:
+        ConfigError: Naming the file, what it is, and the fix.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = stat.S_IFREG  # missing (made below), or unreadable: SQLite says which
+    if not stat.S_ISREG(mode):
+        raise ConfigError(
+            f"{where} is not a regular file, so it is not opened (SQLite would write its journal beside it); "
+            f"pass a regular file as `cache`, or `use_cache=False`"
+        )
+    # SQLite resolves a link to the database, and keeps these files beside the file it names.
+    real = Path(os.path.realpath(path))
+    for suffix, kind in SIDE_FILES.items():
+        side = real.with_name(real.name + suffix)
+        try:
+            st = os.lstat(side)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            problem = "is a symbolic link"
+        elif not stat.S_ISREG(st.st_mode):
+            problem = "is not a regular file"
+        elif st.st_nlink > 1:
+            problem = "has another hard link (SQLite would write into that other file)"
+        else:
+            continue
+        raise ConfigError(
+            f"{where} is not opened: {side}, where SQLite keeps its {kind}, {problem}; remove it (check what it "
+            f"is first: SQLite makes only plain files there), or {_ELSEWHERE}"
+        )
 
 
 def _require_ours(db: sqlite3.Connection, where: str) -> bool:

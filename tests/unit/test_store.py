@@ -39,6 +39,16 @@ def test_a_sample_stored_without_verdict_probabilities_reads_back_without_them(t
     store.close()
 
 
+@pytest.mark.parametrize("probs", [[float("nan"), 0.5], [float("inf"), 0.0], [1.5, -0.5], ["0.9", 0.1]])
+def test_stored_verdict_probabilities_that_are_not_probabilities_read_back_as_none(tmp_path, probs):
+    """A store written before engines checked log-probabilities may hold NaN: it never reaches a score."""
+    store = JudgmentStore(tmp_path / "s.sqlite")
+    row = json.dumps({"samples": [["t", 1, True, probs], ["u", 1, True, [0.25, 0.75]]]})
+    store._db.execute("INSERT INTO generations VALUES (?, ?)", ("old", row))
+    assert store.get_many(["old"]) == {"old": [Completion("t", 1, True, None), Completion("u", 1, True, (0.25, 0.75))]}
+    store.close()
+
+
 def test_store_round_trip_and_errors(tmp_path):
     store = JudgmentStore(tmp_path / "s.sqlite")
     samples = [Completion("a", 1, True), Completion("b\u00e9", 2, False), Completion("c", 3, True, (0.25,))]
@@ -435,3 +445,47 @@ def test_a_store_of_a_newer_localjury_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"written by a newer localjury \(store format 2; this one reads up to 1\)"):
         JudgmentStore(path)
     assert path.read_bytes() == before
+
+
+# -- the files SQLite keeps beside the store are its own, or the store is not opened ------------
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+@pytest.mark.parametrize("kind", ["symbolic link", "hard link"])
+def test_a_store_whose_side_file_is_planted_is_refused_and_its_target_untouched(tmp_path, suffix, kind):
+    """SQLite writes its write-ahead log and its index through a hard link into the other file
+    (a victim's content became WAL frames), and refuses a symbolic link without saying which."""
+    cache = tmp_path / "c.sqlite"
+    JudgmentStore(cache).close()  # a store that exists: its side files are gone once closed
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's file\n" * 300)
+    side = tmp_path / f"c.sqlite{suffix}"
+    (side.symlink_to if kind == "symbolic link" else lambda v: os.link(v, side))(victim)
+    problem = "is a symbolic link" if kind == "symbolic link" else "has another hard link"
+    with pytest.raises(
+        ConfigError, match=rf"judgment cache {cache} is not opened: {side}, where SQLite keeps .*{problem}"
+    ):
+        store = JudgmentStore(cache)
+        store.put_many({"k": "prompt too long"})  # (the old code wrote here)
+        store.close()
+    assert victim.read_text() == "the user's file\n" * 300 and os.path.lexists(side)
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "link to /dev/null"])
+def test_a_cache_that_is_not_a_regular_file_is_refused_before_sqlite_opens_it(tmp_path, target, monkeypatch, capsys):
+    """`--cache /dev/null` (as root) created /dev/null-journal before it failed."""
+    from tests.fakes import fake_registry, run_args, run_cli
+
+    path = tmp_path / "c.sqlite"
+    if target == "/dev/null":
+        path = "/dev/null"
+    else:
+        path.symlink_to("/dev/null")
+    there = set(os.listdir("/dev"))
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "a", "response": "x"}) + "\n")
+    registry = fake_registry(tmp_path)
+    code, _, err = run_cli(monkeypatch, capsys, *run_args(data, registry, tmp_path / "r.jsonl", "--cache", path))
+    made = set(os.listdir("/dev")) - there
+    for name in made:  # (the old code, as root: /dev/null-journal)
+        os.unlink(f"/dev/{name}")
+    assert code == 2 and f"judgment cache {path} is not a regular file, so it is not opened" in " ".join(err.split())
+    assert made == set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -34,9 +35,10 @@ def show(
     judged text with the quotes marked where they stand (runs with --evidence)."""
     from localjury.records.readers import iter_records
     from localjury.records.record import Record
-    from localjury.results.manifest import Manifest, manifest_path_for
+    from localjury.results.manifest import manifest_path_for
     from localjury.results.report import read_results
     from localjury.results.show import judgment_view
+    from localjury.results.verify import read_manifest, recorded_dataset
     from localjury.votes.voting import passes
 
     rows = read_results(results)
@@ -53,9 +55,7 @@ def show(
             raise ConfigError(f"no record {missing[0]!r} in {results}")
     if data is None:
         manifest = manifest_path_for(results)
-        if manifest.is_file():
-            recorded = Manifest.model_validate_json(manifest.read_text(encoding="utf-8")).dataset
-            data = Path(recorded["path"]) if recorded and Path(recorded["path"]).is_file() else None
+        data = recorded_dataset(read_manifest(manifest)) if os.path.lexists(manifest) else None
     by_id: dict[str, Record] = {}
     if data is not None:
         wanted = {r.record_id for r in rows}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,7 +16,7 @@ from localjury.errors import ConfigError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from localjury.results.manifest import Check
+    from localjury.results.verify import Check
 
 
 @app.command()
@@ -30,23 +31,21 @@ def verify(
     """Re-check a run's manifest against this machine: same model files, package versions, dataset.
 
     Hashes every weight, config and tokenizer file again. Exits 1 when anything differs.
-    A commit of these files that was cut short is settled first (completed, or undone).
+    A commit of these files that was cut short is settled first (completed, or undone); a
+    commit journal localjury cannot prove it wrote is refused and left as it is. Files are
+    read only as regular files, and no further than the manifest says they held.
     """
-    from pydantic import ValidationError
-
     from localjury.results._outputs import settle_pending
-    from localjury.results.manifest import Manifest, manifest_path_for
-    from localjury.results.manifest import verify as check
+    from localjury.results.manifest import manifest_path_for
+    from localjury.results.verify import read_manifest
+    from localjury.results.verify import verify as check
 
     path = manifest or manifest_path_for(results)
     for line in settle_pending([results, path]):
-        err.print(line, style="yellow", soft_wrap=True)
-    if not path.is_file():
+        err.print(line, style="yellow", soft_wrap=True, markup=False)
+    if not os.path.lexists(path):
         raise ConfigError(f"no manifest at {path}: `localjury run` writes one beside its results (or pass --manifest)")
-    try:
-        recorded = Manifest.model_validate_json(path.read_text(encoding="utf-8"))
-    except (ValidationError, ValueError) as exc:
-        raise ConfigError(f"{path} is not a localjury manifest: {str(exc).splitlines()[0]}") from None
+    recorded = read_manifest(path)
     checks = check(recorded, manifest_path=path, results=results)
     bad = [c for c in checks if not c.ok]
     shown = checks if show_all else bad

@@ -9,7 +9,8 @@ A commit of an output set (see :class:`localjury.results._outputs.OutputSet`) go
 3. a journal, ``.<anchor>.localjury.commit`` beside the set's anchor (its last file, the one
    that vouches for the others: the manifest, ``metrics.json``), lists each file's final path,
    temporary file and backup and the identity (device, inode, size) of its new and previous
-   file; it is written whole (a temporary file, fsynced, renamed) before anything is renamed;
+   file, and is signed (see the trust rule below); it is written whole (a temporary file,
+   fsynced, renamed) before anything is renamed;
 4. any file of the set this commit does not write and (in a set of several files) the
    anchor's previous file are removed, then each temporary file is renamed over its final
    path, the anchor last;
@@ -29,6 +30,15 @@ then the temporary files, backups and journal go. A process whose own commit fai
 files are new and which are the previous ones, and leaves the journal for the next command.
 So a reader going through localjury finds a whole previous set or a whole new set; one that
 does not can tell from the anchor, which is missing while the renames are under way.
+
+**The trust rule.** A journal is data until proven ours: it is settled only when it is signed
+with this user's commit key (an HMAC-SHA256 with ``$LOCALJURY_HOME/commit.key``, which only
+this user can read: whoever wrote the output folder cannot sign) and lists only the files of its own set, each a
+name in the journal's folder (an absolute path for a file of the set in another folder)
+with temporary files and backups of ours beside it, none a link (see
+:mod:`localjury.results._journal`). A journal that fails any of this (planted in a folder
+someone sent, or written under another ``$LOCALJURY_HOME``) is never settled nor removed,
+and nothing it names is touched: the command stops and names it and the rule it fails.
 """
 
 from __future__ import annotations
@@ -36,35 +46,40 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
-import secrets
-import socket
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from localjury.errors import CommitError, ConfigError, Outcome
+from localjury.results._journal import (
+    MARK,
+    NEW_FILE,
+    OURS,
+    Entry,
+    Journal,
+    UntrustedJournal,
+    commit_key,
+    host,
+    identity,
+    journal_bytes,
+    journal_path,
+    own_name,
+    read_journal,
+)
 
-#: The marker in the name of every file localjury writes beside an output for itself.
-MARK = "localjury"
-#: A temporary file (``tmp``) or backup (``old``) of ours, beside its final path.
-OURS = re.compile(rf"^\.(?P<name>.+)\.{MARK}\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>\d+)\.[0-9a-f]{{8}}\.(?:tmp|old)$")
-
-
-def host() -> str:
-    """This machine's name as it goes in a file name."""
-    return re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
-
-
-def own_name(path: Path, kind: str) -> Path:
-    """A fresh name of ours beside ``path``: ``kind`` is ``tmp`` or ``old``."""
-    return path.with_name(f".{path.name}.{MARK}.{host()}.{os.getpid()}.{secrets.token_hex(4)}.{kind}")
-
-
-def journal_path(anchor: Path) -> Path:
-    """The journal of a commit whose anchor is ``anchor``."""
-    return anchor.with_name(f".{anchor.name}.{MARK}.commit")
+__all__ = [
+    "MARK",
+    "OURS",
+    "Entry",
+    "Journal",
+    "StagedFile",
+    "UntrustedJournal",
+    "commit",
+    "host",
+    "identity",
+    "journal_path",
+    "own_name",
+    "settle",
+]
 
 
 class StagedFile:
@@ -77,7 +92,7 @@ class StagedFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.tmp = own_name(path, "tmp")
-        fd = os.open(self.tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        fd = os.open(self.tmp, NEW_FILE, 0o666)
         self._fh = os.fdopen(fd, "wb")
         self._hash = hashlib.sha256()
         self.size = 0
@@ -109,53 +124,6 @@ class StagedFile:
             self.tmp.unlink(missing_ok=True)
 
 
-Identity = tuple[int, int, int]
-"""A file's device, inode and size: what a rename keeps and a rewrite changes."""
-
-
-def identity(path: str | Path | None) -> Identity | None:
-    """The identity of the file at ``path`` (not following a last symbolic link), or None."""
-    if path is None:
-        return None
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size)
-
-
-class Entry(BaseModel):
-    """One file of a commit, as its journal records it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    path: str
-    """The final path."""
-    tmp: str | None
-    """The temporary file holding the new content; None for a file the commit removes."""
-    backup: str | None
-    """The hard link keeping the previous file; None when there was none or none could be made."""
-    new: Identity | None
-    """The new file's identity."""
-    old: Identity | None
-    """The previous file's identity; None when the path held no file."""
-
-
-class Journal(BaseModel):
-    """What a commit in progress changes: read back by whoever settles it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    localjury_commit: int = 1
-    """The journal's format."""
-    pid: int
-    """The committing process."""
-    host: str
-    """Its machine."""
-    files: list[Entry]
-    """In the order of the renames: the anchor last."""
-
-
 def commit(staged: Sequence[StagedFile], removed: Iterable[Path] = ()) -> None:
     """Rename the staged files into place together (the last one, the anchor, last), and
     remove ``removed`` (files of the set not written this time).
@@ -163,6 +131,7 @@ def commit(staged: Sequence[StagedFile], removed: Iterable[Path] = ()) -> None:
     Raises:
         CommitError: A rename failed: what is on disk now, and what the next command does.
     """
+    key = commit_key(create=True)
     for f in staged:
         f.close()
     anchor = staged[-1].path
@@ -172,7 +141,7 @@ def commit(staged: Sequence[StagedFile], removed: Iterable[Path] = ()) -> None:
         for path, tmp in [*((p, None) for p in gone), *((f.path, f.tmp) for f in staged)]:
             entries.append(_entry(path, tmp))
         journal = journal_path(anchor)
-        _write_journal(journal, anchor, entries)
+        _write_journal(journal, anchor, entries, key)
     except BaseException:
         for e in entries:  # nothing was renamed: the previous set is untouched
             _remove(e.backup)
@@ -201,11 +170,12 @@ def _entry(path: Path, tmp: Path | None) -> Entry:
     return Entry(path=str(path), tmp=str(tmp) if tmp else None, backup=backup, new=identity(tmp), old=old)
 
 
-def _write_journal(journal: Path, anchor: Path, entries: list[Entry]) -> None:
+def _write_journal(journal: Path, anchor: Path, entries: list[Entry], key: bytes) -> None:
     tmp = own_name(anchor, "tmp")  # a temporary file of the anchor's: removed by clean_stale if left
     try:
-        with open(tmp, "x", encoding="utf-8") as fh:
-            fh.write(Journal(pid=os.getpid(), host=host(), files=entries).model_dump_json(indent=1) + "\n")
+        fd = os.open(tmp, NEW_FILE, 0o666)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(journal_bytes(journal, entries, key))
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, journal)
@@ -262,22 +232,16 @@ def _finish(journal: Path, entries: list[Entry]) -> None:
     _sync_folders([journal])
 
 
-def settle(journal: Path) -> str:
+def settle(journal: Path, key: bytes | None) -> str:
     """Settle the commit ``journal`` describes, by the recovery rule (the caller holds the
     locks of its files); return what was done, in words.
 
     Raises:
-        ConfigError: The journal is unreadable, or neither the new nor the previous set is
-            whole on disk.
+        UntrustedJournal: localjury cannot prove it wrote the journal for these files (see
+            :mod:`localjury.results._journal`): nothing was touched.
+        ConfigError: Neither the new nor the previous set is whole on disk.
     """
-    try:
-        recorded = Journal.model_validate_json(journal.read_bytes())
-    except (ValidationError, ValueError) as exc:
-        raise ConfigError(
-            f"{journal} is not a commit journal localjury can read ({str(exc).splitlines()[0]}); "
-            "move it aside and check the files beside it"
-        ) from None
-    entries = recorded.files
+    recorded, entries = read_journal(journal, key)
     names = ", ".join(Path(e.path).name for e in entries)
     by = f"by process {recorded.pid} on {recorded.host}"
     if can_forward(entries):

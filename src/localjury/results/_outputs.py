@@ -11,11 +11,18 @@ command runs, and committed together.
   :meth:`OutputSet.check` before any model loads;
 - takes an advisory lock (``flock``) on each output, ``.<name>.localjury.lock`` beside it,
   held until the set is closed: a second command writing one of the same files meanwhile
-  fails at once, naming the file and the process that holds it;
+  fails at once, naming the file and the process that holds it. A lock file that is not
+  localjury's own (a link, a FIFO, another file's hard link, other content) is refused and
+  left as it is (:mod:`localjury.results._locks`);
 - settles any commit of these files that was cut short, by the recovery rule of
-  :mod:`localjury.results._commit`, and removes temporary files that killed commands left (only
-  localjury's own names: ``.<name>.localjury.<host>.<pid>.<random>.tmp`` of a process of this
-  machine that no longer runs).
+  :mod:`localjury.results._commit`; a journal localjury cannot prove it wrote for these files
+  (its trust rule) stops the command instead, untouched, as does every file it names;
+- removes temporary files and backups that killed commands left: only regular files under
+  localjury's own names (``.<name>.localjury.<host>.<pid>.<random>.tmp``/``.old``) of a
+  process of this machine that no longer runs.
+
+Every file of ours beside an output is created new (``O_EXCL``: never through a link, never
+over what is there).
 
 Each output is then written beside its final path and :meth:`OutputSet.commit` renames them
 into place together (:func:`localjury.results._commit.commit`); leaving the set without a commit
@@ -25,19 +32,30 @@ into place together (:func:`localjury.results._commit.commit`); leaving the set 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from pydantic import ValidationError
-
 from localjury._files import check_no_symlink_loop
 from localjury.errors import ConfigError
-from localjury.results._commit import MARK, OURS, Journal, StagedFile, commit, host, journal_path, own_name, settle
+from localjury.results._commit import StagedFile, commit, settle
+from localjury.results._journal import (
+    MARK,
+    NEW_FILE,
+    OURS,
+    UntrustedJournal,
+    commit_key,
+    host,
+    journal_path,
+    own_name,
+    read_journal,
+)
+from localjury.results._locks import lock as _lock
+from localjury.results._locks import unlock as _unlock
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +113,7 @@ def _check_writable(what: str, path: Path) -> None:
     probe = own_name(path, "tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        os.close(os.open(probe, NEW_FILE, 0o666))
     except OSError as exc:
         raise ConfigError(
             f"cannot write the {what} {path}: {exc.strerror or exc}; choose a folder you can write to"
@@ -103,65 +121,11 @@ def _check_writable(what: str, path: Path) -> None:
     probe.unlink(missing_ok=True)
 
 
-def lock_path(path: Path) -> Path:
-    """The lock file of an output."""
-    return path.with_name(f".{path.name}.{MARK}.lock")
-
-
-def _lock(what: str, path: Path) -> int:
-    """Lock an output for this process (fail at once when another holds it); the descriptor.
-
-    Raises:
-        ConfigError: Another process holds the lock, or the file system has no locks.
-    """
-    lock = lock_path(path)
-    while True:
-        try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot lock the {what} {path}: cannot create {lock.name} beside it ({exc.strerror or exc}); "
-                "choose a folder you can write to"
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "its pid not yet written"
-            os.close(fd)
-            raise ConfigError(
-                f"the {what} {path} is being written by another localjury process ({holder}); wait for it to "
-                "end, or write to another path"
-            ) from None
-        except OSError as exc:
-            os.close(fd)
-            raise ConfigError(
-                f"cannot lock the {what} {path} ({exc.strerror or exc}): its folder's file system has no "
-                "locks; write it to a local disk"
-            ) from None
-        try:
-            current = os.path.samestat(os.fstat(fd), os.stat(lock))
-        except FileNotFoundError:
-            current = False
-        if current:
-            break
-        os.close(fd)  # its holder removed it as it let go: lock the file that is there now
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} on {host()}\n".encode(), 0)
-    return fd
-
-
-def _unlock(fd: int, path: Path) -> None:
-    # Removed while still locked: whoever opened it meanwhile finds, once it has the lock,
-    # that it is no longer the file at that path, and tries again (see _lock).
-    with contextlib.suppress(OSError):
-        lock_path(path).unlink()
-    os.close(fd)
-
-
 def clean_stale(path: Path) -> list[Path]:
     """Remove the temporary files and backups of ``path`` that commands killed before their
     commit ended left: localjury's own names only, of a process of this machine that no
-    longer runs. Returns what was removed."""
+    longer runs, and only regular files (a link or anything else under such a name is not
+    one localjury wrote). Returns what was removed."""
     removed: list[Path] = []
     here = host()
     for tmp in path.parent.glob(f".{glob_escape(path.name)}.{MARK}.*"):
@@ -169,8 +133,9 @@ def clean_stale(path: Path) -> list[Path]:
         if not match or match["name"] != path.name or match["host"] != here or _alive(int(match["pid"])):
             continue
         with contextlib.suppress(OSError):
-            tmp.unlink()
-            removed.append(tmp)
+            if stat.S_ISREG(os.lstat(tmp).st_mode):
+                tmp.unlink()
+                removed.append(tmp)
     return removed
 
 
@@ -191,23 +156,37 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _journals(paths: Iterable[Path]) -> dict[Path, list[Path]]:
-    """The commit journals in the folders of ``paths`` that name one of them, with the
-    files each names."""
+def _journals(paths: list[Path], key: bytes | None) -> dict[Path, list[Path]]:
+    """The commit journals in the folders of ``paths`` that concern one of them, with the
+    files each names.
+
+    Raises:
+        ConfigError: A journal named after one of ``paths`` or listing one is not one
+            localjury can prove it wrote (see :func:`_untrusted`).
+    """
     wanted = {p.resolve() for p in paths}
     names = {p.name for p in paths}
     found: dict[Path, list[Path]] = {}
     for folder in {p.parent for p in paths}:
         for journal in folder.glob(f".*.{MARK}.commit"):
             try:
-                files = [Path(e.path) for e in Journal.model_validate_json(journal.read_bytes()).files]
-            except (OSError, ValidationError, ValueError):
-                if journal.name[1:].removesuffix(f".{MARK}.commit") in names:
-                    found[journal] = []  # settle() refuses it, naming it
-                continue
+                files = [Path(e.path) for e in read_journal(journal, key)[1]]
+            except UntrustedJournal as exc:
+                if journal.name[1:].removesuffix(f".{MARK}.commit") in names or exc.names & names:
+                    raise _untrusted(exc) from None
+                continue  # another set's, and not ours to judge
             if wanted & {f.resolve() for f in files}:
                 found[journal] = files
     return found
+
+
+def _untrusted(exc: UntrustedJournal) -> ConfigError:
+    return ConfigError(
+        f"the commit journal {exc.journal} is not one localjury can prove it wrote for these files: {exc.reason}. "
+        "It was left as it is, and no file it names was touched. If a localjury command of yours wrote it under "
+        "another LOCALJURY_HOME, run with that one to settle it; else move it aside (and check the files beside "
+        "it) and run again"
+    )
 
 
 def settle_pending(paths: Iterable[Path], held: Mapping[Path, int] | None = None) -> list[str]:
@@ -215,19 +194,22 @@ def settle_pending(paths: Iterable[Path], held: Mapping[Path, int] | None = None
     taking the locks of the files each names that ``held`` does not hold; return what was done.
 
     Raises:
-        ConfigError: Another process holds one of the locks (its commit is under way), or a
-            journal cannot be settled.
+        ConfigError: Another process holds one of the locks (its commit is under way), a
+            journal cannot be settled, or one is not proven localjury's (left as it is).
     """
     done: list[str] = []
     ours = {p.resolve() for p in held or {}}
-    for journal, files in _journals(list(paths)).items():
+    key = commit_key(create=False)
+    for journal, files in _journals(list(paths), key).items():
         locks: list[tuple[int, Path]] = []
         try:
             for f in files:
                 if f.resolve() not in ours:
                     locks.append((_lock("file", f), f))
-            if journal.exists():
-                done.append(settle(journal))
+            if os.path.lexists(journal):
+                done.append(settle(journal, key))
+        except UntrustedJournal as exc:  # changed since it was read: still not acted on
+            raise _untrusted(exc) from None
         finally:
             for fd, f in locks:
                 _unlock(fd, f)
@@ -279,6 +261,8 @@ class OutputSet:
         check_paths(self.outputs, self.inputs)
         for what, path in self.outputs.items():
             _check_writable(what, path)
+        if self.outputs:  # the commit signs its journal with it: refused now, not after the work
+            commit_key(create=True)
         try:
             for what, path in self.outputs.items():
                 self._locks[path] = _lock(what, path)

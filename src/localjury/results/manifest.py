@@ -1,11 +1,11 @@
-"""Run manifests: what a results file was made with, and checking it against this machine.
+"""Run manifests: what a results file was made with.
 
 Beside every results file, ``<stem>.manifest.json`` records the command, localjury's and
 its dependencies' versions, each model's folder with a SHA-256 of each weight, config and
 tokenizer file (for a model on a server: its URL and what the server reports of it), the
 engine settings, the seed, the dataset's SHA-256 (taken before the run read it), and the
-SHA-256 of the results and summary files it was written with. ``localjury verify RESULTS``
-hashes everything again (asks the server again) and reports what differs.
+SHA-256 of the results and summary files it was written with. Checking one against this
+machine (``localjury verify``) is :mod:`localjury.results.verify`.
 """
 
 from __future__ import annotations
@@ -23,12 +23,19 @@ from pydantic import BaseModel, ConfigDict
 
 from localjury._files import write_atomic
 from localjury._hashing import content_hash
-from localjury._hashing import file_sha256 as sha256_of
 from localjury._version import __version__
 from localjury.engines._facts import loads
 from localjury.engines._server_client import ServedModel, served_model
+from localjury.errors import ConfigError
 from localjury.models.registry import ModelSpec, localjury_home
 from localjury.results._commit import StagedFile
+from localjury.results._filehash import (
+    Unhashable,
+    dataset_files,
+    folder_sha256,
+    folder_size,
+    stable_sha256,
+)
 
 #: The files that make a model what it is: weights, config, tokenizer, chat template.
 IDENTITY_PATTERNS = (
@@ -139,7 +146,10 @@ def file_sha256(path: Path, *, memo: bool = True) -> str:
             known = {}
         if memo_key in known:
             return known[memo_key]
-    value = sha256_of(path)
+    try:
+        value = stable_sha256(path)
+    except Unhashable as exc:
+        raise ConfigError(f"cannot hash {path}: {exc.reason}") from None
     if memo:
         known[memo_key] = value
         try:
@@ -150,12 +160,17 @@ def file_sha256(path: Path, *, memo: bool = True) -> str:
     return value
 
 
-def model_files(folder: Path, *, memo: bool = True, patterns: tuple[str, ...] = IDENTITY_PATTERNS) -> dict[str, str]:
-    """SHA-256 of each identity file in a model folder, by relative name."""
+def identity_files(folder: Path, patterns: tuple[str, ...] = IDENTITY_PATTERNS) -> list[Path]:
+    """The identity files in a model folder (links followed: a Hugging Face cache's are links)."""
     files: set[Path] = set()
     for pattern in patterns:
         files.update(p for p in folder.glob(pattern) if p.is_file())
-    return {str(p.relative_to(folder)): file_sha256(p, memo=memo) for p in sorted(files)}
+    return sorted(files)
+
+
+def model_files(folder: Path, *, memo: bool = True, patterns: tuple[str, ...] = IDENTITY_PATTERNS) -> dict[str, str]:
+    """SHA-256 of each identity file in a model folder, by relative name."""
+    return {str(p.relative_to(folder)): file_sha256(p, memo=memo) for p in identity_files(folder, patterns)}
 
 
 #: The tokenizer files among IDENTITY_PATTERNS (a GGUF model's identity is its GGUF and these).
@@ -246,27 +261,19 @@ def package_versions() -> dict[str, str]:
 
 def dataset_record(path: Path) -> dict[str, Any]:
     """A dataset file's path, size and hash; for a folder (a Hugging Face ``save_to_disk``
-    folder), the total size of its files and :func:`folder_sha256`."""
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file())
-        size = sum(p.stat().st_size for p in files)
-        return {"path": str(path.resolve()), "size": size, "sha256": folder_sha256(path)}
-    return {"path": str(path.resolve()), "size": path.stat().st_size, "sha256": file_sha256(path, memo=False)}
+    folder), the total size of its files and :func:`~localjury.results._filehash.folder_sha256`.
 
-
-def folder_sha256(folder: Path) -> str:
-    """SHA-256 over every file of a folder: each file's path inside it and SHA-256, in order."""
-    digest = hashlib.sha256()
-    for p in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(f"{p.relative_to(folder).as_posix()}\0{sha256_of(p)}\n".encode())
-    return digest.hexdigest()
-
-
-def dataset_sha256(path: Path) -> str | None:
-    """What :func:`dataset_record` hashed, hashed again now: None when it is gone."""
-    if path.is_dir():
-        return folder_sha256(path)
-    return file_sha256(path, memo=False) if path.is_file() else None
+    Raises:
+        ConfigError: The dataset cannot be hashed (a folder too large to walk, a file that
+            is not a regular file or changes as it is read).
+    """
+    try:
+        if path.is_dir():
+            size = folder_size(dataset_files(path))
+            return {"path": str(path.resolve()), "size": size, "sha256": folder_sha256(path)}
+        return {"path": str(path.resolve()), "size": path.stat().st_size, "sha256": stable_sha256(path)}
+    except Unhashable as exc:
+        raise ConfigError(f"cannot hash the dataset {path} for the manifest: {exc.reason}") from None
 
 
 def output_record(staged: StagedFile, manifest: Path) -> OutputRecord:
@@ -309,83 +316,3 @@ def build_manifest(
         models=models,
         cache=cache,
     )
-
-
-class Check(BaseModel):
-    """One line of ``localjury verify``."""
-
-    what: str
-    """What was checked, e.g. ``model smollm2-135m-instruct: model.safetensors``."""
-    ok: bool
-    """Whether this machine matches the manifest."""
-    expected: str | None
-    """The manifest's value."""
-    found: str | None
-    """This machine's value."""
-
-
-def _check_served(model: ModelRecord) -> Check:
-    """Ask a model's server again what it serves, and compare with the manifest."""
-    from localjury.errors import LocaljuryError
-
-    assert model.served is not None
-    spec = ModelSpec(name=model.name, **model.settings)
-    want = served_identity(spec, model.served)
-    what = f"model {model.name}: served at {model.served.base_url} as {model.served.model!r}"
-    try:
-        here = served_model(spec.model_copy(update={"served_model": model.served.model}), retries=0)
-    except LocaljuryError as exc:
-        return Check(what=what, ok=False, expected=want, found=f"not checked: {exc}")
-    found = served_identity(spec, here)
-    return Check(what=what, ok=found == want, expected=want, found=found)
-
-
-def verify(manifest: Manifest, manifest_path: Path | None = None, results: Path | None = None) -> list[Check]:
-    """Re-hash every model file, the dataset, the results and the summary, and compare
-    versions with the manifest.
-
-    Args:
-        manifest: The manifest read.
-        manifest_path: Where it was read from: files it names by name are looked up beside it.
-        results: The results file to check (default: the one the manifest names).
-    """
-    checks: list[Check] = []
-    if manifest.localjury_version != __version__:
-        checks.append(Check(what="localjury", ok=False, expected=manifest.localjury_version, found=__version__))
-    else:
-        checks.append(Check(what="localjury", ok=True, expected=__version__, found=__version__))
-    now = package_versions()
-    for name in sorted(set(manifest.packages) | set(now)):
-        want, have = manifest.packages.get(name), now.get(name)
-        checks.append(Check(what=f"package {name}", ok=want == have, expected=want, found=have))
-    for model in manifest.models:
-        if model.served is not None:
-            checks.append(_check_served(model))
-            continue
-        folder = Path(model.path)
-        if not folder.is_dir():
-            checks.append(Check(what=f"model {model.name}", ok=False, expected=model.path, found="folder missing"))
-            continue
-        if loads(str(model.settings.get("engine"))) == "gguf":  # the files named, not a folder's patterns
-            files = {n: file_sha256(folder / n, memo=False) for n in model.files if (folder / n).is_file()}
-        else:
-            files = model_files(folder, memo=False)
-        for name in sorted(set(model.files) | set(files)):
-            want, have = model.files.get(name), files.get(name)
-            checks.append(Check(what=f"model {model.name}: {name}", ok=want == have, expected=want, found=have))
-    if manifest.dataset is not None:
-        path = Path(manifest.dataset["path"])
-        have = dataset_sha256(path)
-        want = manifest.dataset["sha256"]
-        checks.append(Check(what=f"dataset {path}", ok=want == have, expected=want, found=have or "file missing"))
-    folder = manifest_path.parent if manifest_path is not None else Path.cwd()
-    for what, record, given in (("results", manifest.results, results), ("summary", manifest.summary, None)):
-        if record is None:
-            checks.append(Check(what=what, ok=False, expected="a SHA-256 in the manifest", found="none recorded"))
-            continue
-        path = given or folder / record.path
-        have = file_sha256(path, memo=False) if path.is_file() else None
-        checks.append(
-            Check(what=f"{what} {path}", ok=record.sha256 == have, expected=record.sha256, found=have or "file missing")
-        )
-    return checks

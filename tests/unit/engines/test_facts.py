@@ -59,7 +59,8 @@ def test_only_the_served_engine_takes_a_base_url():
 
 
 def test_a_gguf_model_s_manifest_names_its_files_and_verify_checks_only_those(tmp_path):
-    from localjury.results.manifest import Manifest, model_record, verify
+    from localjury.results.manifest import Manifest, model_record
+    from localjury.results.verify import verify
 
     folder = tmp_path / "m"
     folder.mkdir()

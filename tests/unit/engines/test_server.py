@@ -22,7 +22,7 @@ from localjury.engines._server_client import backoff, served_model
 from localjury.engines.server import ServerEngine
 from localjury.errors import ConfigError, EngineError
 from localjury.models.registry import ModelSpec, ServerSettings, is_loopback, load_registry
-from localjury.results.manifest import verify
+from localjury.results.verify import verify
 from localjury.types import Sampling
 
 SCHEMA = AspectCritic("dated", "The response includes a year.").json_schema()
@@ -56,7 +56,8 @@ class FakeServer:
 
     Args:
         models: What ``GET /v1/models`` lists.
-        chat: ``body -> (status, JSON or text)`` for each chat completion request.
+        chat: ``body -> (status, JSON or text)`` for each chat completion request; in place of
+            the JSON, a callable writes the whole answer itself (given the request handler).
         paths: More ``path -> (body -> (status, JSON))`` routes (e.g. ``/tokenize``).
     """
 
@@ -72,6 +73,9 @@ class FakeServer:
                 pass
 
             def answer(self, status: int, payload: Any) -> None:
+                if callable(payload):
+                    payload(self)
+                    return
                 data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -451,6 +455,22 @@ def test_verify_asks_the_server_again(tmp_path):
         fake.models = [{"id": "judge", "owned_by": "vllm", "root": "/another/checkpoint"}]
         assert not check().ok
     assert not check().ok and "not checked: " in (check().found or "")
+
+
+def test_verify_never_reaches_a_remote_server_that_only_the_manifest_allows(tmp_path, monkeypatch):
+    with FakeServer(models=[{"id": "judge", "owned_by": "vllm", "root": "/a"}]) as fake:
+        result = evaluate(RECORDS[:1], [AspectCritic("d", "d")], [served(fake.url)], out=tmp_path / "r.jsonl")
+    # A manifest someone sent, pointing at another machine and allowing it.
+    (model,) = result.manifest.models
+    assert model.served is not None
+    remote = "http://judge.example.com:8000/v1"
+    model.served = model.served.model_copy(update={"base_url": remote})
+    model.settings = {**model.settings, "base_url": remote, "allow_remote": True}
+    asked = []
+    monkeypatch.setattr("localjury.results.verify.served_model", lambda *a, **k: asked.append(a))
+    (check,) = [c for c in verify(result.manifest, tmp_path / "r.manifest.json") if "served at" in c.what]
+    assert not check.ok and "not checked: " in (check.found or "") and "allow_remote" in (check.found or "")
+    assert asked == []
 
 
 def test_a_server_that_serves_several_models_needs_served_model():

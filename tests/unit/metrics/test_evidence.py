@@ -5,6 +5,7 @@ store keys and the refusals follow. The constraint itself: tests/unit/engines/te
 real models and engines: tests/integration/metrics/test_evidence.py."""
 
 import json
+import os
 
 import pytest
 
@@ -187,6 +188,37 @@ def test_show_marks_every_quote_in_its_text(tmp_path, monkeypatch, capsys):
     assert code == 2 and "no record 'nope'" in err
 
 
+@pytest.mark.parametrize("planted", ["/proc/self/pagemap", "fifo", "other-size"])
+def test_show_reads_no_dataset_a_manifest_names_but_the_one_the_run_read(tmp_path, monkeypatch, capsys, planted):
+    """A results folder may come from someone else: its manifest's dataset path is read only
+    when it is a regular file of the size the run recorded."""
+    registry = fake_registry(tmp_path)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(lambda m, p, j: quoted(verdict=0), []))
+    results = tmp_path / "r.jsonl"
+    code, _, err = run_cli(monkeypatch, capsys, "run", data, "--criterion", f"dated={DATED}", "--evidence",
+                           "--models", "fake", "--registry", registry, "--quiet", "--out", results,
+                           "--cache", tmp_path / "c.sqlite")  # fmt: skip
+    assert code == 0, err
+    manifest = tmp_path / "r.manifest.json"
+    recorded = json.loads(manifest.read_text())
+    if planted == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+        recorded["dataset"]["path"] = str(tmp_path / "fifo")
+    elif planted == "other-size":
+        (tmp_path / "other.jsonl").write_text(data.read_text() + "\n")
+        recorded["dataset"]["path"] = str(tmp_path / "other.jsonl")
+    else:
+        recorded["dataset"].update(path=planted, size=0)
+    manifest.write_text(json.dumps(recorded))
+    read = []
+    monkeypatch.setattr("localjury.records.readers.iter_records", lambda path, *a, **k: read.append(path) or iter(()))
+    code, out, err = run_cli(monkeypatch, capsys, "show", results, "--record", "wall")
+    assert code == 0, err
+    assert "wall · dated" in out and read == []
+
+
 def test_marked_html_escapes_the_text_and_marks_each_occurrence_of_a_quote():
     from localjury.results.report import Quote
     from localjury.results.show import marked_html, spans
@@ -297,3 +329,51 @@ def test_show_finds_a_conversations_quotes_in_its_turns():
     quote = Quote(text="Book it", field="conversation[0]", start=0, end=7)
     assert text_for("conversation[0]", [quote], texts) == ("messages[0]", "Book it for 9 May.")
     assert text_for("conversation[3]", [Quote(text="nowhere", field="conversation[3]", start=0, end=7)], texts) is None
+
+
+def faithful(m, p, j):
+    """Extracts one statement, and verifies it quoting the start of the first context."""
+    if "<statements>" not in p:
+        return json.dumps({"statements": ["The Wall fell in 1989."]})
+    return json.dumps({"verdicts": [{"statement": "s", "evidence": ["The Wall fell"], "reason": "r", "verdict": 1}]})
+
+
+def test_under_truncation_quotes_come_only_from_what_the_judge_is_shown():
+    """1 MB of contexts (under the record bound) cut to a judge's context: the verification's
+    quotable texts are the kept part of each context (no truncation mark), not the megabyte;
+    its quotes are located in the record as usual. A record that fits is untouched."""
+    calls: list = []
+    big = "The Wall fell in 1989. " + "More text of no use here. " * 40_000  # ~1 MB
+    records = [
+        {"id": "big", "user_input": "When?", "response": "In 1989.", "retrieved_contexts": [big, "Short one."]},
+        {"id": "small", "user_input": "When?", "response": "In 1989.", "retrieved_contexts": ["The Wall fell."]},
+    ]
+    judge = spec("A", context_length=8192)
+    result = evaluate(records, [Faithfulness(evidence=True)], [judge], on_overflow="truncate", use_cache=False,
+                      engine_factory=factory(faithful, [], calls))  # fmt: skip
+    (verify,) = [c for c in calls if "quotes" in c]
+    by_record = {"big" if any(len(t) > 100 for t in q) or "Short one." in q else "small": q for q in verify["quotes"]}
+    kept, short = by_record["big"]
+    prompt = next(p for p in verify["prompts"] if "Short one." in p)
+    assert big.startswith(kept) and 1000 < len(kept) < 8192 * 3 and short == "Short one."
+    assert "characters cut by localjury" in prompt and "characters cut by localjury" not in kept
+    assert by_record["small"] == ("The Wall fell.",)
+    for r in result.results:
+        (quote,) = r.statements[0].models[0].evidence[0]
+        assert (quote.field, quote.start, quote.text) == ("retrieved_contexts[0]", 0, "The Wall fell")
+
+
+def test_under_truncation_a_conversations_cut_turns_and_its_cut_mark_are_not_quotable():
+    from tests.unit.records.test_conversation import long_conversation
+
+    calls: list = []
+    row = long_conversation(60)
+    critic = AspectCritic("dated", DATED, evidence=True, scope="conversation")
+    result = evaluate([row], [critic], [spec("A", context_length=1400, max_tokens=100)], on_overflow="truncate",
+                      use_cache=False, engine_factory=factory(lambda m, p, j: quoted("2024"), [], calls))  # fmt: skip
+    (res,) = result.results
+    assert res.turns_cut and res.score == 1.0
+    ((texts,),) = [c["quotes"] for c in calls]
+    assert "The final answer, 2024." in texts and "Hello?" in texts
+    assert not any(t.startswith("turn 0: ") for t in texts)  # cut: the judge never saw it
+    assert not any("turns cut" in t for t in texts)  # localjury's mark, not the record's text

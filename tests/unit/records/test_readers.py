@@ -13,7 +13,8 @@ from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError, MissingDependencyError
 from localjury.records.readers import Dataset, iter_records
 from localjury.records.record import Record
-from localjury.results.manifest import Manifest, verify
+from localjury.results.manifest import Manifest
+from localjury.results.verify import verify
 from tests.fakes import factory, judgment, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")

@@ -19,6 +19,7 @@ import localjury.run.pipeline
 from localjury import AspectCritic, evaluate
 from localjury.cli import main
 from localjury.errors import CommitError, ConfigError
+from localjury.results import _locks as locks
 from localjury.results._outputs import OutputSet
 from tests import ROOT
 from tests.fakes import factory, fake_registry, judgment, run_args, spec
@@ -172,20 +173,18 @@ def test_a_lone_file_is_replaced_in_one_rename_never_missing(tmp_path, monkeypat
 def test_a_lock_file_its_holder_removed_is_not_taken_twice(tmp_path):
     """A writer that opened the lock file just before its holder removed it must not then
     hold the removed file while a third writer holds the new one."""
-    import localjury.results._outputs as outputs
-
     target = tmp_path / "r.jsonl"
-    fd = outputs._lock("results file", target)
-    stale = os.open(outputs.lock_path(target), os.O_RDWR)  # opened before the holder lets go
-    outputs._unlock(fd, target)
-    third = outputs._lock("results file", target)  # creates and holds a new lock file
+    fd = locks.lock("results file", target)
+    stale = os.open(locks.lock_path(target), os.O_RDWR)  # opened before the holder lets go
+    locks.unlock(fd, target)
+    third = locks.lock("results file", target)  # creates and holds a new lock file
     import fcntl
 
     fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the removed file's lock is free...
     os.close(stale)
     with pytest.raises(ConfigError, match="being written by another localjury process"):
-        outputs._lock("results file", target)  # ...but the path's lock is the third writer's
-    outputs._unlock(third, target)
+        locks.lock("results file", target)  # ...but the path's lock is the third writer's
+    locks.unlock(third, target)
 
 
 # -- a rename failing part way ------------------------------------------------------------------
@@ -215,7 +214,7 @@ def test_a_rename_failing_part_way_puts_the_previous_set_back_and_says_so(
     assert cli(monkeypatch, capsys, *run_args(data, registry, out, "--no-cache"))[0] == 0
     before = snapshot(out.parent)
     verdicts(0, monkeypatch)
-    failing_replace(monkeypatch, nth, once=True)
+    real_replace = failing_replace(monkeypatch, nth, once=True)
     code, _, err = cli(monkeypatch, capsys, *run_args(data, registry, out, "--no-cache"))
     assert code == 1 and "Traceback" not in err
     failed = NAMES[nth - 1]
@@ -223,7 +222,7 @@ def test_a_rename_failing_part_way_puts_the_previous_set_back_and_says_so(
     assert "the previous files are back in place (r.jsonl, r.summary.json, r.manifest.json)" in err
     assert "none of this command's files was written" in err and "no results file was written" in err
     assert snapshot(out.parent) == before  # byte for byte, and nothing of ours left beside it
-    monkeypatch.undo()
+    monkeypatch.setattr(os, "replace", real_replace)  # (not undo(): this test's LOCALJURY_HOME stays)
     code, stdout, _ = cli(monkeypatch, capsys, "verify", out)
     assert code == 0 and "differ" not in stdout
 
@@ -259,7 +258,7 @@ def test_a_commit_that_cannot_be_undone_says_which_files_are_which_and_verify_co
     verdicts(1, monkeypatch)
     assert cli(monkeypatch, capsys, *run_args(data, registry, out, "--no-cache"))[0] == 0
     verdicts(0, monkeypatch)
-    failing_replace(monkeypatch, nth, once=False)  # undoing it fails too
+    real_replace = failing_replace(monkeypatch, nth, once=False)  # undoing it fails too
     code, _, err = cli(monkeypatch, capsys, *run_args(data, registry, out, "--no-cache"))
     assert code == 1, err
     new, previous = NAMES[: nth - 1], NAMES[nth - 1 : 2]
@@ -272,7 +271,7 @@ def test_a_commit_that_cannot_be_undone_says_which_files_are_which_and_verify_co
     assert "no results file was written" not in err  # some were
     assert journal.is_file() and not (out.parent / "r.manifest.json").exists()
 
-    monkeypatch.undo()
+    monkeypatch.setattr(os, "replace", real_replace)  # (not undo(): this test's LOCALJURY_HOME stays)
     code, stdout, err = cli(monkeypatch, capsys, "verify", out)
     assert "completed a commit cut short" in err and f"{', '.join(NAMES)} are the files it wrote" in err
     assert code == 0 and "differ" not in stdout  # the whole new set
@@ -351,27 +350,28 @@ def test_the_next_run_settles_a_commit_killed_part_way_before_it_writes(
 
 def test_verify_leaves_a_commit_under_way_to_its_writer(tmp_path):
     import localjury.results._outputs as outputs
-    from localjury.results._commit import Entry, Journal, journal_path
+    from localjury.results._commit import Entry, journal_path
+    from localjury.results._journal import commit_key, journal_bytes
 
     target = tmp_path / "r.manifest.json"
     target.write_text("new\n")
     journal = journal_path(target)
     entry = Entry(path=str(target), tmp=None, backup=None, new=None, old=None)
-    journal.write_text(Journal(pid=1, host="h", files=[entry]).model_dump_json())
-    held = outputs._lock("manifest", target)  # its writer, mid-commit
+    journal.write_bytes(journal_bytes(journal, [entry], commit_key(create=True)))
+    held = locks.lock("manifest", target)  # its writer, mid-commit
     with pytest.raises(ConfigError, match=f"the file {target} is being written by another localjury process"):
         outputs.settle_pending([target])
     assert journal.exists() and target.exists()
-    outputs._unlock(held, target)
+    locks.unlock(held, target)
     (done,) = outputs.settle_pending([target])
-    assert "completed a commit cut short (by process 1 on h)" in done and not journal.exists()
+    assert f"completed a commit cut short (by process {os.getpid()} on" in done and not journal.exists()
 
 
-def test_an_unreadable_journal_is_refused_naming_it(tmp_path):
+def test_an_unreadable_journal_is_refused_naming_it_and_left_alone(tmp_path):
     target = tmp_path / "cal.json"
     journal = tmp_path / ".cal.json.localjury.commit"
     journal.write_text("{not json")
-    with pytest.raises(ConfigError, match=r"\.cal\.json\.localjury\.commit is not a commit journal localjury can read"):
+    with pytest.raises(ConfigError, match=r"\.cal\.json\.localjury\.commit is not one localjury can prove it wrote"):
         OutputSet({"calibration file": target}).open()
     assert journal.read_text() == "{not json" and leftovers(tmp_path) == [journal.name]
 

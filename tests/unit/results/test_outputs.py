@@ -336,7 +336,8 @@ def test_a_store_write_that_fails_says_what_the_store_kept(tmp_path, data, monke
         evaluate(data, [DATED], [spec("A")], cache=cache, chunk_size=2, out=tmp_path / "r.jsonl", engine_factory=long)
     (note,) = info.value.__notes__
     assert said.format(cache=cache) in note
-    monkeypatch.undo()
+    # The real store again (not undo(): this test's LOCALJURY_HOME stays).
+    monkeypatch.setattr(localjury.run.pipeline, "JudgmentStore", localjury.store.JudgmentStore)
     log: list = []
     evaluate(data, [DATED], [spec("A")], cache=cache, chunk_size=2, engine_factory=factory(yes, log))
     assert len([e for e in log if e[0] == "generate"]) == 2 - room  # what was said kept is not generated again

@@ -188,7 +188,7 @@ def test_the_calibration_table(width):
 
 @pytest.mark.parametrize("width", [80, 120])
 def test_the_verify_table(tmp_path, width):
-    from localjury.results.manifest import Check
+    from localjury.results.verify import Check
 
     checks = [Check(what=f"model {name}", ok=False, expected="a" * 64, found="b" * 64) for name in MODELS]
     checks.append(Check(what="package llama-cpp-python", ok=True, expected="0.3.16", found="0.3.16"))
