@@ -9,9 +9,10 @@ from typing import Any
 
 
 def content_hash(**parts: Any) -> str:
-    """A stable SHA-256 (hex) of keyword parts, the same in every process and on every machine."""
+    """A stable SHA-256 (hex) of keyword parts, the same in every process and on every machine.
+    Any text hashes, a lone surrogate too (``surrogatepass``: valid text encodes as UTF-8 does)."""
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def file_sha256(path: Path) -> str:

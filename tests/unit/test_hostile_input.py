@@ -256,3 +256,95 @@ def test_a_jsonl_line_over_the_line_bound_is_its_error_read_past_in_bounded_memo
     data.write_text(json.dumps({"id": "at", "response": "x" * (1000 - 28)}) + "\n" + long)
     at, last = iter_records(data)
     assert isinstance(at, Record) and isinstance(last, RecordError) and "line 2" in str(last)
+
+
+TOOL_TURNS = [
+    {"role": "user", "content": "Book a table."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "book", "arguments": '{"n": 2}'}}],
+    },
+    {"role": "tool", "tool_call_id": "c1", "name": "book", "content": "booked"},
+    {"role": "assistant", "content": "Booked for two."},
+]
+
+
+def with_surrogate(path: str) -> dict:
+    """A record with an id whose text at ``path`` (a field, or a place in its conversation or
+    reference calls) holds a lone surrogate, as a JSON escape \\ud800 decodes to."""
+    record = {"id": "bad", "messages": json.loads(json.dumps(TOOL_TURNS))}
+    record["reference_tool_calls"] = [{"name": "book", "arguments": {"n": 2}}]
+    places = {
+        "response": lambda r: r.update(response="In 1989.\ud800"),
+        "messages[0].content": lambda r: r["messages"][0].update(content="Book\ud800"),
+        "messages[1].tool_calls[0].id": lambda r: r["messages"][1]["tool_calls"][0].update(id="c\ud800"),
+        "messages[1].tool_calls[0].function.name": lambda r: r["messages"][1]["tool_calls"][0]["function"].update(
+            name="bo\ud800ok"
+        ),
+        "messages[1].tool_calls[0].function.arguments": lambda r: r["messages"][1]["tool_calls"][0]["function"].update(
+            arguments={"n": "\ud800"}
+        ),
+        "messages[2].tool_call_id": lambda r: r["messages"][2].update(tool_call_id="\udc00"),
+        "messages[2].name": lambda r: r["messages"][2].update(name="book\udfff"),
+        "reference_tool_calls[0].name": lambda r: r["reference_tool_calls"][0].update(name="\ud800"),
+        "reference_tool_calls[0].arguments": lambda r: r["reference_tool_calls"][0].update(arguments={"\ud800": 1}),
+    }
+    places[path](record)
+    return record
+
+
+SURROGATE_PLACES = [
+    "response",
+    "messages[0].content",
+    "messages[1].tool_calls[0].id",
+    "messages[1].tool_calls[0].function.name",
+    "messages[1].tool_calls[0].function.arguments",
+    "messages[2].tool_call_id",
+    "messages[2].name",
+    "reference_tool_calls[0].name",
+    "reference_tool_calls[0].arguments",
+]
+
+
+@pytest.mark.parametrize("path", SURROGATE_PLACES)
+def test_a_lone_surrogate_anywhere_in_a_record_is_its_error_naming_the_place(tmp_path, fake_model, monkeypatch,
+                                                                              capsys, path):  # fmt: skip
+    """A JSONL file (JSON writes a lone surrogate as the escape \\ud800) of a good record and a
+    bad one with an id: the run ends 0, the bad record's error names the exact place."""
+    from tests.fakes import run_args, run_cli
+
+    registry, _ = fake_model
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "good", "response": "In 1989."}) + "\n" + json.dumps(with_surrogate(path)) + "\n")
+    out = tmp_path / "results.jsonl"
+    code, _, err = run_cli(monkeypatch, capsys, *run_args(data, registry, out))
+    assert code == 0, err
+    rows = {row["record_id"]: row for row in map(json.loads, out.read_text().splitlines())}
+    assert rows["good"]["error"] is None and rows["good"]["score"] == 1.0
+    assert rows["bad"]["error"].startswith(f"record 'bad' (d.jsonl line 2), field '{path}': not valid Unicode: ")
+
+
+@pytest.mark.parametrize("path", SURROGATE_PLACES)
+def test_a_record_built_in_python_with_a_lone_surrogate_is_its_error(path):
+    """pydantic takes any str: a Record object given to evaluate() is checked as a row is."""
+    bad = Record.model_validate(with_surrogate(path))
+    result = evaluate(
+        [{"id": "good", "response": "In 1989."}, bad], [DATED], [spec("A")], use_cache=False,
+        engine_factory=factory(lambda m, p, j: judgment(1), []),
+    )  # fmt: skip
+    good_row, bad_row = result.results
+    assert good_row.error is None and good_row.score == 1.0
+    assert (bad_row.error or "").startswith(f"record 'bad' (item 2), field '{path}': not valid Unicode: ")
+
+
+def test_any_text_hashes_and_valid_text_hashes_as_before():
+    """content_hash keys the store and seeds the samples: a lone surrogate cannot make it raise,
+    and valid text (every key ever written) hashes to the bytes UTF-8 gives it."""
+    import hashlib
+
+    from localjury._hashing import content_hash
+
+    assert len(content_hash(text="\ud800 and \udfff")) == 64
+    blob = json.dumps({"text": "Zürich 東京 🙂"}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    assert content_hash(text="Zürich 東京 🙂") == hashlib.sha256(blob).hexdigest()

@@ -36,6 +36,7 @@ from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import Metric
 from localjury.metrics.profile import JudgeProfile, LabeledExample, ProfileCriterion
 from localjury.models.registry import ModelSpec
+from localjury.records.conversation import not_unicode
 from localjury.records.record import parse_record
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
@@ -100,8 +101,9 @@ def examples_of(
     quotes and reason (see :func:`traces_of`), a record without one given no quotes.
 
     Raises:
-        ConfigError: A record without a response (naming the file, the record and the field);
-            ``traces`` given, and empty (no example could quote).
+        ConfigError: A record without a response, or a text that is not valid Unicode (naming
+            the file, the record and the field); ``traces`` given, and empty (no example could
+            quote).
     """
     if traces is not None and not traces:
         raise ConfigError(f"{where}: no labeled record has a sample that voted its gold label, to quote as an example")
@@ -114,6 +116,7 @@ def examples_of(
         reason = rec.get("reason")
         reason = reason if isinstance(reason, str) and reason.strip() else None
         quotes, traced = (traces or {}).get(str(rec["id"]), (None, None))
+        _check_unicode(where, rec, {"id": str(rec["id"]), **fields, "reason": reason})
         try:
             examples.append(
                 LabeledExample(
@@ -130,6 +133,17 @@ def examples_of(
             field = ".".join(str(p) for p in first["loc"])
             raise ConfigError(f"{where}: record {rec['id']!r}, field {field!r}: {first['msg']}") from None
     return examples
+
+
+def _check_unicode(where: str | Path, rec: dict[str, Any], fields: dict[str, Any]) -> None:
+    """Raise unless every text of a labeled record's example (a field, a context, its reason) is
+    valid Unicode: each goes into the profile and, from there, into judges' prompts."""
+    for name, value in fields.items():
+        for i, text in enumerate(value if isinstance(value, list) else [value]):
+            why = not_unicode(text) if isinstance(text, str) else None
+            if why is not None:
+                field = f"{name}[{i}]" if isinstance(value, list) else name
+                raise ConfigError(f"{where}: record {rec['id']!r}, field {field!r}: {why}")
 
 
 def aligned_judge(

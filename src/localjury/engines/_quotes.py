@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from localjury.errors import ConfigError
@@ -32,6 +32,14 @@ _UNSPACED = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u
 _CHUNK = re.compile(rf"\\u[0-9a-fA-F]{{4}}|\\.|[{_UNSPACED}]|[^\W{_UNSPACED}]+|.", re.DOTALL)
 #: A quote's length bound when its schema gives none (characters as JSON writes them).
 DEFAULT_QUOTE_CHARS = 200
+#: The most characters (as JSON writes them) of one prompt's quotable texts a grammar offers,
+#: all texts together, in order; quotes cannot come from what lies past it. llguidance 1.7 refuses
+#: a grammar whose quote lexemes hold 200,000 one-character chunks, or 400,000 characters of words
+#: ("initial lexer configuration (grammar) too big"), and compiles one of 100,000 characters in
+#: about 0.1 s with SmolLM2's tokenizer: no record's text can make it fail to compile.
+QUOTE_SOURCE_CHARS = 100_000
+#: A word chunk: the only kind that can be cut into pieces (an escape sequence cannot).
+_WORD = re.compile(rf"[^\W{_UNSPACED}]+")
 
 
 def has_quotes(schema: dict[str, Any]) -> bool:
@@ -46,9 +54,45 @@ def chunks(text: str) -> list[str]:
     return _CHUNK.findall(json.dumps(text, ensure_ascii=False)[1:-1])
 
 
+def quotable_chunks(sources: Sequence[str], bound: int, budget: int | None = None) -> Iterator[list[str]]:
+    """Each source's chunks that quotes of at most ``bound`` characters are made of, in order;
+    a source that offers none is left out.
+
+    A word longer than ``bound`` is cut into pieces of ``bound`` characters (its last shorter):
+    it can still be quoted, by its prefix or by any one piece, and a quote is still an exact
+    span. A source whose every chunk is longer than ``bound`` (escape sequences, under a bound
+    of a few characters) offers nothing: a quote may open only where some span can fill it.
+    All sources together offer at most ``budget`` characters (:data:`QUOTE_SOURCE_CHARS` unless
+    given): the source the budget ends in is cut after its last whole chunk, and those after it
+    offer nothing.
+    """
+    left = QUOTE_SOURCE_CHARS if budget is None else budget
+    for text in sources:
+        if bound < 1 or left < 1:
+            return
+        # A chunk's JSON is at least as long as its text: the first left + 1 characters hold
+        # every chunk the budget can take, and the chunk cut at their end is never taken.
+        pieces: list[str] = []
+        for chunk in chunks(text[: left + 1]):
+            if len(chunk) > bound and _WORD.fullmatch(chunk):
+                pieces += [chunk[i : i + bound] for i in range(0, len(chunk), bound)]
+            else:
+                pieces.append(chunk)
+        kept = 0
+        while kept < len(pieces) and len(pieces[kept]) <= left:
+            left -= len(pieces[kept])
+            kept += 1
+        if any(len(piece) <= bound for piece in pieces[:kept]):
+            yield pieces[:kept]
+        if kept < len(pieces):
+            return
+
+
 def quote_grammar(schema: dict[str, Any], sources: Sequence[str]) -> str:
     """The Lark grammar (llguidance's dialect) of ``schema`` whose quote arrays may hold only
-    spans of ``sources``; a quote array is empty when every source is.
+    spans of ``sources``; a quote array is empty when no source offers a span
+    (:func:`quotable_chunks`: empty sources, and what lies past :data:`QUOTE_SOURCE_CHARS`,
+    offer none).
 
     Objects whose properties are all required, and arrays, are written by the grammar itself,
     with the separators ``", "`` and ``": "`` (an object's properties in the schema's order);
@@ -139,15 +183,15 @@ class _Grammar:
         items = self.resolve(node.get("items") or {})
         if node.get("type") != "array" or items.get("type") != "string":
             raise ConfigError(f"quote grammar: {QUOTE_KEY} marks an array of strings, got {node!r}")
-        if not self.sources:
-            return self.rule('"[]"')
         bound = int(items.get("maxLength", DEFAULT_QUOTE_CHARS))
         if bound not in self.spans:
-            names = [f"Q{len(self.terminals) + i}" for i in range(len(self.sources))]
-            for name, text in zip(names, self.sources, strict=True):
-                lexeme = json.dumps({"substring_chunks": chunks(text)}, ensure_ascii=False)
-                self.terminals.append(f"{name}: %regex {lexeme} & /(.|\\n){{1,{bound}}}/")
+            names = []
+            for parts in quotable_chunks(self.sources, bound):
+                names.append(f"Q{len(self.terminals)}")
+                lexeme = json.dumps({"substring_chunks": parts}, ensure_ascii=False)
+                self.terminals.append(f"{names[-1]}: %regex {lexeme} & /(.|\\n){{1,{bound}}}/")
             self.spans[bound] = " | ".join(names)
-        spans = self.spans[bound]
-        quote = self.rule(f'"\\"" ({spans}) "\\""')
+        if not self.spans[bound]:  # nothing a quote could hold: no quote may open
+            return self.rule('"[]"')
+        quote = self.rule(f'"\\"" ({self.spans[bound]}) "\\""')
         return self.array(quote, node)

@@ -125,7 +125,7 @@ class VllmEngine(BatchEngine):
         from vllm.sampling_params import StructuredOutputsParams
 
         from localjury.engines import quotes_refusal
-        from localjury.engines._quotes import has_quotes, quote_grammar
+        from localjury.engines._quotes import has_quotes
 
         guidance = self.spec.vllm.structured_outputs_backend == "guidance"
         if schema is not None and quotes is not None and has_quotes(schema) and not guidance:
@@ -133,8 +133,10 @@ class VllmEngine(BatchEngine):
         if schema is not None and guidance:
             # The schema as localjury's own grammar (the separators the prompts' examples use, as
             # the other engines' constraint allows), not vLLM's JSON of it, whose whitespace is free.
+            from localjury.engines._llguidance import checked_grammar  # vLLM's guidance backend brings llguidance
+
             texts = quotes if quotes is not None else [()] * len(prompts)
-            constraints = [StructuredOutputsParams(grammar=quote_grammar(schema, t)) for t in texts]
+            constraints = [StructuredOutputsParams(grammar=checked_grammar(schema, t)) for t in texts]
         else:
             constraints = [StructuredOutputsParams(json=schema) if schema is not None else None] * len(prompts)
         ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]

@@ -20,7 +20,7 @@ def quotable_texts(
     record: a field by the record field it was filled from (``sources``, else its own name), a
     list's items as ``name[i]`` (0-based; a string record field shown as a one-item list keeps
     its own name), a conversation's turns shown to the judge as ``conversation[i]``; empty
-    texts left out."""
+    texts, and the turn that stands for the turns a cut removed, left out."""
     texts: list[tuple[str, str]] = []
     for name in fields:
         value = getattr(inp, name, None)
@@ -31,7 +31,8 @@ def quotable_texts(
             whole = record is not None and isinstance(getattr(record, field, None), str)
             for i, item in enumerate(value):
                 if isinstance(item, ChatMessage):
-                    texts.append((f"{name}[{i}]", item.content or ""))
+                    # The mark of the turns cut to fit a context is localjury's text, not the record's.
+                    texts.append((f"{name}[{i}]", "" if item._cut else item.content or ""))
                 elif isinstance(item, str):
                     texts.append((field if whole else f"{field}[{i}]", item))
     return [(place, text) for place, text in texts if text]

@@ -206,7 +206,7 @@ class AlignedCritic(AspectCritic):
         shown: list[Message] = []
         for d in self.demonstrations(record):
             shown.append({"role": "user", "content": self.program.render_input(self.bind(d.record), neutralise)})
-            shown.append({"role": "assistant", "content": self.program.render_output(self._answer(d))})
+            shown.append({"role": "assistant", "content": self.program.render_output(self._answer(d), neutralise)})
         return turns[:-1] + shown + turns[-1:]
 
     def __repr__(self) -> str:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from localjury.errors import MetricError
 from localjury.metrics._binding import bind_input, check_inputs
+from localjury.metrics._bounds import check_metric_texts
 from localjury.metrics._quoted import locate_quotes, quotable_texts, quote_field
 from localjury.records.conversation import CONVERSATION_TAGS, ChatMessage, Scope, render_conversation
 from localjury.records.neutralise import DEFAULT, Neutraliser
@@ -131,6 +132,10 @@ class PromptProgram(Generic[InT, OutT]):
                     f"example {i} must be ({input_model.__name__}, {output_model.__name__}), "
                     f"got ({type(inp).__name__}, {type(out).__name__})"
                 )
+        check_metric_texts("a prompt program", {
+            "instruction": instruction,
+            "examples": [(inp.model_dump(), out.model_dump()) for inp, out in examples],
+        })  # fmt: skip
         self.instruction = instruction.strip()
         self.input_model = input_model
         self.output_model = output_model
@@ -153,9 +158,11 @@ class PromptProgram(Generic[InT, OutT]):
                 blocks.append(_render_value(name, value, neutralise))
         return "\n".join(blocks)
 
-    def render_output(self, out: OutT) -> str:
-        """An example answer, as the judge is asked to write it."""
-        return json.dumps(out.model_dump(), ensure_ascii=False)
+    def render_output(self, out: OutT, neutralise: Neutraliser = DEFAULT) -> str:
+        """An example answer, as the judge is asked to write it, every string in it neutralised
+        as record text is (``neutralise``): a worked example's reason or quote may be labeled
+        data, and cannot close the turn or open another."""
+        return json.dumps(neutralise.with_tags(self._tags).json_value(out.model_dump()), ensure_ascii=False)
 
     def messages(self, inp: InT, neutralise: Neutraliser = DEFAULT) -> list[Message]:
         """Instruction, examples, then the input: the instruction and examples are a prefix
@@ -163,7 +170,7 @@ class PromptProgram(Generic[InT, OutT]):
         turns: list[Message] = [{"role": "system", "content": self.instruction}]
         for ex_in, ex_out in self.examples:
             turns.append({"role": "user", "content": self.render_input(ex_in, neutralise)})
-            turns.append({"role": "assistant", "content": self.render_output(ex_out)})
+            turns.append({"role": "assistant", "content": self.render_output(ex_out, neutralise)})
         turns.append({"role": "user", "content": self.render_input(inp, neutralise)})
         return turns
 
@@ -204,6 +211,7 @@ class Metric:
     def __init__(self, name: str, *, strictness: int = 1, tie_break: TieBreak = "fail") -> None:
         if not name or not name.strip():
             raise MetricError("a metric needs a non-empty name")
+        check_metric_texts(f"metric {name[:80]!r}", {"name": name})
         if not isinstance(strictness, int) or isinstance(strictness, bool) or not 1 <= strictness <= MAX_STRICTNESS:
             raise MetricError(f"strictness must be an integer from 1 to {MAX_STRICTNESS}, got {strictness!r}")
         self.name = name
@@ -288,6 +296,7 @@ class JudgeMetric(Metric):
         if verdict is None or verdict.annotation not in (Literal[0, 1], Literal[1, 0]):
             raise MetricError(f"metric {name!r}: the output model needs a field `verdict: Literal[0, 1]`")
         check_inputs(input_model, name, constants=constants, sources=sources)
+        check_metric_texts(f"metric {name!r}", {**(constants or {}), "description": description})
         self.program: PromptProgram[BaseModel, BaseModel] = PromptProgram(
             instruction, input_model, output_model, examples
         )

@@ -16,6 +16,7 @@ from typing import ClassVar, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from localjury.errors import MetricError
+from localjury.metrics._bounds import check_metric_texts
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, ParsedSample, PromptProgram, bind_input
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
@@ -129,6 +130,7 @@ class PairwiseCritic(Metric):
             raise MetricError(f"pairwise criterion {name!r} needs a non-empty definition")
         super().__init__(name, strictness=strictness, tie_break=tie_break)
         self.criterion = criterion.strip()
+        check_metric_texts(f"metric {name!r}", {"criterion": self.criterion})
         self.program: PromptProgram[PairInput, Preference] = PromptProgram(INSTRUCTION, PairInput, Preference, EXAMPLES)
 
     @property

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from localjury.errors import MetricError, RecordError, UnknownNameError
+from localjury.metrics._bounds import check_metric_texts
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, PromptProgram, bind_input
 from localjury.records.conversation import ChatMessage, Scope
 from localjury.records.neutralise import DEFAULT, Neutraliser
@@ -156,6 +157,7 @@ class Rubric(Metric):
         if not self.criterion:
             raise MetricError(f"rubric {name!r} needs a non-empty criterion")
         self.levels = _levels(name, levels)
+        check_metric_texts(f"metric {name!r}", {"criterion": self.criterion, "levels": list(self.levels)})
         if aggregate not in AGGREGATES:
             raise MetricError(f"rubric {name!r}: unknown aggregate {aggregate!r}; expected one of: mean, median")
         if not 0.0 <= threshold <= 1.0:

@@ -17,6 +17,7 @@ turns, and puts one ``[… N turns cut …]`` turn in place of the middle.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -29,6 +30,17 @@ Scope = Literal["last_turn", "conversation"]
 CONVERSATION_TAGS = ("conversation", "turn", "call")
 #: The text of the turn put in place of the turns a cut removes.
 CUT_MARK = "[… {n} turns cut …]"
+#: A surrogate code point: a string holding one is not Unicode text (no UTF-8 writes it).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def not_unicode(text: str) -> str | None:
+    """Say why ``text`` is not valid Unicode (a lone surrogate, e.g. from a JSON escape
+    ``\\ud800``), or None: such a string cannot be hashed, written to a file or tokenized."""
+    found = None if text.isascii() else _SURROGATE.search(text)
+    if found is None:
+        return None
+    return f"not valid Unicode: an unpaired surrogate {found.group()!r} at character {found.start()}"
 
 
 class FunctionCall(BaseModel):
@@ -111,7 +123,21 @@ def parse_messages(value: Any) -> list[ChatMessage]:
             raise ValueError(f"messages[{i}]{where}: {msg}") from None
         if out[-1].role == "tool" and out[-1].content is None:
             raise ValueError(f"messages[{i}].content: a tool result needs its content")
+    check_unicode(out)
     return out
+
+
+def check_unicode(messages: Sequence[ChatMessage]) -> None:
+    """Raise unless every text of the turns (:func:`turn_texts`) is valid Unicode.
+
+    Raises:
+        ValueError: ``"messages[2].tool_calls[0].id: not valid Unicode: ..."``: the first text
+            that is not, its place named as a path from ``messages``.
+    """
+    for i, m in enumerate(messages):
+        for path, text in _texts_of(m):
+            if (why := not_unicode(text)) is not None:
+                raise ValueError(f"messages[{i}].{path}: {why}")
 
 
 def parse_reference_calls(value: Any) -> list[FunctionCall]:
@@ -148,7 +174,20 @@ def parse_reference_calls(value: Any) -> list[FunctionCall]:
             calls.append(FunctionCall(name=name, arguments=arguments))
         except ValidationError:
             raise ValueError(f"{where}[{i}].arguments: not valid JSON") from None
+    check_calls_unicode(calls)
     return calls
+
+
+def check_calls_unicode(calls: Sequence[FunctionCall]) -> None:
+    """Raise unless every reference call's name and arguments are valid Unicode.
+
+    Raises:
+        ValueError: ``"reference_tool_calls[1].arguments: not valid Unicode: ..."``.
+    """
+    for i, call in enumerate(calls):
+        for field, text in (("name", call.name), ("arguments", call.arguments)):
+            if (why := not_unicode(text)) is not None:
+                raise ValueError(f"reference_tool_calls[{i}].{field}: {why}")
 
 
 def tool_calls_made(messages: Sequence[ChatMessage]) -> list[FunctionCall]:
@@ -232,12 +271,19 @@ def cut_turns(messages: Sequence[ChatMessage], keep_recent: int) -> tuple[list[C
 
 def turn_texts(messages: Sequence[ChatMessage]) -> list[str]:
     """Every text of the turns that reaches a prompt: contents, names, ids and arguments."""
-    texts = []
-    for m in messages:
-        texts += [t for t in (m.content, m.name, m.tool_call_id) if t]
-        for call in m.tool_calls or ():
-            texts += [call.function.name, call.function.arguments, *([call.id] if call.id else [])]
-    return texts
+    return [text for m in messages for _, text in _texts_of(m)]
+
+
+def _texts_of(message: ChatMessage) -> list[tuple[str, str]]:
+    """Every non-empty text of one turn that reaches a prompt or a hash, with its path in the turn."""
+    texts = [("content", message.content), ("name", message.name), ("tool_call_id", message.tool_call_id)]
+    for j, call in enumerate(message.tool_calls or ()):
+        texts += [
+            (f"tool_calls[{j}].function.name", call.function.name),
+            (f"tool_calls[{j}].function.arguments", call.function.arguments),
+            (f"tool_calls[{j}].id", call.id),
+        ]
+    return [(path, text) for path, text in texts if text]
 
 
 def render_conversation(messages: Sequence[ChatMessage], neutralise: Neutraliser) -> str:

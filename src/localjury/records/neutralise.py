@@ -1,4 +1,6 @@
-"""Record text is data: one neutraliser for every record-derived string that reaches a prompt.
+"""Record text is data: one neutraliser for every record-derived string that reaches a prompt
+(a record's fields, the statements a model extracted from it, the answers of the worked
+examples a prompt shows: labels' reasons and quotes).
 
 A record (or a statement a model extracted from it) can hold strings that mean something
 to the judge's prompt: localjury's own delimiter tags (``</response>``), the chat markers
@@ -26,6 +28,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 # ruff: noqa: RUF002 (the docstring shows look-alike characters on purpose)
 
@@ -142,6 +145,18 @@ class Neutraliser:
                 last = i + 1
             pieces.append(text[last:])
             text = "".join(pieces)
+
+    def json_value(self, value: Any) -> Any:
+        """``value`` (a JSON value, such as a worked example's answer) with every string in it
+        neutralised, at any depth; keys, numbers and the rest as they are. An example answer
+        shown to the judge is record text too: a label's reason, a quote of a labeled record."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, list | tuple):
+            return [self.json_value(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.json_value(v) for k, v in value.items()}
+        return value
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Neutraliser) and (self.tokens, self.tags) == (other.tokens, other.tags)

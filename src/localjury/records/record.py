@@ -19,7 +19,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from localjury.errors import RecordError
-from localjury.records.conversation import ChatMessage, FunctionCall, parse_messages, parse_reference_calls
+from localjury.records.conversation import (
+    ChatMessage,
+    FunctionCall,
+    check_calls_unicode,
+    check_unicode,
+    not_unicode,
+    parse_messages,
+    parse_reference_calls,
+)
 
 #: Older field names (RAGAS v1 and many datasets) accepted as aliases of the current ones.
 FIELD_ALIASES: dict[str, str] = {
@@ -95,7 +103,8 @@ def content_id(fields: Mapping[str, Any]) -> str:
             c.model_dump() if isinstance(c, FunctionCall) else c for c in fields["reference_tool_calls"]
         ]
     blob = json.dumps(canon, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+    # surrogatepass: valid text encodes as UTF-8 does, and no text can make the hash raise.
+    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def raw_id(raw: Any, location: str | None = None) -> str:
@@ -107,15 +116,6 @@ def raw_id(raw: Any, location: str | None = None) -> str:
         # object whose str() fails: the content cannot be hashed, so its place stands in.
         blob = f"unreadable {type(raw).__name__} at {location}"
     return "raw-" + hashlib.sha256(blob.encode("utf-8", "replace")).hexdigest()[:12]
-
-
-def _not_unicode(text: str) -> str | None:
-    """Say why ``text`` is not valid Unicode (a lone surrogate, e.g. from a JSON escape), or None."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return f"not valid Unicode: an unpaired surrogate {text[exc.start]!r} at character {exc.start}"
-    return None
 
 
 def parse_record(raw: Any, *, location: str | None = None, csv_cells: bool = False) -> Record:
@@ -197,7 +197,7 @@ def _given_id(raw: Mapping[str, Any], location: str | None) -> str | None:
                 "id", f"an integer of more than {sys.get_int_max_str_digits()} digits; give the id as a string"
             ) from None
     if isinstance(given_id, str):
-        if (why := _not_unicode(given_id)) is not None:
+        if (why := not_unicode(given_id)) is not None:
             raise fail("id", why)
         if not given_id.strip():
             raise fail("id", "must not be empty")
@@ -276,7 +276,7 @@ def _check_texts(fields: Mapping[str, Any], fail: _Fail) -> None:
     for name in TEXT_FIELDS:
         if name in fields and not isinstance(fields[name], str):
             raise fail(name, f"must be a string, got {type(fields[name]).__name__}")
-        if name in fields and (why := _not_unicode(fields[name])) is not None:
+        if name in fields and (why := not_unicode(fields[name])) is not None:
             raise fail(name, why)
     contexts = fields.get("retrieved_contexts")
     if contexts is not None:
@@ -288,7 +288,7 @@ def _check_texts(fields: Mapping[str, Any], fail: _Fail) -> None:
                     "retrieved_contexts",
                     f"item {i} must be a string, got {type(item).__name__}",
                 )
-            if (why := _not_unicode(item)) is not None:
+            if (why := not_unicode(item)) is not None:
                 raise fail("retrieved_contexts", f"item {i} is {why}")
 
 
@@ -303,12 +303,30 @@ def coerce_records(items: Iterable[Record | Mapping[str, Any]]) -> Iterator[Reco
             # A copy: the caller's object is left as it was (it may be given twice).
             record = item.model_copy()
             record._location = location
-            yield record
+            yield _checked(record)
             continue
         try:
             yield parse_record(item, location=location)
         except RecordError as exc:
             yield exc
+
+
+def _checked(record: Record) -> Record | RecordError:
+    """A record built in Python, or its error where a text of it is not valid Unicode (pydantic
+    takes any ``str``; :func:`parse_record` checks what a row holds)."""
+    if (why := not_unicode(record.id)) is not None:
+        return RecordError(why, record_id=raw_id(record.model_dump()), field="id", location=record._location)
+    fail = _failure({}, record.id, record._location)
+    try:
+        _check_texts(record.model_dump(include=set(TEXT_FIELDS) | {"retrieved_contexts"}, exclude_none=True), fail)
+        check_unicode(record.messages or [])
+        check_calls_unicode(record.reference_tool_calls or [])
+    except RecordError as exc:
+        return exc
+    except ValueError as exc:  # its message starts with the field's path: "messages[2].content: ..."
+        field, _, reason = str(exc).partition(": ")
+        return fail(field, reason)
+    return record
 
 
 def dedupe(entries: Iterable[Record | RecordError]) -> Iterator[Record | RecordError]:

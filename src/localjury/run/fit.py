@@ -1,11 +1,13 @@
 """Fitting a record's prompt to a model's context: the bound a record's text must keep before
 any tokenizer reads it (:func:`over_bound`), and under ``on_overflow="truncate"`` the
 conversation turns and retrieved contexts cut, each cut marked, until the prompt fits
-(:func:`fit_counted`). Every kind of judging renders its prompts through here."""
+(:func:`fit_prompt`), with the record as the prompt shows it (what quotes may come from).
+Every kind of judging renders its prompts through here."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from localjury.errors import RecordError
 from localjury.metrics.base import Message
@@ -31,6 +33,20 @@ TRUNCATION_MARK = " [... {n} characters cut by localjury to fit the model's cont
 MAX_TOKEN_BYTES = 256
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """A record's prompt fitted to a model's context (:func:`fit_prompt`)."""
+
+    messages: list[Message]
+    """The prompt."""
+    turns_cut: int
+    """The conversation turns cut (0 when none was)."""
+    shown: Record
+    """The record as far as the prompt shows it: the conversation as cut (its cut mark a turn
+    of no text to quote), each retrieved context cut to what is kept of it (without its mark).
+    What the judge's quotes may come from; the record itself when nothing was cut."""
+
+
 def fit(
     on_overflow: OverflowPolicy,
     model: JuryModel,
@@ -39,8 +55,8 @@ def fit(
     messages: list[Message],
     render: Callable[[Record], list[Message]],
 ) -> list[Message]:
-    """:func:`fit_counted`'s prompt, without the count of the turns cut."""
-    return fit_counted(on_overflow, model, record, budget, messages, render)[0]
+    """:func:`fit_prompt`'s prompt, without the count of the turns cut."""
+    return fit_prompt(on_overflow, model, record, budget, messages, render).messages
 
 
 def fit_counted(
@@ -51,28 +67,38 @@ def fit_counted(
     messages: list[Message],
     render: Callable[[Record], list[Message]],
 ) -> tuple[list[Message], int]:
+    """:func:`fit_prompt`'s prompt and the number of turns cut."""
+    fitted = fit_prompt(on_overflow, model, record, budget, messages, render)
+    return fitted.messages, fitted.turns_cut
+
+
+def fit_prompt(
+    on_overflow: OverflowPolicy,
+    model: JuryModel,
+    record: Record,
+    budget: int,
+    messages: list[Message],
+    render: Callable[[Record], list[Message]],
+) -> Fitted:
     """Under ``on_overflow="truncate"``, fit the prompt to the model's context, leaving
     ``budget`` output tokens: first cut a conversation's middle turns (:func:`cut_conversation`),
     then the record's retrieved contexts (longest first, each cut marked in the text). The
     estimate is by characters (CHARS_PER_TOKEN), so it needs no tokenizer and every pass
     builds the same prompt; a prompt still too long after it is the model's error for that
-    record. Returns the prompt and the number of turns cut (0 when none was)."""
+    record. Returns the prompt, the number of turns cut, and the record as the prompt shows it."""
     if on_overflow != "truncate" or not (record.retrieved_contexts or record.messages):
-        return messages, 0
+        return Fitted(messages, 0, record)
     allowed = int((model.spec.context_length - budget) * CHARS_PER_TOKEN)
-
-    def length(msgs: list[Message]) -> int:
-        return sum(len(m["content"]) for m in msgs)
 
     def fits(shorter: Record) -> bool:
         try:
-            return length(render(shorter)) <= allowed
+            return _length(render(shorter)) <= allowed
         except RecordError:  # the cut left the prompt nothing to show (a metric's evidence): no fit
             return False
 
-    excess = length(messages) - allowed
+    excess = _length(messages) - allowed
     if excess <= 0:
-        return messages, 0
+        return Fitted(messages, 0, record)
     turns_cut = 0
     if record.messages:
         shorter, turns_cut = cut_conversation(record, fits)
@@ -80,24 +106,45 @@ def fit_counted(
             cut_messages = render(shorter)
         except RecordError:
             cut_messages = messages  # no cut leaves it its evidence: the uncut prompt, the model's overflow
-        if turns_cut and length(cut_messages) < length(messages):  # the prompt shows the conversation
+        if turns_cut and _length(cut_messages) < _length(messages):  # the prompt shows the conversation
             record, messages = shorter, cut_messages
-            excess = length(messages) - allowed
+            excess = _length(messages) - allowed
         else:
             turns_cut = 0
     if excess <= 0 or not record.retrieved_contexts:
-        return messages, turns_cut
-    contexts = list(record.retrieved_contexts)
+        return Fitted(messages, turns_cut, record)
+    return _cut_contexts(record, excess, allowed, render, turns_cut)
+
+
+def _length(messages: list[Message]) -> int:
+    """A prompt's length in characters, as the fit estimates it."""
+    return sum(len(m["content"]) for m in messages)
+
+
+def _cut_contexts(
+    record: Record, excess: int, allowed: int, render: Callable[[Record], list[Message]], turns_cut: int
+) -> Fitted:
+    """Cut the record's retrieved contexts, longest first, each cut marked in the text
+    (:data:`TRUNCATION_MARK`), until its prompt is ``excess`` characters shorter."""
+    original = record.retrieved_contexts or []
+    contexts = list(original)
+    kept = [len(c) for c in original]  # each context's characters the prompt still shows
+    mark = len(TRUNCATION_MARK.format(n=10**9))
+
+    def marked() -> Record:
+        return record.model_copy(update={"retrieved_contexts": contexts})
+
     while excess > 0:
         i = max(range(len(contexts)), key=lambda j: len(contexts[j]))
-        room = len(contexts[i]) - len(TRUNCATION_MARK.format(n=10**9))
-        if room <= 0:
+        if len(contexts[i]) <= mark:
             break  # nothing left to cut: the model reports the overflow
-        cut = min(excess + len(TRUNCATION_MARK.format(n=10**9)), len(contexts[i]))
-        keep = contexts[i][: len(contexts[i]) - cut]
-        contexts[i] = keep + TRUNCATION_MARK.format(n=len(record.retrieved_contexts[i]) - len(keep))
-        excess = length(render(record.model_copy(update={"retrieved_contexts": contexts}))) - allowed
-    return render(record.model_copy(update={"retrieved_contexts": contexts})), turns_cut
+        # At least a mark's length is cut, so an earlier mark goes and what is kept is a
+        # prefix of the original context.
+        kept[i] = len(contexts[i]) - min(excess + mark, len(contexts[i]))
+        contexts[i] = original[i][: kept[i]] + TRUNCATION_MARK.format(n=len(original[i]) - kept[i])
+        excess = _length(render(marked())) - allowed
+    shown = record.model_copy(update={"retrieved_contexts": [c[:k] for c, k in zip(original, kept, strict=True)]})
+    return Fitted(render(marked()), turns_cut, shown)
 
 
 def cut_conversation(record: Record, fits: Callable[[Record], bool]) -> tuple[Record, int]:

@@ -131,3 +131,27 @@ def test_neutralising_leaves_no_marker_and_is_stable(text):
     out = DEFAULT(text)
     assert DEFAULT(out) == out
     assert not DEFAULT.pattern.search(out.lower())
+
+
+def test_every_string_of_an_example_answer_is_neutralised_at_any_depth():
+    """What a worked example answers (a label's reason, its quotes, a statement) is record text."""
+    answer = {
+        "evidence": ["It fell in 1989 </response>", "<|im_start|>system"],
+        "verdicts": [{"statement": "<|im_end|>", "reason": "ok", "verdict": 1}],
+        "reason": "### Judgment",
+        "verdict": 0,
+        "score": 1.5,
+        "note": None,
+    }
+    out = DEFAULT.json_value(answer)
+    assert out == {
+        "evidence": ["It fell in 1989 \u2039/response>", "\u2039|im_start|>system"],
+        "verdicts": [{"statement": "\u2039|im_end|>", "reason": "ok", "verdict": 1}],
+        "reason": "\u266f## Judgment",
+        "verdict": 0,
+        "score": 1.5,
+        "note": None,
+    }
+    assert DEFAULT.json_value(out) == out  # stable
+    clean = {"reason": "A plain reason.", "evidence": ["a quote"], "verdict": 1}
+    assert json.dumps(DEFAULT.json_value(clean)) == json.dumps(clean)  # benign answers render as before

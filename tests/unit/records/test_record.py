@@ -320,7 +320,7 @@ def test_yaml_that_is_not_utf8_or_nested_too_deeply_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match=r"criteria file .*c.yaml is not valid UTF-8 \(byte 10"):
         read_yaml(path, "criteria file")
     path.write_text("a: " + "[" * 100_000 + "]" * 100_000)
-    with pytest.raises(ConfigError, match=r"criteria file .*c.yaml is nested too deeply"):
+    with pytest.raises(ConfigError, match=r"criteria file .*c.yaml is not read: line 1 is nested more than 64 levels"):
         read_yaml(path, "criteria file")
     path.write_text("a: " + "1" * 5000)
     with pytest.raises(ConfigError, match=r"criteria file .*c.yaml holds a value YAML cannot convert"):
@@ -359,11 +359,12 @@ def test_a_line_nested_too_deeply_is_a_record_error_and_the_next_lines_load(tmp_
         assert "nested too deeply" in str(error) and error.record_id.startswith("raw-")
 
 
-def test_a_json_list_nested_too_deeply_is_a_config_error(tmp_path):
+def test_an_item_of_a_json_list_nested_too_deeply_is_its_error_and_the_others_load(tmp_path):
     path = tmp_path / "d.json"
-    path.write_text('[{"response": "a"}, ' + DEEP_ARRAY + "]")
-    with pytest.raises(ConfigError, match=r"cannot read .*d.json as a JSON list of records: nested too deeply"):
-        list(iter_records(path))
+    path.write_text('[{"response": "a"}, ' + DEEP_ARRAY + ', {"id": "c", "response": "z"}]')
+    a, deep, c = iter_records(path)
+    assert a.response == "a" and c.id == "c"
+    assert isinstance(deep, RecordError) and deep.location == "d.json row 2" and "nested too deeply" in str(deep)
 
 
 def test_a_csv_contexts_cell_nested_too_deeply_is_a_record_error(tmp_path):

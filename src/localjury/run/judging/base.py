@@ -19,7 +19,7 @@ from localjury.metrics.base import JudgeMetric, Metric, ParsedSample
 from localjury.records.record import Record
 from localjury.results.report import InvalidSample, ModelJudgment, RecordResult
 from localjury.run.config import OverflowPolicy
-from localjury.run.fit import fit_counted
+from localjury.run.fit import fit_prompt
 from localjury.run.state import JuryModel, Request
 from localjury.store import Stored
 from localjury.votes.calibration import Calibrator
@@ -168,11 +168,13 @@ class VerdictJudging(OneVerdictJudging):
     def requests(self, model: JuryModel, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
         budget = model.max_tokens
         render = partial(self.metric.messages, neutralise=model.neutralise)
-        messages, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
+        fitted = fit_prompt(on_overflow, model, record, budget, render(record), render)
+        messages, cut = fitted.messages, fitted.turns_cut
         schema = self.metric.json_schema()
         key = (record.id, self.metric.name)
         revision = getattr(self.metric, "revision", None)  # a rubrics file's criterion
-        quotes = tuple(text for _, text in self.metric.quotable(record)) if self.metric.quote_from else None
+        # Quotes only of what the prompt shows: not of what a cut to fit the context removed.
+        quotes = tuple(text for _, text in self.metric.quotable(fitted.shown)) if self.metric.quote_from else None
         return [
             Request(
                 key,

@@ -12,7 +12,7 @@ from localjury.metrics.composite import EXTRACTION_TOKENS, TOKENS_PER_STATEMENT,
 from localjury.records.record import Record
 from localjury.results.report import InvalidSample, ModelJudgment, RecordResult, StatementJudgment, StatementResult
 from localjury.run.config import OverflowPolicy
-from localjury.run.fit import fit_counted
+from localjury.run.fit import fit_prompt
 from localjury.run.judging.base import JudgingBase
 from localjury.run.state import JuryModel, Request
 from localjury.store import Stored
@@ -60,10 +60,12 @@ class StatementsJudging(JudgingBase):
         statements: list[str] = context
         budget = max(model.max_tokens, 64 + TOKENS_PER_STATEMENT * len(statements))
         render = partial(self.metric.verify_messages, statements=statements, neutralise=model.neutralise)
-        verify, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
+        fitted = fit_prompt(on_overflow, model, record, budget, render(record), render)
+        verify, cut = fitted.messages, fitted.turns_cut
         schema = self.metric.verify_schema(record, statements)
         key = (record.id, self.metric.name)
-        quotes = tuple(text for _, text in self.metric.quotable(record)) if self.metric.quote_from else None
+        # Quotes only of what the prompt shows: not of what a cut to fit the context removed.
+        quotes = tuple(text for _, text in self.metric.quotable(fitted.shown)) if self.metric.quote_from else None
         return [Request(key, verify, schema, self.k, budget, model.temperature, turns_cut=cut, quotes=quotes)]
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
