@@ -10,6 +10,7 @@ from typing import IO, Any
 
 import yaml
 
+from localjury._yaml import MAX_YAML_BYTES, YamlBoundError, load_bounded
 from localjury.errors import ConfigError
 
 _SPECIAL_FILES = (
@@ -31,15 +32,36 @@ def _refuse_unless_regular(mode: int, path: Path, what: str, hint: str) -> None:
         )
 
 
-def _unreadable(path: Path, what: str, exc: OSError | ValueError) -> ConfigError:
+def _unreadable(path: Path, what: str, exc: OSError | ValueError, *, reading: bool = False) -> ConfigError:
+    """The error for a file that cannot be looked at, opened or (``reading``) read."""
     if isinstance(exc, FileNotFoundError):
         return ConfigError(f"{what} not found: {path}")
     if isinstance(exc, ValueError):  # os.stat refuses a path with a NUL byte this way
         return ConfigError(f"{what} path {str(path)!r} is not a valid path: {exc}")
     if is_symlink_loop(exc):
         return symlink_loop_error(path, what)
-    fix = "; check its permissions" if isinstance(exc, PermissionError) else ""
+    if isinstance(exc, PermissionError):
+        fix = "; check its permissions"
+    elif reading:
+        fix = (
+            "; it opens but its content cannot be read (a special file such as /proc/self/mem says it is "
+            "regular): give the path of a regular file that can be read"
+        )
+    else:
+        fix = ""
     return ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}{fix}")
+
+
+def _check_reads(fd: int, path: Path, what: str) -> None:
+    """Read the file's first byte without moving its position: a file that ``stat`` says is
+    regular but that cannot be read (``/proc/self/mem``: EIO at offset 0) is refused here, as
+    a ConfigError naming it, not at some later read deep inside a caller."""
+    if not hasattr(os, "pread"):  # Windows: no special files of that kind
+        return
+    try:
+        os.pread(fd, 1, 0)
+    except OSError as exc:
+        raise _unreadable(path, what, exc, reading=True) from None
 
 
 def is_symlink_loop(exc: BaseException) -> bool:
@@ -105,7 +127,8 @@ def open_regular_file(path: Path, what: str, hint: str) -> IO[bytes]:
         The open file, which the caller closes.
 
     Raises:
-        ConfigError: As :func:`check_regular_file`, or the file cannot be opened (permissions).
+        ConfigError: As :func:`check_regular_file`; the file cannot be opened (permissions),
+            or its first byte cannot be read (see :func:`_check_reads`).
     """
     check_regular_file(path, what, hint)
     # O_NONBLOCK: should a FIFO take the file's place after the check, opening it returns at
@@ -118,6 +141,7 @@ def open_regular_file(path: Path, what: str, hint: str) -> IO[bytes]:
         raise _unreadable(path, what, exc) from None
     try:
         _refuse_unless_regular(os.fstat(fd).st_mode, path, what, hint)
+        _check_reads(fd, path, what)
         if nonblock:
             os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
@@ -126,20 +150,66 @@ def open_regular_file(path: Path, what: str, hint: str) -> IO[bytes]:
         raise
 
 
-def read_yaml(path: Path, what: str) -> Any:
-    """Parse a YAML file, or raise a ConfigError naming ``what`` it is and the path.
+def check_reads_if_regular(path: Path, what: str) -> None:
+    """Refuse a path that ``stat`` says is a regular file but whose content cannot be read
+    (``/proc/self/mem``), naming ``what`` it is. Anything else passes: a path not there yet,
+    a folder, a special file, a file this user cannot open; what reads or writes the path
+    names those in its own words.
+
+    Raises:
+        ConfigError: The file opens but its first byte cannot be read.
+    """
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except (OSError, ValueError):
+        return
+    try:
+        _check_reads(fd, path, what)
+    finally:
+        os.close(fd)
+
+
+def read_bounded(path: Path, what: str, hint: str, limit: int) -> bytes:
+    """Read a whole regular file of at most ``limit`` bytes (never more than that is read).
+
+    Args:
+        path: The file.
+        what: What the file is, for messages: "calibration file", "criteria file".
+        hint: What to give instead of a folder, e.g. "give the path of the YAML file".
+        limit: The most bytes the file may hold.
+
+    Raises:
+        ConfigError: As :func:`open_regular_file`; the file cannot be read (a read error,
+            such as a special file under /proc that says it is regular); or it holds more than
+            ``limit`` bytes.
+    """
+    with open_regular_file(path, what, hint) as fh:
+        try:
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise _unreadable(path, what, exc, reading=True) from None
+    if len(data) > limit:
+        raise ConfigError(
+            f"{what} {path} is over the {limit:,}-byte bound on a {what}; it is not read: give a smaller file"
+        )
+    return data
+
+
+def load_yaml_file(path: Path, what: str) -> tuple[Any, bytes]:
+    """Parse a YAML file with the bounded loader (:mod:`localjury._yaml`); return what it holds
+    and the file's bytes (for a caller that also hashes it or reports lines), read once.
 
     A leading UTF-8 byte order mark is ignored.
 
     Raises:
-        ConfigError: The file does not exist, is not a regular file, cannot be read, is not
-            UTF-8, or is not valid YAML.
+        ConfigError: The file does not exist, is not a regular file, cannot be read, is over
+            :data:`~localjury._yaml.MAX_YAML_BYTES`, is not UTF-8, is not valid YAML, or goes
+            over a bound of the loader (aliases expanded past what a file may hold, nesting
+            too deep, a cycle); the message names the file and the rule.
     """
-    with open_regular_file(path, what, "give the path of the YAML file") as fh:
-        try:
-            data = fh.read()
-        except OSError as exc:
-            raise _unreadable(path, what, exc) from exc
+    data = read_bounded(path, what, "give the path of the YAML file", MAX_YAML_BYTES)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -147,11 +217,13 @@ def read_yaml(path: Path, what: str) -> Any:
             f"{what} {path} is not valid UTF-8 (byte {exc.start}: {exc.reason}); save it as UTF-8"
         ) from None
     try:
-        return yaml.safe_load(text)
+        return load_bounded(text), data
+    except YamlBoundError as exc:
+        raise ConfigError(f"{what} {path} is not read: {exc}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{what} {path} is not valid YAML: {exc}") from exc
     except RecursionError:
-        # PyYAML composes and constructs nested collections recursively.
+        # The loader bounds nesting well below the recursion limit; kept for a deep stack.
         raise ConfigError(f"{what} {path} is nested too deeply to read; flatten it") from None
     except ValueError as exc:
         # PyYAML's constructors call int() and datetime() on plain scalars: a 5000-digit
@@ -159,6 +231,12 @@ def read_yaml(path: Path, what: str) -> Any:
         raise ConfigError(
             f"{what} {path} holds a value YAML cannot convert ({exc}); quote it to keep it as text"
         ) from exc
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """Parse a YAML file, or raise a ConfigError naming ``what`` it is and the path: the one
+    way localjury reads YAML (see :func:`load_yaml_file` for the bounds and errors)."""
+    return load_yaml_file(path, what)[0]
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -3,11 +3,10 @@ orders of a pair), and whether a data set is judged in pairs."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from localjury.bench.config import BenchMode
-from localjury.bench.formats import FORMATS
+from localjury.bench.formats import FORMATS, first_json_line
 from localjury.errors import ConfigError
 from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCritic
 from localjury.metrics.base import Metric
@@ -70,13 +69,8 @@ def is_pairwise(mode: BenchMode, fmt: str, data: str | Path) -> bool:
         return mode == "pairwise"
     if fmt in FORMATS and FORMATS[fmt].load_pairs is not None:
         return True
-    if fmt == "jsonl" and Path(data).is_file():
-        with Path(data).open(encoding="utf-8") as fh:
-            first = next((line for line in fh if line.strip()), "")
-        try:
-            row = json.loads(first)
-        except ValueError:
-            return False  # the loader reports it, naming the line
+    if fmt == "jsonl":
+        row = first_json_line(Path(data))
         return isinstance(row, dict) and {"response_a", "response_b"} <= row.keys()
     return False
 

@@ -9,14 +9,17 @@ the pair or group it belongs to. How the public sets map to records follows
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from localjury._files import open_regular_file, read_bounded
 from localjury.errors import ConfigError
 
 
@@ -50,19 +53,60 @@ class Format:
     response_a is the better one), for a pairwise bench; None for sets that are not pairs."""
 
 
+#: The most bytes a labeled set may hold: a set is sampled and stratified in memory, and
+#: the public sets are a few MB (HaluEval QA, the largest here, 10,000 pairs in 5 MB).
+MAX_LABELS_BYTES = 1 << 30
+_WHAT = "labeled data set"
+_HINT = "give the path of the data set file"
+
+
+def _open(path: Path) -> IO[bytes]:
+    """A labeled set's file, opened as a regular file (never waiting on a FIFO, refusing one
+    that cannot be read) and refused over :data:`MAX_LABELS_BYTES`, unread.
+
+    Raises:
+        ConfigError: Naming the file and the rule.
+    """
+    fh = open_regular_file(path, _WHAT, _HINT)
+    size = os.fstat(fh.fileno()).st_size
+    if size > MAX_LABELS_BYTES:
+        fh.close()
+        raise ConfigError(f"{_WHAT} {path} is {size:,} bytes, over the {MAX_LABELS_BYTES:,}-byte bound; it is not read")
+    return fh
+
+
 def _read_json(path: Path) -> Any:
+    data = read_bounded(path, _WHAT, _HINT, MAX_LABELS_BYTES)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read {path} as JSON: {exc}") from None
+        return json.loads(data.decode("utf-8-sig"))
+    except (RecursionError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path} as JSON: {str(exc) or type(exc).__name__}") from None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """A text file's lines, numbered from 1, read one at a time (at most the set's bound)."""
+    with _open(path) as fh, io.TextIOWrapper(fh, encoding="utf-8-sig", newline="") as text:
+        try:
+            yield from enumerate(text, start=1)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from None
+
+
+def first_json_line(path: Path) -> Any:
+    """The first non-blank line of a JSONL set, parsed; None where it is no JSON.
+
+    Raises:
+        ConfigError: The file cannot be read as a labeled set (see :func:`_open`).
+    """
+    first = next((line for _, line in _lines(path) if line.strip()), "")
+    try:
+        return json.loads(first)
+    except (RecursionError, ValueError):
+        return None  # the loader reports it, naming the line
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
-    for n, line in enumerate(lines, start=1):
+    for n, line in _lines(path):
         if not line.strip():
             continue
         try:
@@ -197,20 +241,19 @@ def load_truthfulqa(path: Path) -> list[BenchItem]:
 
 def _truthfulqa_csv(path: Path) -> list[BenchItem]:
     items = []
-    with path.open(encoding="utf-8", newline="") as fh:
-        for n, row in enumerate(csv.DictReader(fh), start=2):
-            where = f"{path}, line {n}"
-            question = str(_need(row, "Question", where))
-            for column, gold in (("Correct Answers", 1), ("Incorrect Answers", 0)):
-                for j, answer in enumerate(a.strip() for a in str(row.get(column) or "").split(";")):
-                    if answer:
-                        items.append(
-                            BenchItem(
-                                record={"id": f"truthfulqa-{n}-{gold}-{j}", "user_input": question, "response": answer},
-                                gold=gold,
-                                group=question,
-                            )
+    for n, row in enumerate(csv.DictReader(line for _, line in _lines(path)), start=2):
+        where = f"{path}, line {n}"
+        question = str(_need(row, "Question", where))
+        for column, gold in (("Correct Answers", 1), ("Incorrect Answers", 0)):
+            for j, answer in enumerate(a.strip() for a in str(row.get(column) or "").split(";")):
+                if answer:
+                    items.append(
+                        BenchItem(
+                            record={"id": f"truthfulqa-{n}-{gold}-{j}", "user_input": question, "response": answer},
+                            gold=gold,
+                            group=question,
                         )
+                    )
     return items
 
 
@@ -271,8 +314,6 @@ def load(path: str | Path, fmt: str, *, pairwise: bool = False) -> list[BenchIte
     if fmt not in FORMATS:
         raise ConfigError(f"unknown bench format {fmt!r}; expected one of: {', '.join(FORMATS)}")
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"no data set at {path}")
     fmt_ = FORMATS[fmt]
     loader = fmt_.load
     if pairwise and fmt_.load_pairs is not None:

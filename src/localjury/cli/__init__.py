@@ -6,6 +6,7 @@ One module per group of commands (:mod:`.run`, :mod:`.show`, :mod:`.verify`, :mo
 
 from __future__ import annotations
 
+import errno
 import sys
 
 from localjury._files import is_symlink_loop
@@ -36,6 +37,16 @@ def main() -> None:
         _unexpected(exc)
 
 
+#: What to do about an error of the operating system, by its errno.
+_OS_FIXES = {
+    errno.ENOSPC: "free some space",
+    errno.EDQUOT: "free some space (a disk quota)",
+    errno.EACCES: "fix the permissions",
+    errno.EPERM: "fix the permissions",
+    errno.EROFS: "write to a file system that is not read-only",
+}
+
+
 def _unexpected(exc: Exception) -> None:
     """Print an error localjury did not raise as one line and exit: 2 for a path that leads
     into a loop of symbolic links (one the options' checks could not see, such as the summary
@@ -50,14 +61,10 @@ def _unexpected(exc: Exception) -> None:
         sys.exit(2)
     if isinstance(exc, OSError):
         # The operating system refused a read or a write (a full disk, permissions, a file
-        # that vanished): name the file and what it said.
+        # that vanished): name the file, what it said, and the fix its errno points to.
         where = f" ({exc.filename})" if exc.filename else ""
-        _report(
-            exc,
-            "error: ",
-            f"{exc.strerror or exc}{where}{_origin(exc)}; fix that (free space, permissions) and run the same "
-            "command again",
-        )
+        fix = _OS_FIXES.get(exc.errno or 0, "fix that")
+        _report(exc, "error: ", f"{exc.strerror or exc}{where}{_origin(exc)}; {fix} and run the same command again")
         sys.exit(1)
     # Not an error localjury raises on purpose: one line saying what failed and where.
     what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from localjury._files import check_no_symlink_loop
+from localjury._files import check_no_symlink_loop, check_reads_if_regular
 from localjury._terminal import SafeConsole, escape_controls
 from localjury.errors import ConfigError
 
@@ -32,12 +32,14 @@ _state = {"debug": False}
 
 
 def checked_path(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
-    """The callback of every path parameter: a path that leads into a loop of symbolic links
-    is a configuration error naming the option, before the command starts."""
+    """The callback of every path parameter: a path that leads into a loop of symbolic links,
+    or a file that says it is regular but cannot be read (``/proc/self/mem``), is a
+    configuration error naming the option, before the command starts."""
     what = param.opts[0] if param.opts and param.opts[0].startswith("-") else (param.name or "path").upper()
     for item in value if isinstance(value, list | tuple) else [value]:
         if item is not None:
             check_no_symlink_loop(Path(item), what)
+            check_reads_if_regular(Path(item), what)
     return value
 
 

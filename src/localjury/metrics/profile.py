@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from localjury._files import read_yaml
 from localjury._hashing import content_hash
 from localjury.errors import ConfigError
+from localjury.metrics._bounds import SpecText, SpecTexts
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic, Demonstration, Selector, Similarity
 from localjury.metrics.base import MAX_STRICTNESS, REASON_MAX_CHARS, Metric
 from localjury.metrics.evidence import MAX_QUOTES, QuoteText
@@ -35,13 +36,13 @@ class LabeledExample(BaseModel):
 
     id: str = Field(min_length=1)
     """The record's id: a record with this id is never shown itself as an example."""
-    response: str = Field(min_length=1)
+    response: SpecText = Field(min_length=1)
     """The judged output."""
-    user_input: str | None = None
+    user_input: SpecText | None = None
     """The prompt or question the response answers."""
-    retrieved_contexts: list[str] | None = None
-    """Passages the system retrieved."""
-    reference: str | None = None
+    retrieved_contexts: SpecTexts | None = None
+    """Passages the system retrieved (together bounded as one text)."""
+    reference: SpecText | None = None
     """A reference answer."""
     gold: Literal[0, 1]
     """1 when the response meets the criterion, 0 when it does not."""
@@ -73,9 +74,9 @@ class ProfileCriterion(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(min_length=1)
+    name: SpecText = Field(min_length=1)
     """The metric name written in results."""
-    definition: str = Field(min_length=1)
+    definition: SpecText = Field(min_length=1)
     """The yes/no statement about the response."""
 
 

@@ -31,8 +31,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from localjury._files import read_yaml
+from localjury._files import load_yaml_file
+from localjury._yaml import compose_bounded
 from localjury.errors import ConfigError, MetricError
+from localjury.metrics._bounds import SpecText, spec_text_problem
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import MAX_STRICTNESS, Metric
 from localjury.metrics.rubric import Aggregate, Rubric
@@ -47,7 +49,7 @@ class _Entry(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1)
+    name: SpecText = Field(min_length=1)
     """The metric's name in results."""
     version: str
     """The entry's version (a number or a string); a new one judges the entry again."""
@@ -63,7 +65,7 @@ class _Entry(BaseModel):
 class CriterionEntry(_Entry):
     """A yes/no criterion, judged by the Aspect Critic."""
 
-    definition: str = Field(min_length=1)
+    definition: SpecText = Field(min_length=1)
     """The statement that is true or false of the response."""
     tie_break: TieBreak = "fail"
     """What an even split of valid votes gives."""
@@ -76,7 +78,7 @@ class CriterionEntry(_Entry):
 class RubricEntry(_Entry):
     """A rubric: a criterion graded on a scale of 1..N, each level described."""
 
-    criterion: str = Field(min_length=1)
+    criterion: SpecText = Field(min_length=1)
     """What is graded."""
     levels: dict[int, str] | list[str]
     """Each level's description: a mapping 1..N -> text, or a list from level 1 up (2 to 10)."""
@@ -86,6 +88,15 @@ class RubricEntry(_Entry):
     """How a model's sampled scores combine: mean or median."""
     threshold: float = Field(0.5, ge=0.0, le=1.0)
     """The normalised score (0..1) a model must reach to pass."""
+
+    @field_validator("levels")
+    @classmethod
+    def _level_texts(cls, value: dict[int, str] | list[str]) -> dict[int, str] | list[str]:
+        for level, text in value.items() if isinstance(value, dict) else enumerate(value, start=1):
+            problem = spec_text_problem(text)
+            if problem is not None:
+                raise ValueError(f"level {level}: the text {problem}")
+        return value
 
 
 class RubricsFile(BaseModel):
@@ -107,10 +118,10 @@ def rubric_file_metrics(path: str | Path) -> list[Metric]:
             (naming the file, the line and the field), or two entries share a name.
     """
     path = Path(path)
-    data = read_yaml(path, WHAT)
+    data, raw = load_yaml_file(path, WHAT)  # read once: the entries, their lines and the digest agree
     if data is None or not isinstance(data, dict):
         raise ConfigError(f"{WHAT} {path} must be a mapping with `criteria:` and/or `rubrics:` lists")
-    text = path.read_text(encoding="utf-8-sig")
+    text = raw.decode("utf-8-sig")
     try:
         parsed = RubricsFile.model_validate(data)
     except ValidationError as exc:
@@ -120,7 +131,7 @@ def rubric_file_metrics(path: str | Path) -> list[Metric]:
         raise ConfigError(f"{WHAT} {path}, line {line_of(text, loc)}, field {field}: {first['msg']}") from None
     if not parsed.criteria and not parsed.rubrics:
         raise ConfigError(f"{WHAT} {path} has no entry: give a `criteria:` or a `rubrics:` list")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256(raw).hexdigest()
     metrics: list[Metric] = []
     seen: set[str] = set()
     entries: list[tuple[str, int, CriterionEntry | RubricEntry]] = [
@@ -166,8 +177,9 @@ def _metric(entry: CriterionEntry | RubricEntry, path: Path, line: int, where: s
 
 def line_of(text: str, loc: tuple[Any, ...]) -> int:
     """The 1-based line of the YAML field at ``loc`` (keys and list indices: a key's line, a list
-    item's), or of the deepest one on the way that exists (a missing field's entry)."""
-    node: Any = yaml.compose(text)
+    item's), or of the deepest one on the way that exists (a missing field's entry). ``text``
+    is a document the bounded loader has read (see :mod:`localjury._yaml`)."""
+    node: Any = compose_bounded(text)
     line = node.start_mark.line + 1 if node is not None else 1
     for part in loc:
         if isinstance(node, yaml.MappingNode):

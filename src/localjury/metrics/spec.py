@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from localjury._files import read_yaml
 from localjury.errors import ConfigError
+from localjury.metrics._bounds import spec_text_problem
 from localjury.metrics.agent import AGENT_METRICS
 from localjury.metrics.aspect_critic import PREDEFINED_ASPECTS, AspectCritic
 from localjury.metrics.base import Metric
@@ -59,13 +60,16 @@ def parse_metric(
 
     Raises:
         ConfigError: The text is not what ``kind`` expects; the message names the option
-            and what it takes.
+            and what it takes. Or a criterion's name or text is over
+            :data:`~localjury.metrics._bounds.MAX_SPEC_TEXT_BYTES` (or not text).
     """
     if kind in ("any", "named") and text in NAMED_METRICS:
         return named_metric(text, evidence=evidence)
     if kind in ("any", "aspect") and text in PREDEFINED_ASPECTS:
         return AspectCritic.predefined(text, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
     named = named_criterion(text) if kind in ("any", "criterion", "pairwise") else None
+    if named is not None:
+        _check_texts(named, f"{'pairwise ' if kind == 'pairwise' else ''}criterion")
     if named is not None and kind == "pairwise":
         from localjury.metrics.pairwise import PairwiseCritic
 
@@ -73,6 +77,19 @@ def parse_metric(
     if named is not None:
         return AspectCritic(*named, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
     raise ConfigError(_UNPARSED[kind](text))
+
+
+def _check_texts(criterion: tuple[str, str], where: str) -> None:
+    """Refuse a criterion whose name or text is over the bound on a metric's texts (or not
+    text), before any tokenizer sees it.
+
+    Raises:
+        ConfigError: Naming ``where`` the criterion comes from, its name and the bound.
+    """
+    for part, value in zip(("name", "text"), criterion, strict=True):
+        problem = spec_text_problem(value)
+        if problem is not None:
+            raise ConfigError(f"{where} {criterion[0][:60]!r}: its {part} {problem}; shorten it")
 
 
 #: What each kind of metric text says when it is none of what it may name.
@@ -135,7 +152,8 @@ def read_criteria(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
     (``strictness``, ``tie_break``, ``evidence``, and ``scope`` for conversation records).
 
     Raises:
-        ConfigError: The file cannot be read or is not of that shape.
+        ConfigError: The file cannot be read or is not of that shape, or a criterion's name
+            or text is over :data:`~localjury.metrics._bounds.MAX_SPEC_TEXT_BYTES`.
     """
     data = read_yaml(path, "criteria file")
     if isinstance(data, dict) and "criteria" in data:
@@ -144,12 +162,14 @@ def read_criteria(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
     if isinstance(data, dict):
         for name, text in data.items():
             if not isinstance(text, str):
-                raise ConfigError(f"criteria file {path}: criterion {name!r} must map to its text")
+                raise ConfigError(f"criteria file {path}: criterion {str(name)[:60]!r} must map to its text")
             items.append((str(name), text, {}))
     elif isinstance(data, list):
         for i, entry in enumerate(data, start=1):
             if not isinstance(entry, dict) or not {"name", "definition"} <= entry.keys():
                 raise ConfigError(f"criteria file {path}: item {i} needs 'name' and 'definition'")
+            if isinstance(entry["definition"], list | dict):
+                raise ConfigError(f"criteria file {path}: item {i}: 'definition' must be the criterion's text")
             extra = {k: v for k, v in entry.items() if k not in ("name", "definition")}
             unknown = set(extra) - {"strictness", "tie_break", "scope", "evidence"}
             if unknown:
@@ -157,6 +177,8 @@ def read_criteria(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
             items.append((str(entry["name"]), str(entry["definition"]), extra))
     else:
         raise ConfigError(f"criteria file {path} must map names to criteria, or list {{name, definition}} items")
+    for name, text, _ in items:
+        _check_texts((name, text), f"criteria file {path}: criterion")
     return items
 
 

@@ -13,11 +13,14 @@ inspect_ai is imported only when a log is read: ``import localjury`` never impor
 from __future__ import annotations
 
 import json
+import re
+import zipfile
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from localjury._files import check_regular_file
+from localjury._files import open_regular_file
 from localjury.errors import ConfigError, MissingDependencyError, RecordError
 from localjury.records.record import Record, parse_record
 
@@ -27,6 +30,14 @@ LOG_SUFFIXES = (".eval", ".json")
 _JSON_NOTE = " (it holds a JSON object; a .json dataset of records holds a list)"
 #: Sample fields a record does not need, left unread in an ``.eval`` log (the events are most of a sample).
 _UNUSED_FIELDS = {"events", "events_data", "timelines", "store"}
+#: The largest part of a log read (a sample's entry, the header, a ``.json`` log), as a JSONL
+#: dataset's line (:data:`localjury.records.readers.MAX_LINE_BYTES`): a sample over it is its
+#: error, a header or a ``.json`` log over it the log's.
+MAX_SAMPLE_BYTES = 1 << 30
+#: A sample's entry in an ``.eval`` log (inspect_ai 0.3: ``samples/<id>_epoch_<n>.json``).
+_SAMPLE_ENTRY = re.compile(r"samples/(.+)_epoch_(\d+)\.json")
+#: The entries inspect reads for a log's header.
+_HEADERS = ("header.json", "_journal/start.json")
 
 
 def _text(message: Any) -> str:
@@ -123,6 +134,16 @@ def _sample_record(sample: Any, *, epochs: int, name: str) -> Record:
         ) from None
 
 
+def _oversized(sample: _Oversized, epochs: int, name: str) -> RecordError:
+    """The error of a sample over :data:`MAX_SAMPLE_BYTES`."""
+    return RecordError(
+        f"the sample's entry in the log is {sample.size:,} bytes, over the {MAX_SAMPLE_BYTES:,}-byte bound on a "
+        "sample; it is skipped unread (no judge could read a record this long)",
+        record_id=sample.id if epochs <= 1 else f"{sample.id}-epoch{sample.epoch}",
+        location=f"{name} sample {sample.id!r}" + (f" epoch {sample.epoch}" if epochs > 1 else ""),
+    )
+
+
 def _in_order(log: Any) -> Iterator[Any]:
     """A whole log's samples in the order an ``.eval`` log streams them: the dataset's, each
     sample's epochs in turn (a ``.json`` log keeps them as they finished)."""
@@ -130,27 +151,78 @@ def _in_order(log: Any) -> Iterator[Any]:
     return iter(sorted(log.samples or (), key=lambda s: (place.get(s.id, len(place)), s.epoch)))
 
 
+def _entries(path: Path) -> list[tuple[str, int, int]]:
+    """The samples an ``.eval`` log holds, as (id as its entry names it, epoch, declared
+    size): read from the zip's directory, so that they, not the header's ``sample_ids`` and
+    ``epochs``, bound the work.
+
+    Raises:
+        ConfigError: The header is over :data:`MAX_SAMPLE_BYTES`.
+    """
+    with zipfile.ZipFile(path) as archive:
+        infos = archive.infolist()
+    for info in infos:
+        if info.filename in _HEADERS and info.file_size > MAX_SAMPLE_BYTES:
+            raise ConfigError(
+                f"cannot read {path} as an inspect_ai eval log: its {info.filename} is {info.file_size:,} bytes, "
+                f"over the {MAX_SAMPLE_BYTES:,}-byte bound on a log's part"
+            )
+    found = ((_SAMPLE_ENTRY.fullmatch(info.filename), info.file_size) for info in infos)
+    return [(m[1], int(m[2]), size) for m, size in found if m is not None]
+
+
+def _eval_samples(path: Path, header: Any, entries: list[tuple[str, int, int]]) -> Iterator[Any]:
+    """The samples of an ``.eval`` log (its ``entries``) in the dataset's order (then any the
+    header does not list), each sample's epochs in turn: one read per sample in the log; a
+    sample over :data:`MAX_SAMPLE_BYTES` as an :class:`_Oversized`, unread."""
+    from inspect_ai.log import read_eval_log_sample
+
+    place = {str(sid): i for i, sid in enumerate(header.eval.dataset.sample_ids or ())}
+    for sid, epoch, size in sorted(entries, key=lambda e: (place.get(e[0], len(place)), e[0], e[1])):
+        if size > MAX_SAMPLE_BYTES:
+            yield _Oversized(sid, epoch, size)
+            continue
+        yield read_eval_log_sample(
+            str(path), id=sid, epoch=epoch, resolve_attachments=True, format="eval", exclude_fields=_UNUSED_FIELDS
+        )
+
+
+@dataclass(frozen=True)
+class _Oversized:
+    """A sample whose entry in the log is over :data:`MAX_SAMPLE_BYTES`, left unread."""
+
+    id: str
+    epoch: int
+    size: int
+
+
 def _read(path: Path) -> tuple[int, Iterator[Any]]:
     """The log's epochs and its samples, streamed one at a time from an ``.eval`` log."""
     try:
-        from inspect_ai.log import read_eval_log, read_eval_log_samples
+        from inspect_ai.log import read_eval_log
     except ImportError:
         raise MissingDependencyError(
             f"{path} is read as an inspect_ai eval log{_JSON_NOTE if path.suffix.lower() == '.json' else ''}, "
             "which needs the inspect_ai package: pip install 'localjury[inspect]'"
         ) from None
     if path.suffix.lower() == ".json":
+        size = path.stat().st_size
+        if size > MAX_SAMPLE_BYTES:  # inspect reads a .json log whole
+            raise ConfigError(
+                f"cannot read {path} as an inspect_ai eval log{_JSON_NOTE}: it is {size:,} bytes, over the "
+                f"{MAX_SAMPLE_BYTES:,}-byte bound on a .json log, which is read whole; convert it to the .eval "
+                "format, read a sample at a time: inspect log convert --to eval"
+            )
         log = read_eval_log(str(path), resolve_attachments=True, format="json")
         return log.eval.config.epochs or 1, _in_order(log)
+    entries = _entries(path)  # before inspect reads the header: its size is checked
     header = read_eval_log(str(path), header_only=True, format="eval")
-    epochs = header.eval.config.epochs or 1
+    # Several epochs (ids of the form <id>-epoch<N>) when the header says so, or a sample says so.
+    epochs = max([header.eval.config.epochs or 1, *(epoch for _, epoch, _ in entries)])
     if header.eval.dataset.sample_ids is None:  # an older log: read whole
         log = read_eval_log(str(path), resolve_attachments=True, format="eval")
         return epochs, _in_order(log)
-    samples = read_eval_log_samples(
-        str(path), all_samples_required=False, resolve_attachments=True, format="eval", exclude_fields=_UNUSED_FIELDS
-    )
-    return epochs, samples
+    return epochs, _eval_samples(path, header, entries)
 
 
 def iter_inspect_log(path: str | Path) -> Iterator[Record | RecordError]:
@@ -164,10 +236,14 @@ def iter_inspect_log(path: str | Path) -> Iterator[Record | RecordError]:
         MissingDependencyError: inspect_ai is not installed (the ``inspect`` extra).
     """
     path = Path(path)
-    check_regular_file(path, "inspect_ai eval log", "give the path of a .eval or .json log file")
+    # Opened (and closed) to check that it reads: inspect_ai's own errors would not name the file.
+    open_regular_file(path, "inspect_ai eval log", "give the path of a .eval or .json log file").close()
     try:
         epochs, samples = _read(path)
         for sample in samples:
+            if isinstance(sample, _Oversized):
+                yield _oversized(sample, epochs, path.name)
+                continue
             try:
                 yield _sample_record(sample, epochs=epochs, name=path.name)
             except RecordError as exc:

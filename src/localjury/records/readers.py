@@ -14,13 +14,13 @@ import itertools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 from localjury._files import check_regular_file, open_regular_file
 from localjury.errors import ConfigError, MissingDependencyError, RecordError
+from localjury.records._tables import Overlong, csv_rows, json_items, parquet_rows
 from localjury.records.conversation import from_ragas_turns
 from localjury.records.inspect_log import iter_inspect_log
 from localjury.records.record import Record, coerce_records, dedupe, parse_record, raw_id, too_deep
@@ -31,9 +31,11 @@ _DATASET_HINT = (
     + ", ".join(SUPPORTED_SUFFIXES[:-1])
     + f" or {SUPPORTED_SUFFIXES[-1]} file, or a folder that Hugging Face datasets' save_to_disk wrote"
 )
-#: The longest line of a JSONL file read as a record: a longer one is that record's error,
-#: read past a MiB at a time and never held whole. Far above what any judge reads (a record's
-#: text is bounded by its judges' context, :data:`localjury.run.plan.MAX_TOKEN_BYTES` bytes a
+#: The longest line of a JSONL file read as a record, and the largest row of a JSON list, a CSV
+#: or a Parquet file: a longer one is that record's error (a JSONL line or a JSON item is read
+#: past a MiB at a time and never held whole; a Parquet row is measured before it is turned
+#: into Python; a CSV row is parsed, then dropped). Far above what any judge reads (a record's
+#: text is bounded by its judges' context, :data:`localjury.run.fit.MAX_TOKEN_BYTES` bytes a
 #: token: 32 MiB a field for a context of 131,072 tokens), and low enough that reading,
 #: decoding and parsing one line stays a few GiB.
 MAX_LINE_BYTES = 1 << 30
@@ -208,19 +210,9 @@ def load_saved_dataset(path: Path) -> Any:
     return loaded
 
 
-@dataclass(frozen=True)
-class _Overlong:
-    """A line over :data:`MAX_LINE_BYTES`, read past."""
-
-    size: int
-    """Its bytes, the newline excluded."""
-    head: bytes
-    """Its first bytes, for the record's id."""
-
-
-def _lines(fh: IO[bytes], path: Path) -> Iterator[bytes | _Overlong]:
+def _lines(fh: IO[bytes], path: Path) -> Iterator[bytes | Overlong]:
     """Yield the file's lines, the first without a UTF-8 byte order mark; a line over
-    :data:`MAX_LINE_BYTES` as an :class:`_Overlong`, without holding more of it than that."""
+    :data:`MAX_LINE_BYTES` as an :class:`Overlong`, without holding more of it than that."""
     first = True
     limit = MAX_LINE_BYTES
     try:
@@ -236,61 +228,84 @@ def _lines(fh: IO[bytes], path: Path) -> Iterator[bytes | _Overlong]:
             del line
             while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
                 size += len(rest)
-            yield _Overlong(size + len(rest.rstrip(b"\n")), head)
+            yield Overlong(size + len(rest.rstrip(b"\n")), head.decode("utf-8", "replace"))
     except OSError as exc:
         raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
 
 
+def _overlong(item: Overlong, location: str, row: str, record: str) -> RecordError:
+    """The error of a row over :data:`MAX_LINE_BYTES` (``row``: "line"; ``record``: "a JSONL
+    record"), named by its id where it gave one, else by a hash of its size and first bytes."""
+    how = "skipped unread" if row in ("line", "item") else "skipped"
+    return RecordError(
+        f"the {row} is {item.size:,} bytes, over the {MAX_LINE_BYTES:,}-byte bound on {record}; it is {how} "
+        "(no judge could read a record this long)",
+        record_id=item.head if item.is_id else raw_id(f"{item.size} bytes: {item.head or location}"),
+        location=location,
+    )
+
+
+def _json_record(data: bytes, location: str, *, lines: bool = False) -> Record | RecordError | None:
+    """The record a JSONL line or a JSON list's item holds, or its error; None for a blank
+    line (``lines``: white space only, Unicode's included), which a JSONL file may hold."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return RecordError(
+            f"not valid UTF-8 ({exc.reason} at byte {exc.start})",
+            record_id=raw_id(data.decode("utf-8", "replace")),
+            location=location,
+        )
+    if lines and not text.strip():
+        return None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return RecordError(
+            f"not valid JSON ({exc.msg} at column {exc.colno})", record_id=raw_id(text), location=location
+        )
+    except RecursionError:
+        return RecordError(too_deep(), record_id=raw_id(text), location=location)
+    except ValueError as exc:  # a number longer than sys.get_int_max_str_digits()
+        return RecordError(f"not readable as JSON: {exc}", record_id=raw_id(text), location=location)
+    try:
+        return parse_record(raw, location=location)
+    except RecordError as exc:
+        return exc
+
+
 def _iter_jsonl(path: Path) -> Iterator[Record | RecordError]:
     with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
-        for lineno, line_bytes in enumerate(_lines(fh, path), start=1):
+        for lineno, line in enumerate(_lines(fh, path), start=1):
             location = f"{path.name} line {lineno}"
-            if isinstance(line_bytes, _Overlong):
-                yield RecordError(
-                    f"the line is {line_bytes.size:,} bytes, over the {MAX_LINE_BYTES:,}-byte bound on a JSONL "
-                    "record; it is skipped unread (no judge could read a record this long)",
-                    record_id=raw_id(f"{line_bytes.size} bytes: " + line_bytes.head.decode("utf-8", "replace")),
-                    location=location,
-                )
+            if isinstance(line, Overlong):
+                yield _overlong(line, location, "line", "a JSONL record")
+            elif (entry := _json_record(line, location, lines=True)) is not None:
+                yield entry
+
+
+def _iter_table(path: Path, suffix: str) -> Iterator[Record | RecordError]:
+    """The records of a JSON list, a CSV or a Parquet file, streamed (see
+    :mod:`localjury.records._tables`); a row over :data:`MAX_LINE_BYTES` is its error."""
+    with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
+        if suffix == ".json":
+            for i, item in enumerate(json_items(fh, path, MAX_LINE_BYTES), start=1):
+                location = f"{path.name} row {i}"
+                if isinstance(item, Overlong):
+                    yield _overlong(item, location, "item", "a record of a JSON list")
+                elif (entry := _json_record(item, location)) is not None:
+                    yield entry
+            return
+        rows = csv_rows(fh, path, MAX_LINE_BYTES) if suffix == ".csv" else parquet_rows(fh, path, MAX_LINE_BYTES)
+        for i, row in enumerate(rows, start=1):
+            location = f"{path.name} row {i}"
+            if isinstance(row, Overlong):
+                yield _overlong(row, location, "row", f"a {'CSV' if suffix == '.csv' else 'Parquet'} record")
                 continue
             try:
-                line = line_bytes.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                yield RecordError(
-                    f"not valid UTF-8 ({exc.reason} at byte {exc.start})",
-                    record_id=raw_id(line_bytes.decode("utf-8", "replace")),
-                    location=location,
-                )
-                continue
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield RecordError(
-                    f"not valid JSON ({exc.msg} at column {exc.colno})",
-                    record_id=raw_id(line),
-                    location=location,
-                )
-                continue
-            except RecursionError:
-                yield RecordError(too_deep(), record_id=raw_id(line), location=location)
-                continue
-            except ValueError as exc:  # a number longer than sys.get_int_max_str_digits()
-                yield RecordError(f"not readable as JSON: {exc}", record_id=raw_id(line), location=location)
-                continue
-            try:
-                yield parse_record(raw, location=location)
+                yield parse_record(row, location=location, csv_cells=suffix == ".csv")
             except RecordError as exc:
                 yield exc
-
-
-def _iter_rows(rows: Iterable[Mapping[str, Any]], path: Path, *, csv_cells: bool) -> Iterator[Record | RecordError]:
-    for i, raw in enumerate(rows, start=1):
-        try:
-            yield parse_record(raw, location=f"{path.name} row {i}", csv_cells=csv_cells)
-        except RecordError as exc:
-            yield exc
 
 
 def _holds_object(path: Path) -> bool:
@@ -314,11 +329,15 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
     ``inspect`` extra); or a folder that Hugging Face ``datasets``' ``save_to_disk`` wrote (read
     memory-mapped, see :func:`iter_hf_dataset`; needs the ``datasets`` extra).
 
-    A leading UTF-8 byte order mark is ignored in every text format.
+    A leading UTF-8 byte order mark is ignored in every text format. Every format is streamed,
+    never read whole: a JSON list item by item, CSV a few hundred rows at a time, Parquet in
+    batches of bounded size; a line, item or row over :data:`MAX_LINE_BYTES` is that record's
+    error, as is an item of a JSON list that is not valid JSON.
 
     Raises:
         ConfigError: The file does not exist, is a folder (other than a datasets folder), a
-            FIFO, a socket or a device, has an unknown suffix, or cannot be read at all.
+            FIFO, a socket or a device, has an unknown suffix, or cannot be read at all (a read
+            error, or a ``.json`` file that is not one list: raised where the reading finds it).
         MissingDependencyError: A datasets folder, without the ``datasets`` package.
     """
     path = Path(path)
@@ -331,40 +350,8 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
         yield from _iter_jsonl(path)
     elif suffix == ".eval" or (suffix == ".json" and _holds_object(path)):
         yield from iter_inspect_log(path)
-    elif suffix == ".json":
-        with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
-            try:
-                data = json.loads(fh.read().decode("utf-8-sig"))
-            except OSError as exc:
-                raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
-            except RecursionError:
-                raise ConfigError(f"cannot read {path} as a JSON list of records: {too_deep()}") from None
-            except ValueError as exc:  # not UTF-8, not JSON, or a number longer than Python writes
-                raise ConfigError(f"cannot read {path} as a JSON list of records: {exc}") from exc
-        if not isinstance(data, list):
-            raise ConfigError(
-                f"{path}: a .json dataset must hold a list of records; use .jsonl for one object per line"
-            )
-        yield from _iter_rows(data, path, csv_cells=False)
-    elif suffix == ".csv":
-        import pandas as pd
-
-        with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
-            try:
-                # Every cell as a string, nothing turned into NaN: "" means absent.
-                frame = pd.read_csv(fh, dtype=str, keep_default_na=False, na_values=[], encoding="utf-8-sig")
-            except (OSError, ValueError) as exc:  # UnicodeDecodeError and pandas' ParserError are ValueErrors
-                raise ConfigError(f"cannot read {path} as CSV: {exc}") from exc
-        yield from _iter_rows(frame.to_dict(orient="records"), path, csv_cells=True)
-    elif suffix in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
-
-        with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
-            try:
-                rows = pq.read_table(fh).to_pylist()
-            except Exception as exc:  # pyarrow raises several unrelated types for a bad file
-                raise ConfigError(f"cannot read {path} as Parquet: {exc}") from exc
-        yield from _iter_rows(rows, path, csv_cells=False)
+    elif suffix in (".json", ".csv", ".parquet", ".pq"):
+        yield from _iter_table(path, ".parquet" if suffix == ".pq" else suffix)
     else:
         raise ConfigError(
             f"unsupported dataset format {suffix!r} for {path}; expected one of: " + ", ".join(SUPPORTED_SUFFIXES)
@@ -377,8 +364,17 @@ class Dataset:
     time, a RAGAS-shaped dataset from its samples (see :func:`~localjury.records.readers.record_reader`)."""
 
     def __init__(self, records: str | Path | Iterable[Any]) -> None:
+        """Open the records for reading; a dataset file is checked here, before a run hashes it
+        or loads a model.
+
+        Raises:
+            ConfigError: A dataset file that does not exist, is not a regular file, or cannot
+                be read (``/proc/self/mem``: it says it is regular, and its reads fail).
+        """
         self.path: Path | None = Path(records) if isinstance(records, str | Path) else None
         """The dataset file or folder, when the records come from one."""
+        if self.path is not None and not is_saved_dataset(self.path):
+            open_regular_file(self.path, "dataset file", _DATASET_HINT).close()
         self._read = record_reader(records)
 
     def entries(self) -> Iterator[Record | RecordError]:

@@ -19,11 +19,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from localjury._files import open_regular_file
+from localjury._files import read_bounded
 from localjury.errors import ConfigError
 
 #: Scores are clipped this far from 0 and 1 before the logit.
 EPS = 1e-4
+#: The largest calibration file read: a fit is a few hundred bytes plus its held-out figures
+#: (a few KiB), so 16 MiB holds thousands; a larger file is refused unread.
+MAX_CALIBRATION_BYTES = 16 << 20
 Source = Literal["p_pass", "vote_share"]
 
 
@@ -201,10 +204,10 @@ def load_calibration(path: str | Path) -> tuple[CalibrationFile, str]:
     """Read a calibration file; return it and its SHA-256.
 
     Raises:
-        ConfigError: The file is missing, unreadable or not a calibration file.
+        ConfigError: The file is missing, not a regular file, unreadable (a read error
+            included), over :data:`MAX_CALIBRATION_BYTES`, or not a calibration file.
     """
-    with open_regular_file(Path(path), "calibration file", "give the path of the JSON file") as fh:
-        data = fh.read()
+    data = read_bounded(Path(path), "calibration file", "give the path of the JSON file", MAX_CALIBRATION_BYTES)
     try:
         return CalibrationFile.model_validate_json(data), hashlib.sha256(data).hexdigest()
     except ValidationError as exc:

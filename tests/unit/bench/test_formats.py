@@ -1,6 +1,8 @@
 """Every bench format parses (tiny files written here, and the real ones when present)."""
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -99,8 +101,27 @@ def test_generic_jsonl(tmp_path):
 def test_unknown_format_and_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="unknown bench format 'mmlu'; expected one of: llmbar"):
         load(tmp_path / "x", "mmlu")
-    with pytest.raises(ConfigError, match="no data set at"):
+    with pytest.raises(ConfigError, match=r"labeled data set not found: .*missing\.jsonl"):
         load(tmp_path / "missing.jsonl", "jsonl")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "llmbar", "truthfulqa"])
+def test_a_labeled_set_that_is_no_regular_readable_file_is_refused_naming_it(tmp_path, fmt):
+    """A FIFO is never waited on, a file that cannot be read (/proc/self/mem) is a ConfigError."""
+    fifo = tmp_path / "labels.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"labels\.csv is not a regular file \(a FIFO\)"):
+        load(fifo, fmt)
+    if Path("/proc/self/mem").exists():
+        with pytest.raises(ConfigError, match=r"/proc/self/mem"):
+            load("/proc/self/mem", fmt)
+
+
+def test_a_labeled_set_over_its_bound_is_refused_unread(tmp_path, monkeypatch):
+    monkeypatch.setattr("localjury.bench.formats.MAX_LABELS_BYTES", 100)
+    rows = write(tmp_path, "h.jsonl", jsonl([{"response": "r" * 50, "gold": 1}] * 3))
+    with pytest.raises(ConfigError, match=r"h\.jsonl is [\d,]+ bytes, over the 100-byte bound"):
+        load(rows, "jsonl")
 
 
 def test_sample_keeps_pairs_whole_and_is_seeded(tmp_path):

@@ -90,6 +90,70 @@ def test_a_sample_that_cannot_be_judged_is_its_own_error_and_the_others_are_read
     assert "no messages and no output" in str(errors["empty"])
 
 
+def _counting_sample_reads(monkeypatch, most=50):
+    """Count the samples read from a log (each a read of the zip); more than ``most`` raises."""
+    import inspect_ai.log
+    import inspect_ai.log._file
+
+    reads = []
+    original = inspect_ai.log._file.read_eval_log_sample
+
+    def counted(*args, **kwargs):
+        reads.append(kwargs.get("id", args[1] if len(args) > 1 else None))
+        if len(reads) > most:
+            raise RuntimeError(f"more than {most} sample reads for a log of one sample")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(inspect_ai.log._file, "read_eval_log_sample", counted)
+    monkeypatch.setattr(inspect_ai.log, "read_eval_log_sample", counted)
+    return reads
+
+
+def log_claiming(path, samples, sample_ids, epochs):
+    """A log whose header lists ``sample_ids`` and ``epochs``, whatever ``samples`` it holds."""
+    dataset = EvalDataset(name="d", samples=len(sample_ids), sample_ids=sample_ids)
+    spec = EvalSpec(created="2026-01-01T00:00:00+00:00", task="weather", model="mockllm/model", dataset=dataset,
+                    config=EvalConfig(epochs=epochs))  # fmt: skip
+    write_eval_log(EvalLog(status="started", eval=spec, samples=samples), str(path))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("extra_ids", "epochs"), [(0, 10**9), (10_000, 1), (10_000, 10**9)], ids=["epochs", "sample_ids", "both"]
+)
+def test_a_header_that_claims_more_than_the_log_holds_costs_a_read_per_sample_held(
+    tmp_path, monkeypatch, extra_ids, epochs
+):
+    """The samples in the log bound the work, not the header's sample_ids times its epochs
+    (10**9 epochs hung; 10,000 ids that no sample has took 21 ms each)."""
+    ids = ["q1", *(f"missing{i}" for i in range(extra_ids)), "q2"]
+    path = log_claiming(tmp_path / "log.eval", [sample("q2"), sample("q1")], ids, epochs)
+    reads = _counting_sample_reads(monkeypatch)
+    suffix = "-epoch1" if epochs > 1 else ""
+    assert [r.id for r in iter_records(path)] == [f"q1{suffix}", f"q2{suffix}"]  # in the header's order
+    assert len(reads) == 2
+
+
+def test_samples_the_header_does_not_list_are_read_after_the_others(tmp_path):
+    """A header that says one epoch while the log holds two: each epoch its own record, never two
+    records of one id; a sample the header does not list, last."""
+    samples = [sample("q1", 1), sample("q1", 2), sample("stray", 1), sample("q2", 1)]
+    path = log_claiming(tmp_path / "log.eval", samples, ["q1", "q2"], 1)
+    assert [r.id for r in iter_records(path)] == ["q1-epoch1", "q1-epoch2", "q2-epoch1", "stray-epoch1"]
+
+
+def test_a_sample_over_the_bound_is_its_error_unread(tmp_path, monkeypatch):
+    import localjury.records.inspect_log as inspect_log
+
+    path = write_log(tmp_path / "log.eval", [sample("q1"), sample("big", output="x" * 50_000), sample("q3")])
+    monkeypatch.setattr(inspect_log, "MAX_SAMPLE_BYTES", 20_000)
+    reads = _counting_sample_reads(monkeypatch)
+    q1, big, q3 = iter_records(path)
+    assert (q1.id, q3.id) == ("q1", "q3") and reads == ["q1", "q3"]
+    assert isinstance(big, RecordError) and big.record_id == "big" and big.location == "log.eval sample 'big'"
+    assert "over the 20,000-byte bound on a sample; it is skipped unread" in str(big)
+
+
 def test_a_sample_without_messages_is_judged_on_its_output(tmp_path):
     (record,) = iter_records(write_log(tmp_path / "log.eval", [sample("q", messages=[], output="Paris.")]))
     assert (record.response, record.messages, record.reference) == ("Paris.", None, "18C")
