@@ -10,20 +10,30 @@ the vocabulary's content, the regex and the outlines-core version, so it is buil
 - on disk, under ``$LOCALJURY_HOME/index-cache/``, one file per index (bounded too, the
   least recently used go first). ``LOCALJURY_INDEX_CACHE=0`` turns the disk cache off.
 
-A file is a magic line, a JSON header line (key, outlines-core version, payload size and
-SHA-256), then the payload: the index's own bincode encoding (what ``Index.__reduce__``
-pickles, read back by ``Index.from_binary``). A file whose header, size or digest does not
-match is rebuilt and replaced, never decoded; a cache folder that cannot be written only
-costs the rebuild, logged at debug level.
+A file is a magic line, a JSON header line, then the payload: the index's own bincode
+encoding (what ``Index.__reduce__`` pickles, read back by ``Index.from_binary``). The header
+holds the whole key material (:func:`key_material`: the layout, the regex, the vocabulary's
+digest, the outlines-core version), the payload's size and its SHA-256. The file's name is
+only a digest of that material: on reading, the header's material is compared with the regex
+and vocabulary asked for, field by field, so that an entry renamed, copied or relabelled for
+another schema or tokenizer is never taken for this one.
+
+A file is opened without following a link and without blocking, and read only if it is a
+regular file (a FIFO, a device, a folder or a link in an entry's place would hang the run or
+read something else). An entry that is not a regular file, or whose magic, material, size or
+digest does not match, is refused with a warning, rebuilt and replaced, never decoded; a cache
+folder that cannot be written only costs the rebuild, logged at debug level.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -44,8 +54,13 @@ log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
+#: The file layout, in the magic line and in the key material (entries of another layout have
+#: other names, and are pruned in time).
+LAYOUT = 2
 #: Names the file layout; a file of another layout is rebuilt.
-MAGIC = b"localjury-index-cache 1\n"
+MAGIC = b"localjury-index-cache 2\n"
+#: Bytes a header may take beside its key material (size, digest, the JSON around them).
+HEADER_SLACK = 512
 #: The in-process cache keeps indexes up to this many bytes of encoding (~1.8 GiB in memory).
 MEMORY_BUDGET = 1 << 30
 #: ... and at most this many of them, whatever their size.
@@ -173,10 +188,18 @@ def vocabulary_key(vocabulary: Vocabulary) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
+def key_material(regex: str, vocabulary_digest: str) -> dict[str, Any]:
+    """What an index depends on: the regex, the vocabulary's digest (:func:`vocabulary_key`),
+    the outlines-core version that encodes it, and the file layout. An entry's header holds it
+    whole, and it must equal this on reading."""
+    return {"layout": LAYOUT, "regex": regex, "vocabulary": vocabulary_digest, "outlines_core": outlines_core_version()}
+
+
 def index_key(regex: str, vocabulary_digest: str) -> str:
-    """The name of the index of ``regex`` over the vocabulary of ``vocabulary_digest``."""
-    parts = {"regex": regex, "vocabulary": vocabulary_digest, "outlines_core": outlines_core_version()}
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+    """The name of the index of ``regex`` over the vocabulary of ``vocabulary_digest``: a
+    digest of its :func:`key_material`."""
+    material = key_material(regex, vocabulary_digest)
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
 def disk_folder() -> Path | None:
@@ -197,62 +220,98 @@ def compiled_index(regex: str, vocabulary: Vocabulary) -> Index:
     Returns:
         The compiled index; shared between callers, which is safe as an ``Index`` is immutable.
     """
-    key = index_key(regex, vocabulary_key(vocabulary))
+    material = key_material(regex, vocabulary_key(vocabulary))
+    key = index_key(regex, material["vocabulary"])
     index = INDEXES.get(key)
     if index is not None:
         return index
     folder = disk_folder()
-    loaded = read_entry(folder / f"{key}.idx", key) if folder is not None else None
+    loaded = read_entry(folder / f"{key}.idx", material) if folder is not None else None
     if loaded is not None:
         index, weight = loaded
     else:
         index = build_index(regex, vocabulary)
-        weight = write_entry(folder, key, index) if folder is not None else len(vocabulary) * BYTES_PER_TOKEN
+        weight = write_entry(folder, material, index) if folder is not None else len(vocabulary) * BYTES_PER_TOKEN
     INDEXES.put(key, index, weight)
     return index
 
 
-def read_entry(path: Path, key: str) -> tuple[Index, int] | None:
+def read_entry(path: Path, material: dict[str, Any]) -> tuple[Index, int] | None:
     """The index stored at ``path`` and its encoded size, or None when the file is missing or
-    is not a whole, intact entry for ``key`` written by this outlines-core version."""
+    is not a regular file holding a whole, intact entry for ``material`` (:func:`key_material`);
+    such a file is refused with a warning (the caller rebuilds it and replaces it)."""
     try:
-        with open(path, "rb") as fh:
-            header = _header(fh.readline(len(MAGIC)), fh.readline(4096))
-            ours = header.get("key") == key and header.get("outlines_core") == outlines_core_version()
-            payload = fh.read() if ours else b""
+        # No link followed, and no wait: opening a FIFO for reading would block until a writer came.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            _refuse(path, "is a symbolic link, not a regular file")
+            return None
         log.debug("index cache: cannot read %s: %s", path, exc)
         return None
-    # The digest is checked before decoding: outlines-core is built with panic=abort, so bytes
-    # it cannot decode must never reach it.
-    if not (
-        ours and header.get("size") == len(payload) and header.get("sha256") == hashlib.sha256(payload).hexdigest()
-    ):
-        log.debug("index cache: %s is not an intact entry for this version; rebuilding it", path)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            _refuse(path, "is not a regular file")
+            return None
+        with open(fd, "rb", closefd=False) as fh:
+            header = _header(fh.readline(len(MAGIC)), fh.readline(len(json.dumps(material)) + HEADER_SLACK))
+            problem = _mismatch(header, material, info.st_size - fh.tell())
+            payload = fh.read(header["size"]) if problem is None else b""
+        if problem is None and hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+            problem = "does not match its digest (damaged)"
+        if problem is not None:
+            _refuse(path, problem)
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(fd)  # the pruning removes the least recently used first
+    except OSError as exc:
+        log.debug("index cache: cannot read %s: %s", path, exc)
         return None
+    finally:
+        os.close(fd)
+    # Decoded only once checked: outlines-core is built with panic=abort, so bytes it cannot
+    # decode must never reach it.
     try:
         index = Index.from_binary(payload)
     except ValueError as exc:
-        log.debug("index cache: cannot decode %s: %s; rebuilding it", path, exc)
+        _refuse(path, f"cannot be decoded ({exc})")
         return None
-    with contextlib.suppress(OSError):
-        os.utime(path)  # the pruning removes the least recently used first
     return index, len(payload)
 
 
-def write_entry(folder: Path, key: str, index: Index) -> int:
+def _mismatch(header: dict[str, Any], material: dict[str, Any], payload_size: int) -> str | None:
+    """Why an entry's header does not fit the entry asked for and the file's size; None if it does."""
+    if not header:
+        return "is not an index-cache entry of this layout"
+    for field, value in material.items():
+        if header.get(field) != value:
+            return f"was written for another {field} ({_shown(header.get(field))}), not the one asked for"
+    size = header.get("size")
+    if type(size) is not int or size != payload_size or size > DISK_BUDGET:
+        return f"holds {payload_size:,} bytes of payload where its header says {_shown(size)}"
+    return None
+
+
+def _refuse(path: Path, problem: str) -> None:
+    log.warning("index cache: %s %s; rebuilding it and replacing it", path, problem)
+
+
+def _shown(value: Any) -> str:
+    """A header field for a message: its JSON, cut to 80 characters."""
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def write_entry(folder: Path, material: dict[str, Any], index: Index) -> int:
     """Store ``index`` as ``folder/<key>.idx`` at once (a temporary file beside it, renamed
-    over it) and prune the folder; return the encoding's size (also when the folder cannot be
-    written, which is only logged)."""
+    over whatever held that name) and prune the folder; return the encoding's size (also when
+    the folder cannot be written, which is only logged)."""
+    key = index_key(material["regex"], material["vocabulary"])
     payload = _encoding(index)
-    header = {
-        "key": key,
-        "outlines_core": outlines_core_version(),
-        "size": len(payload),
-        "sha256": hashlib.sha256(payload).hexdigest(),
-    }
+    header = {**material, "size": len(payload), "sha256": hashlib.sha256(payload).hexdigest()}
     tmp: str | None = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -261,7 +320,7 @@ def write_entry(folder: Path, key: str, index: Index) -> int:
             fh.write(MAGIC)
             fh.write(json.dumps(header).encode() + b"\n")
             fh.write(payload)
-        # No fsync: a file cut short by a crash fails its digest check and is rebuilt.
+        # No fsync: a file cut short by a crash fails its size check and is rebuilt.
         os.replace(tmp, folder / f"{key}.idx")
         tmp = None
     except OSError as exc:
@@ -286,17 +345,18 @@ def prune(folder: Path, budget: int, keep: str | None = None) -> None:
         log.debug("index cache: cannot list %s: %s", folder, exc)
         return
     # Another process may prune or write the same folder meanwhile: a file that vanished or
-    # cannot be removed is skipped, never an error.
+    # cannot be removed is skipped, never an error. lstat: a link counts as itself, never as
+    # what it points at (it is refused on reading, and replaced).
     for path in paths:
         try:
-            stat = path.stat()
+            info = path.lstat()
             if path.name.endswith(".tmp"):
-                if now - stat.st_mtime > STALE_TMP_S:
+                if now - info.st_mtime > STALE_TMP_S:
                     path.unlink(missing_ok=True)
-            elif path.suffix == ".idx":
-                total += stat.st_size
+            elif path.suffix == ".idx" and stat.S_ISREG(info.st_mode):
+                total += info.st_size
                 if path.name != keep:
-                    entries.append((stat.st_mtime, stat.st_size, path))
+                    entries.append((info.st_mtime, info.st_size, path))
         except OSError:
             continue
     for _, size, path in sorted(entries):
@@ -313,7 +373,7 @@ def _header(magic: bytes, line: bytes) -> dict[str, Any]:
     """An entry's header fields; empty when the file does not start as an entry does."""
     try:
         header = json.loads(line) if magic == MAGIC else None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: brackets nested past Python's stack
         header = None
     return header if isinstance(header, dict) else {}
 

@@ -1,7 +1,13 @@
 """Where a judge writes its decision (:class:`Decision`), and verdict probabilities read after
 the fact from the top log-probabilities an engine returns with each output token (vLLM's
 ``logprobs``, an OpenAI-compatible server's ``top_logprobs``), for the engines whose decode
-loop localjury does not run."""
+loop localjury does not run.
+
+Every figure kept is a finite probability: a decision whose numbers are not (a log-probability
+that is NaN, +inf or above 0, masses that are not finite or add up to nothing) gives no
+figures, as a decision with no known alternative does, so that no NaN reaches a stored
+probability or a score.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,9 @@ from typing import Any
 #: How many alternatives per output token an engine is asked for; a verdict digit and its
 #: opposite are nearly always among them.
 TOP_LOGPROBS = 20
+#: How far above 0 a log-probability may be and still count as one (float rounding of a
+#: probability of 1); anything higher is no log-probability.
+LOGPROB_SLACK = 1e-4
 
 
 @dataclass(frozen=True)
@@ -56,11 +65,16 @@ class Decision:
     def figures(self, masses: Sequence[float]) -> tuple[float, ...]:
         """The figures kept at one decision from each value's probability mass there: the
         probability of passing (one figure) for a yes/no decision, the distribution over the
-        scale's levels for a score; both renormalised over the values the schema allowed."""
-        total = sum(masses)
-        if self.graded:
-            return tuple(m / total for m in masses)
-        return (masses[0] / (masses[0] + masses[1]),)
+        scale's levels for a score; both renormalised over the values the schema allowed.
+        None (an empty tuple) where a mass is not a finite number of at least 0, or where
+        the values' masses add up to nothing."""
+        if not all(math.isfinite(m) and m >= 0 for m in masses):
+            return ()
+        kept = masses if self.graded else masses[:2]
+        total = sum(kept)
+        if not total > 0:
+            return ()
+        return tuple(m / total for m in kept) if self.graded else (kept[0] / total,)
 
 
 #: The Aspect Critic's ``"verdict": 1`` (pass) or ``0``.
@@ -99,7 +113,8 @@ def verdict_probs_from_top(
     whose text starts with one of the decision's values; the figures there come from the mass
     of the alternatives that write each value, renormalised over those that write any, among
     the top alternatives the engine returned (raw log-probabilities: the model's distribution
-    at temperature 1).
+    at temperature 1). A decision where one of those is not a log-probability (NaN, +inf,
+    above :data:`LOGPROB_SLACK`) gives no figures; -inf is a probability of 0.
 
     Args:
         tokens: The text of each output token, in order.
@@ -116,11 +131,12 @@ def verdict_probs_from_top(
         if decision.choice(token) is not None and key.search(text[-40:]):
             chosen = [(decision.choice(alt), lp) for alt, lp in top]
             known = [(c, lp) for c, lp in chosen if c is not None]
-            if known:
+            # NaN fails every comparison, this one too.
+            if known and all(lp <= LOGPROB_SLACK for _, lp in known):
                 peak = max(lp for _, lp in known)
                 masses = [0.0] * len(decision.choices)
                 for c, lp in known:
-                    masses[c] += math.exp(lp - peak)
+                    masses[c] += math.exp(lp - peak) if peak > -math.inf else 0.0
                 out.extend(decision.figures(masses))
         text += token
     return tuple(out)

@@ -21,10 +21,14 @@ Samples: the k samples of a prompt are one request with ``n = k`` where the serv
 from the first answer). Seeds: a request's seed derives from (run seed, prompt, index of its
 first sample), as on the vLLM engine; a seeded request per sample uses its sample's index.
 
-Requests run concurrently (``server.max_concurrency``), each with a timeout and retries with
-exponential backoff when the server cannot be reached, times out or answers 429/502/503/504.
-When a request still fails, the prompts of the call whose samples came back are handed to the
-run with the error (:attr:`EngineError.completed`), which stores them before it stops.
+Requests run concurrently (``server.max_concurrency``), each with retries and exponential
+backoff when the server cannot be reached, times out or answers 429/502/503/504. Each try ends
+by ``server.request_timeout`` in all, whatever the server does, and reads at most a cap that
+grows with what was asked (:func:`~localjury.engines._server_answers.answer_cap`); an answer
+that is not a well-formed chat completion, or whose log-probabilities are not finite numbers at
+most 0, is the request's error (:mod:`~localjury.engines._server_answers`). When a request
+still fails, the prompts of the call whose samples came back are handed to the run with the
+error (:attr:`EngineError.completed`), which stores them before it stops.
 
 Verdict probabilities come from the top log-probabilities the server returns with each output
 token (vLLM and llama-cpp-python return the raw distribution); a server that returns none
@@ -42,19 +46,17 @@ import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from localjury.engines import quotes_refusal
 from localjury.engines._quotes import has_quotes
-from localjury.engines._server_answers import Answers, refuses_format, request_seed, structured
+from localjury.engines._server_answers import Answers, answer_cap, refuses_format, request_seed, structured
 from localjury.engines._server_client import ServerClient, ServerKind, Unreachable, excerpt, served_by
+from localjury.engines._server_http import Cap, Reply
 from localjury.engines._verdicts import TOP_LOGPROBS
 from localjury.engines.base import BatchEngine, Completion, Message, ProgressFn, Sampling
 from localjury.errors import ConfigError, EngineError
 from localjury.models.registry import ModelSpec
-
-if TYPE_CHECKING:
-    import httpx2
 
 T = TypeVar("T")
 
@@ -62,6 +64,10 @@ T = TypeVar("T")
 TEMPLATE_TOKENS = 8
 #: Characters per token of the estimate used where the server has no tokenize endpoint.
 CHARS_PER_TOKEN = 3
+#: Bytes a tokenize answer may take beside its token ids, and per byte of the text counted
+#: (vLLM lists the ids: at most one per byte, ~9 bytes each as JSON).
+TOKENIZE_BASE = 64 << 10
+TOKENIZE_BYTES = 16
 
 #: Fields that turn a server's own sampling defaults off, so that temperature and top-p alone
 #: shape the distribution (llama-cpp-python 0.3.36 defaults to top_k 40, min_p 0.05 and
@@ -93,6 +99,7 @@ class ServerEngine(BatchEngine):
     name: ClassVar[str] = "server"
 
     def __init__(self, spec: ModelSpec) -> None:
+        _check_extra_body(spec)
         self.spec = spec
         self.client = ServerClient(spec)
         try:
@@ -101,13 +108,6 @@ class ServerEngine(BatchEngine):
             self.client.close()
             raise
         settings = spec.server
-        clash = sorted(OWN_FIELDS & set(settings.extra_body))
-        if clash:
-            self.client.close()
-            raise ConfigError(
-                f"model {spec.name!r}: server.extra_body sets {', '.join(clash)}, which localjury sets itself; "
-                "remove them from extra_body (temperature, top_p and max_tokens have their own settings)"
-            )
         self.flavour: ServerKind = self.served.flavour
         default_concurrency = 1 if self.flavour == "llama-cpp-python" else 16
         self.concurrency = settings.max_concurrency or default_concurrency
@@ -157,18 +157,20 @@ class ServerEngine(BatchEngine):
             else:
                 url = f"{self.client.root}/extras/tokenize/count"
                 body = {"model": self.served.model, "input": text}
+            size = len(text.encode("utf-8", errors="replace"))
+            cap = Cap(TOKENIZE_BASE + TOKENIZE_BYTES * size, "64 KiB + 16 bytes per byte of the text counted")
             try:
-                response = self.client.request("POST", url, body)
+                response = self.client.request("POST", url, body, cap=cap)
             except Unreachable as exc:
                 raise self.client.unreachable(exc, f"POST {url}") from None
-            count = Answers.json(response).get("count") if response.status_code == 200 else None
-            if isinstance(count, int):
+            count = _count_of(response)
+            if count is not None:
                 self.tokenize = way
                 return count if way == "vllm" else count + allowance
             if self.tokenize is not None:
                 raise EngineError(
                     f"POST {url} answered HTTP {response.status_code} ({excerpt(response.text)}) where it "
-                    "counted tokens before",
+                    "counted tokens before; a count is a whole number, at least 0",
                     engine=self.name,
                     model=self.spec.name,
                 )
@@ -318,12 +320,13 @@ class ServerEngine(BatchEngine):
         want_logprobs = self.spec.server.logprobs and schema is not None
         body = self._body(messages, n, seed, sampling, want_logprobs)
         url = f"{self.client.base_url}/chat/completions"
+        cap = answer_cap(n, sampling.max_tokens, want_logprobs)
         if schema is None:
-            return self.answers.completions(self._post(url, body), schema, self.mode)
+            return self.answers.completions(self._post(url, body, cap), schema, self.mode)
         modes = [self.mode] if self.mode is not None else ["json_schema", "json_object"]
         refusals: list[str] = []
         for mode in modes:
-            response = self._post(url, {**body, **structured(mode, schema)})
+            response = self._post(url, {**body, **structured(mode, schema)}, cap)
             if response.status_code == 200:
                 if self.mode is None:
                     with self._lock:
@@ -342,9 +345,9 @@ class ServerEngine(BatchEngine):
             model=self.spec.name,
         )
 
-    def _post(self, url: str, body: dict[str, Any]) -> httpx2.Response:
+    def _post(self, url: str, body: dict[str, Any], cap: Cap) -> Reply:
         try:
-            return self.client.request("POST", url, body)
+            return self.client.request("POST", url, body, cap=cap)
         except Unreachable as exc:
             raise self.client.unreachable(exc, "POST /chat/completions") from None
 
@@ -356,3 +359,37 @@ class ServerEngine(BatchEngine):
         client = getattr(self, "client", None)
         if client is not None:
             client.close()
+
+
+def _check_extra_body(spec: ModelSpec) -> None:
+    """Refuse an entry's ``server.extra_body`` that replaces localjury's fields or is no JSON.
+
+    Raises:
+        ConfigError: It does either.
+    """
+    clash = sorted(OWN_FIELDS & set(spec.server.extra_body))
+    if clash:
+        raise ConfigError(
+            f"model {spec.name!r}: server.extra_body sets {', '.join(clash)}, which localjury sets itself; "
+            "remove them from extra_body (temperature, top_p and max_tokens have their own settings)"
+        )
+    try:
+        json.dumps(spec.server.extra_body, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ConfigError(
+            f"model {spec.name!r}: server.extra_body cannot be sent as JSON ({exc}); give it numbers, strings, "
+            "booleans, lists and mappings only, and no NaN or infinity"
+        ) from None
+
+
+def _count_of(response: Reply) -> int | None:
+    """The token count of a tokenize answer; None unless it is HTTP 200 with a whole number of
+    at least 0 as ``count`` (a count of true or -1 would let a prompt too long pass)."""
+    if response.status_code != 200:
+        return None
+    try:
+        data = response.json()
+    except ValueError:
+        return None
+    count = data.get("count") if isinstance(data, dict) else None
+    return count if type(count) is int and count >= 0 else None

@@ -53,7 +53,8 @@ class ServerSettings(BaseModel):
     """Requests in flight at once; default: 1 for llama-cpp-python's server (it runs one
     request at a time, and a fixed order keeps its seeded samples reproducible), 16 otherwise."""
     request_timeout: float = Field(600.0, gt=0.0)
-    """Seconds one request may take (a whole generation, not one token)."""
+    """Seconds one try of a request may take in all (connecting, sending, waiting, reading),
+    whatever the server sends; a try past it is tried again (``retries``)."""
     connect_timeout: float = Field(10.0, gt=0.0)
     """Seconds to open a connection to the server."""
     retries: int = Field(4, ge=0)

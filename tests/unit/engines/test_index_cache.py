@@ -14,7 +14,7 @@ from outlines_core import Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
 from localjury.engines import _index_cache
-from localjury.engines._index_cache import Lru, compiled_index, index_key, prune, read_entry, vocabulary_key
+from localjury.engines._index_cache import Lru, compiled_index, index_key, prune, vocabulary_key
 
 SCHEMA = {
     "type": "object",
@@ -147,7 +147,9 @@ def test_a_damaged_or_foreign_entry_is_rebuilt_and_replaced(fresh_caches, damage
     assert fresh_caches == [regex(), regex()]
     assert index == Index(regex(), vocab)
     assert path.read_bytes() == good
-    assert read_entry(path, index_key(regex(), vocabulary_key(vocab))) is not None
+    _index_cache.INDEXES.clear()
+    compiled_index(regex(), vocab)
+    assert fresh_caches == [regex(), regex()]  # the replaced entry is read back
 
 
 def test_an_entry_under_another_key_is_not_trusted(fresh_caches):

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from localjury.engines._verdicts import PREFERENCE, VERDICT, decision_of, verdict_probs_from_top
+from localjury.engines._verdicts import PREFERENCE, VERDICT, decision_of, score_decision, verdict_probs_from_top
 from localjury.metrics import AspectCritic, Faithfulness, PairwiseCritic
 
 
@@ -47,3 +47,42 @@ def test_each_metric_schema_names_its_decision():
     assert decision_of(PairwiseCritic("p", "Better.").json_schema()) is PREFERENCE
     assert decision_of(AspectCritic("a", "Dated.").json_schema()) is VERDICT
     assert decision_of(Faithfulness().verify.json_schema()) is VERDICT
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, 0.5], ids=["nan", "inf", "positive"])
+def test_a_decision_whose_alternatives_are_not_log_probabilities_gives_no_figure(bad):
+    tokens = ['{"verdict": ', "1", "}", '{"verdict": ', "0", "}"]
+    tops = [[(t, 0.0)] for t in tokens]
+    tops[1] = [("1", bad), ("0", math.log(0.5))]
+    tops[4] = [("1", math.log(0.25)), ("0", math.log(0.75))]
+    # The first decision gives nothing (as one with no known alternative), the second its figure.
+    assert verdict_probs_from_top(tokens, tops) == pytest.approx((0.25,))
+
+
+def test_alternatives_of_probability_0_give_no_figure_and_no_nan():
+    tokens = ['{"verdict": ', "1", "}"]
+    tops = [[], [("1", -math.inf), ("0", -math.inf)], []]
+    assert verdict_probs_from_top(tokens, tops) == ()
+    tops[1] = [("1", -math.inf), ("0", -0.1)]
+    assert verdict_probs_from_top(tokens, tops) == (0.0,)
+
+
+@pytest.mark.parametrize(
+    ("decision", "masses"),
+    [
+        (VERDICT, [math.nan, 1.0]),
+        (VERDICT, [math.inf, 1.0]),
+        (VERDICT, [0.0, 0.0]),
+        (VERDICT, [-1.0, 2.0]),
+        (score_decision(3), [0.2, math.nan, 0.3]),
+        (score_decision(3), [0.0, 0.0, 0.0]),
+    ],
+)
+def test_masses_that_are_not_finite_probabilities_give_no_figures(decision, masses):
+    # The local engines' decode loop reads its figures through the same method.
+    assert decision.figures(masses) == ()
+
+
+def test_finite_masses_give_the_same_figures_as_before():
+    assert VERDICT.figures([0.3, 0.1]) == (0.3 / 0.4,)
+    assert score_decision(3).figures([1.0, 2.0, 1.0]) == (0.25, 0.5, 0.25)
