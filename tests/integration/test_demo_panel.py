@@ -1,6 +1,6 @@
 """The demo's main job, judged with its panel, strictness and seed: what must hold on any
 CPU. Which verdicts the judge gets right is a claim about sampled outputs, which other
-kernels round differently: it lives in ``benchmarks/demo_panel.py``, with its threshold
+kernels round differently: it lives in ``benchmarks/quality/demo_panel.py``, with its threshold
 (the default judge gets at least 12 of the 17 labelled cases right; 13 measured on an AMD
 EPYC, benchmarks/results/demo_panel.md).
 """

@@ -72,7 +72,7 @@ class ModelSpec(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
     """Weights' dtype on the transformers and vLLM engines. float32 is the safe choice;
     bfloat16 halves the memory and is faster on CPUs with native bf16 matmuls (AVX-512 BF16,
-    AMX); check that it gives the same votes (``benchmarks/gguf_compare.py`` compares them)."""
+    AMX); check that it gives the same votes (``benchmarks/engines/gguf_compare.py`` compares them)."""
     context_length: int = Field(4096, gt=0)
     """Longest prompt plus output, in tokens; longer prompts are an error for that record."""
     temperature: float = Field(0.7, ge=0.0)

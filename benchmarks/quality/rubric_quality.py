@@ -13,7 +13,7 @@ Equal scores are a tie, counted half right (``bench.scales.preference_accuracy``
 bootstrap interval is over the decided pairs' credit (1, 0.5 or 0). Also the share of samples
 whose score parsed and the mean seconds per judgment (generation only).
 
-    python benchmarks/rubric_quality.py [--pairs 40] [--model NAME] [--engine NAME] [--strictness 3] [--seed 0]
+    python benchmarks/quality/rubric_quality.py [--pairs 40] [--model NAME] [--engine NAME] [--strictness 3] [--seed 0]
 
 Prints and saves benchmarks/results/rubric_quality.{json,md}, with the CPU and the command.
 """
@@ -21,7 +21,6 @@ Prints and saves benchmarks/results/rubric_quality.{json,md}, with the CPU and t
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -35,12 +34,13 @@ from localjury import evaluate
 from localjury.bench.formats import load_llmbar_pairs
 from localjury.bench.scales import preference_accuracy
 from localjury.bench.stats import bootstrap_ci
-from localjury.engines._cpu import detect
 from localjury.metrics import predefined_rubric
 from localjury.models.registry import DEFAULT_MODEL
 from localjury.results.report import ModelJudgment
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import RESULTS, ROOT, provenance, save, table
+
 DATA = ROOT.parent / "shared" / "data" / "llmbar" / "processed_mtbench_human.json"
 RUBRIC = "helpfulness_rubric"
 #: How a model's k samples become one score, by name.
@@ -137,7 +137,12 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
+def _interval(ci: list[float] | None) -> str:
+    return f" [{ci[0]:.1%}, {ci[1]:.1%}]" if ci else ""
+
+
 def markdown(f: dict[str, Any]) -> str:
+    """The figures as the committed Markdown: a row per way of scoring a response."""
     lines = [
         f"# Rubric scores as preferences: MT-Bench human pairs, {f['rubric']} (1-5)",
         "",
@@ -147,16 +152,20 @@ def markdown(f: dict[str, Any]) -> str:
         "",
         f"Command: `{f['command']}`",
         "",
-        "| score per response | decided | ties | accuracy, ties half [95% CI] | ties wrong |",
-        "|---|---|---|---|---|",
+        *table(
+            ["score per response", "decided", "ties", "accuracy, ties half [95% CI]", "ties wrong"],
+            (
+                [
+                    way,
+                    f"{w['decided']}/{w['pairs']}",
+                    w["ties"],
+                    _pct(w["accuracy"]) + _interval(w["accuracy_ci"]),
+                    _pct(w["accuracy_ties_wrong"]),
+                ]
+                for way, w in f["ways"].items()
+            ),
+        ),
     ]
-    for way, w in f["ways"].items():
-        ci = w["accuracy_ci"]
-        interval = f" [{ci[0]:.1%}, {ci[1]:.1%}]" if ci else ""
-        lines.append(
-            f"| {way} | {w['decided']}/{w['pairs']} | {w['ties']} | {_pct(w['accuracy'])}{interval} "
-            f"| {_pct(w['accuracy_ties_wrong'])} |"
-        )
     lines += [
         "",
         f"Samples whose score parsed: {_pct(f['parsed'])} of {f['samples']}; "
@@ -179,16 +188,13 @@ def main() -> None:
     )
     parser.add_argument("--strictness", type=int, default=3, help="samples per response (k)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pair sample and of the sampling")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rubric_quality")
+    parser.add_argument("--out", type=Path, default=RESULTS / "rubric_quality")
     args = parser.parse_args()
-    cpu = detect().describe()
-    print(f"CPU: {cpu}")
-    figures = {"cpu": cpu, "command": " ".join(["python", "benchmarks/rubric_quality.py", *sys.argv[1:]])}
+    figures = provenance(__file__)
+    print(f"CPU: {figures['cpu']}")
     figures.update(measure(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(figures, indent=2) + "\n")
     text = markdown(figures)
-    args.out.with_suffix(".md").write_text(text)
+    save(args.out, figures, text)
     print(text)
 
 

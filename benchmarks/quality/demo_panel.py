@@ -1,7 +1,7 @@
 """Which embedded judges get the demo's obvious cases right: each candidate alone and as a
 jury, on examples/demo.jsonl's two criteria, strictness 3, seed 0, in one run.
 
-    python benchmarks/demo_panel.py [--models a,b,...] [--juries a+b,...] [--verdict-first | --evidence]
+    python benchmarks/quality/demo_panel.py [--models a,b,...] [--juries a+b,...] [--verdict-first | --evidence]
 
 Prints and saves (benchmarks/results/demo_panel.{json,md}) per judge and jury the verdicts
 that match the expected ones (examples/demo_labels.jsonl: only the unambiguous cases), and
@@ -21,10 +21,11 @@ import time
 from pathlib import Path
 
 from localjury import AspectCritic, evaluate
-from localjury.engines._cpu import detect
 from localjury.models.registry import DEFAULT_MODEL
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import RESULTS, ROOT, provenance, save, table
+
 DATA = ROOT / "examples" / "demo.jsonl"
 DATED = "The response must include a specific date or year."
 
@@ -76,9 +77,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     suffix = "_verdict_first" if args.verdict_first else "_evidence" if args.evidence else ""
-    args.out = args.out or ROOT / "benchmarks" / "results" / f"demo_panel{suffix}"
-    cpu = detect().describe()
-    print(f"CPU: {cpu}")
+    args.out = args.out or RESULTS / f"demo_panel{suffix}"
+    about = provenance(__file__)
+    print(f"CPU: {about['cpu']}")
     rows = []
     panels = [[m] for m in args.models.split(",")] + [j.split("+") for j in args.juries.split(",") if j]
     for panel in panels:
@@ -102,39 +103,56 @@ def main() -> None:
             }
         )
         print(f"{rows[-1]['panel']:60s} {right}/{len(EXPECTED)} right, {seconds:.0f} s; wrong: {', '.join(wrong)}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    default = next((r for r in rows if r["panel"] == DEFAULT_MODEL), None)
-    verdict = None
-    if default is not None:
-        verdict = f"{DEFAULT_MODEL}: {default['right']}/{default['of']} right, threshold {args.min_right}: " + (
-            "met" if default["right"] >= args.min_right else "MISSED"
-        )
-        print(verdict)
     figures = {
         "strictness": args.strictness,
         "verdict_first": args.verdict_first,
         "evidence": args.evidence,
-        "cpu": cpu,
+        **about,
         "min_right": args.min_right,
         "rows": rows,
     }
-    args.out.with_suffix(".json").write_text(json.dumps(figures, indent=2) + "\n")
-    lines = [
-        f"# Demo panel: expected verdicts on examples/demo.jsonl (strictness {args.strictness}, seed 0"
-        + (", verdict first)" if args.verdict_first else ", quoted evidence first)" if args.evidence else ")"),
-        "",
-        f"CPU: {cpu}" + (f"; {verdict}" if verdict else ""),
-        "",
-        "| judge or jury | engines | right | seconds (load + judge) | wrong |",
-        "|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r['panel']} | {r['engines']} | {r['right']}/{r['of']} | {r['seconds']} | {'; '.join(r['wrong'])} |"
-        for r in rows
-    ]
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    verdict = threshold(figures)
+    if verdict is not None:
+        print(verdict)
+    save(args.out, figures, markdown(figures))
+    default = default_row(rows)
     if default is not None and default["right"] < args.min_right:
         sys.exit(1)
+
+
+def default_row(rows: list[dict]) -> dict | None:
+    """The default judge's row, alone (None: it was not run)."""
+    return next((r for r in rows if r["panel"] == DEFAULT_MODEL), None)
+
+
+def threshold(figures: dict) -> str | None:
+    """Whether the default judge alone got ``min_right`` right, in words (None: it was not run)."""
+    default = default_row(figures["rows"])
+    if default is None:
+        return None
+    met = "met" if default["right"] >= figures["min_right"] else "MISSED"
+    return f"{DEFAULT_MODEL}: {default['right']}/{default['of']} right, threshold {figures['min_right']}: {met}"
+
+
+def markdown(figures: dict) -> str:
+    """The figures as the committed Markdown: a row per judge or jury."""
+    how = ", verdict first)" if figures["verdict_first"] else ", quoted evidence first)" if figures["evidence"] else ")"
+    verdict = threshold(figures)
+    lines = [
+        f"# Demo panel: expected verdicts on examples/demo.jsonl (strictness {figures['strictness']}, seed 0{how}",
+        "",
+        f"CPU: {figures['cpu']}" + (f"; {verdict}" if verdict else "") + "  ",
+        f"Command: `{figures['command']}`",
+        "",
+        *table(
+            ["judge or jury", "engines", "right", "seconds (load + judge)", "wrong"],
+            (
+                [r["panel"], r["engines"], f"{r['right']}/{r['of']}", r["seconds"], "; ".join(r["wrong"])]
+                for r in figures["rows"]
+            ),
+        ),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

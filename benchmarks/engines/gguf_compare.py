@@ -10,7 +10,7 @@ Each configuration runs in its own process (load time and peak RSS are its own).
 floor: this machine's matmul GFLOP/s (torch, fp32 and bf16) and memory bandwidth, the FLOPs
 and weight bytes a judgment needs, and (b)'s share of that floor.
 
-    .venv/bin/python benchmarks/gguf_compare.py --models smollm2-135m-instruct,qwen2.5-coder-1.5b-instruct \\
+    .venv/bin/python benchmarks/engines/gguf_compare.py --models smollm2-135m-instruct,qwen2.5-coder-1.5b-instruct \\
         --records 32 --strictness 3
 """
 
@@ -25,7 +25,9 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import DATED_ANSWERS, RESULTS, provenance, save, table
+
 CRITERION = "The response must include a specific date or year."
 
 
@@ -33,7 +35,7 @@ def _records(n: int) -> list:
     from localjury.records.readers import iter_records
     from localjury.records.record import Record
 
-    return [r for r in iter_records(HERE / "data" / "dated_answers.jsonl") if isinstance(r, Record)][:n]
+    return [r for r in iter_records(DATED_ANSWERS) if isinstance(r, Record)][:n]
 
 
 def _hf_folder(spec) -> Path:
@@ -189,7 +191,7 @@ def main() -> None:
     parser.add_argument("--strictness", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "gguf_compare")
+    parser.add_argument("--out", type=Path, default=RESULTS / "gguf_compare")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -202,7 +204,7 @@ def main() -> None:
 
     machine = floor()
     print(f"floor: {machine}", file=sys.stderr)
-    results: dict = {"command": " ".join(sys.argv), "records": args.records, "strictness": args.strictness,
+    results: dict = {**provenance(__file__), "records": args.records, "strictness": args.strictness,
                      "max_tokens": args.max_tokens, "machine": machine, "models": {}}  # fmt: skip
     for model in args.models.split(","):
         rows = []
@@ -233,7 +235,9 @@ def main() -> None:
         gguf = spec.gguf_file()
         params = _params(gguf)
         results["models"][model] = {"gguf_bytes": gguf.stat().st_size, "params": params, "rows": rows}
-    _report(results, args.out)
+    text = markdown(results)
+    save(args.out, results, text)
+    print(text)
 
 
 def _params(gguf: Path) -> int:
@@ -243,26 +247,25 @@ def _params(gguf: Path) -> int:
     return int(sum(int(t.n_elements) for t in reader.tensors))
 
 
-def _report(results: dict, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n")
+def markdown(results: dict) -> str:
+    """The figures as the committed Markdown: per model, a row per configuration, the ratios and the floor."""
     m = results["machine"]
     lines = [f"# GGUF judges on CPU: {results['records']} records x strictness {results['strictness']}, "
              f"max {results['max_tokens']} tokens", "", f"Command: `{results['command']}`  ",
+             f"CPU: {results['cpu']}  ",
              f"Machine floor: matmul {m['matmul_gflops_float32']} GFLOP/s fp32, {m['matmul_gflops_bfloat16']} bf16 "
              f"(torch, {m['threads']} threads); memory copy {m['memory_gb_per_s']} GB/s", ""]  # fmt: skip
     for model, data in results["models"].items():
         rows = {r["config"]: r for r in data["rows"]}
-        lines += [f"## {model} ({data['params'] / 1e9:.2f} B parameters, GGUF {data['gguf_bytes'] / 1e6:.0f} MB)", "",
-                  "| configuration | load s | judgments/s | output tokens/s | mean tokens | valid | peak RSS MiB |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-        for r in data["rows"]:
-            if "error" in r:
-                lines.append(f"| {r['config']} | error: {r['error']} | | | | | |")
-                continue
-            lines.append(f"| {r['config']} | {r['load_seconds']} | {r['judgments_per_s']} | "
-                         f"{r['output_tokens_per_s']} | {r['mean_output_tokens']} | {r['valid']:.0%} | "
-                         f"{r['peak_rss_mib']} |")  # fmt: skip
+        lines += [
+            f"## {model} ({data['params'] / 1e9:.2f} B parameters, GGUF {data['gguf_bytes'] / 1e6:.0f} MB)",
+            "",
+            *table(
+                ["configuration", "load s", "judgments/s", "output tokens/s", "mean tokens", "valid", "peak RSS MiB"],
+                (_config_cells(r) for r in data["rows"]),
+                "lrrrrrr",
+            ),
+        ]
         b = rows.get("b_llamacpp_engine")
         ratios = []
         for other in ("a_naive_llama_cpp_python", "c_transformers_fp32", "c_transformers_bf16", "d_vllm_cpu"):
@@ -281,8 +284,15 @@ def _report(results: dict, out: Path) -> None:
         if b and "mean_output_tokens" in b:
             lines += ["", *_floor(data, m, b, rows.get("a_naive_llama_cpp_python"))]
         lines.append("")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
+
+
+def _config_cells(r: dict) -> list:
+    """A configuration's row: its figures, or the error that stopped it."""
+    if "error" in r:
+        return [r["config"], f"error: {r['error']}", "", "", "", "", ""]
+    return [r["config"], r["load_seconds"], r["judgments_per_s"], r["output_tokens_per_s"], r["mean_output_tokens"],
+            f"{r['valid']:.0%}", r["peak_rss_mib"]]  # fmt: skip
 
 
 def _floor(data: dict, machine: dict, b: dict, a: dict | None) -> list[str]:

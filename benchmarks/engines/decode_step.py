@@ -3,7 +3,7 @@ tokens, logits for the last token only or for every token) against one decode st
 sequences (one token each, at a 450-token context, with and without their logits): the shape
 of the engine's decode steps at strictness 3 with 16 prompts a batch.
 
-    .venv/bin/python benchmarks/decode_step.py [--model qwen2.5-coder-1.5b-instruct]
+    .venv/bin/python benchmarks/engines/decode_step.py [--model qwen2.5-coder-1.5b-instruct]
 
 Prints the figures and writes them to benchmarks/results/decode_step.{json,md}.
 """
@@ -11,7 +11,7 @@ Prints the figures and writes them to benchmarks/results/decode_step.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +22,9 @@ from localjury.engines import load_engine
 from localjury.engines.llamacpp import FIRST_SEQUENCE
 from localjury.models.registry import load_registry
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import RESULTS, provenance, save, table
+
 SEQUENCES, CONTEXT = 48, 450
 
 
@@ -38,7 +40,7 @@ def timed(run: Callable[[], object], reps: int = 3) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "decode_step")
+    parser.add_argument("--out", type=Path, default=RESULTS / "decode_step")
     args = parser.parse_args()
     engine = load_engine(load_registry().get(args.model), "llamacpp")
     ids = engine.tokenizer("The quick brown fox jumps over the lazy dog. " * 80)["input_ids"]
@@ -71,15 +73,27 @@ def main() -> None:
                      "logits": "all" if logits else "none", "tokens": SEQUENCES, "seconds": round(seconds, 3),
                      "tokens_per_s": round(SEQUENCES / seconds, 1)})  # fmt: skip
     engine.close()
-    result = {"model": args.model, "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = [f"# llama.cpp prefill against decode steps: {args.model}", "",
-             "Command: `.venv/bin/python benchmarks/decode_step.py`", "",
-             "| what | logits | seconds | tokens/s |", "|---|---|---:|---:|"]  # fmt: skip
-    lines += [f"| {r['what']} | {r['logits']} | {r['seconds']} | {r['tokens_per_s']} |" for r in rows]
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    result = {"model": args.model, **provenance(__file__), "rows": rows}
+    text = markdown(result)
+    save(args.out, result, text)
+    print(text)
+
+
+def markdown(result: dict) -> str:
+    """The figures as the committed Markdown: a row per prefill or decode step timed."""
+    lines = [
+        f"# llama.cpp prefill against decode steps: {result['model']}",
+        "",
+        f"Command: `{result['command']}`  ",
+        f"CPU: {result['cpu']}",
+        "",
+        *table(
+            ["what", "logits", "seconds", "tokens/s"],
+            ([r["what"], r["logits"], r["seconds"], r["tokens_per_s"]] for r in result["rows"]),
+            "llrr",
+        ),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

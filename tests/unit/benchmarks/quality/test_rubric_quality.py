@@ -1,17 +1,11 @@
-"""benchmarks/rubric_quality.py's reading of rubric samples as preferences (no model is run)."""
-
-import importlib.util
+"""benchmarks/quality/rubric_quality.py's reading of rubric samples as preferences (no model is run)."""
 
 import pytest
 
 from localjury.results.report import ModelJudgment
-from tests import ROOT
+from tests.unit.benchmarks.scripts import load
 
-PATH = ROOT / "benchmarks" / "rubric_quality.py"
-_spec = importlib.util.spec_from_file_location("rubric_quality", PATH)
-assert _spec is not None and _spec.loader is not None
-rq = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rq)
+rq = load("quality/rubric_quality.py")
 
 
 def judgment(scores: list[int | None], expected: list[float | None]) -> ModelJudgment:

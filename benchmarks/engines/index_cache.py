@@ -6,7 +6,9 @@ before the first): ``cold`` builds the tokenizer's vocabulary and the index (and
 disk entry); ``disk`` is a new process that finds the entry; in that same process, an engine
 loaded again (a new tokenizer object, the same content) takes both from the process cache.
 
-    .venv/bin/python benchmarks/index_cache.py --model qwen2.5-coder-1.5b-instruct
+    .venv/bin/python benchmarks/engines/index_cache.py --model qwen2.5-coder-1.5b-instruct
+
+Prints and saves benchmarks/results/index_cache.{json,md}, with the CPU and the command.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import RESULTS, provenance, save, table
 
 
 def phase(folder: str) -> dict[str, float]:
@@ -60,6 +65,7 @@ def phase(folder: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct", help="an embedded model's name")
+    parser.add_argument("--out", type=Path, default=RESULTS / "index_cache", help="path stem for .json and .md")
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase:
@@ -68,14 +74,6 @@ def main() -> None:
     from localjury.models.registry import localjury_home
 
     folder = str(localjury_home() / "models" / args.model)
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-            if line.startswith("Model name")
-        ),
-        "unknown",
-    )
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "LOCALJURY_HOME": home}
         runs = {}
@@ -85,21 +83,34 @@ def main() -> None:
             )
             runs[name] = json.loads(done.stdout.strip().splitlines()[-1])
         size = sum(p.stat().st_size for p in (Path(home) / "index-cache").glob("*.idx"))
-    print(f"{args.model}, Aspect Critic schema, CPU: {cpu} ({os.cpu_count()} cores)")
-    print(f"disk entry: {size / 2**20:.0f} MiB")
-    print(f"{'':28}{'vocabulary':>12}{'index':>10}")
+    figures = {"model": args.model, **provenance(__file__), "entry_mib": round(size / 2**20, 1), "runs": runs}
+    text = markdown(figures)
+    save(args.out, figures, text)
+    print(text)
+
+
+def markdown(figures: dict) -> str:
+    """The three ways an engine load gets the index, and the cold build and disk read apart."""
+    cold, disk = figures["runs"]["cold"], figures["runs"]["disk"]
     rows = [
-        ("cold (nothing cached)", runs["cold"]["load_vocabulary_s"], runs["cold"]["load_index_s"]),
-        ("new process, disk cache", runs["disk"]["load_vocabulary_s"], runs["disk"]["load_index_s"]),
-        ("reload, process cache", runs["disk"]["reload_vocabulary_s"], runs["disk"]["reload_index_s"]),
+        ("cold (nothing cached)", cold["load_vocabulary_s"], cold["load_index_s"]),
+        ("new process, disk cache", disk["load_vocabulary_s"], disk["load_index_s"]),
+        ("reload, process cache", disk["reload_vocabulary_s"], disk["reload_index_s"]),
     ]
-    for label, vocab_s, index_s in rows:
-        print(f"{label:28}{vocab_s:>11.2f}s{index_s:>9.2f}s")
-    cold, disk = runs["cold"], runs["disk"]
-    print(
-        f"cold index: {cold['build_index_s']:.2f}s compiling, {cold['write_entry_s']:.2f}s writing the entry; "
-        f"disk: {disk['read_entry_s']:.2f}s reading, checking and decoding it"
-    )
+    lines = [
+        f"# The compiled index of the Aspect Critic schema: {figures['model']}",
+        "",
+        f"Command: `{figures['command']}`  ",
+        f"CPU: {figures['cpu']}",
+        "",
+        f"Disk entry: {figures['entry_mib']:.0f} MiB.",
+        "",
+        *table(["load", "vocabulary s", "index s"], ([k, f"{v:.2f}", f"{i:.2f}"] for k, v, i in rows), "lrr"),
+        "",
+        f"Cold index: {cold['build_index_s']:.2f} s compiling, {cold['write_entry_s']:.2f} s writing the entry; "
+        f"disk: {disk['read_entry_s']:.2f} s reading, checking and decoding it.",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

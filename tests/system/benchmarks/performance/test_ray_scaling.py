@@ -1,6 +1,7 @@
 """The Ray scaling benchmark runs end to end (a tiny run; the figures themselves are not
-tested). Apart from tests/integration/benchmarks/test_benchmarks.py because it starts a local Ray cluster:
-tests/conftest.py runs the Ray modules on one pytest worker, one after another."""
+tested). Apart from tests/integration/benchmarks/performance/test_benchmarks.py because it
+starts a local Ray cluster: tests/conftest.py runs the Ray modules on one pytest worker, one
+after another."""
 
 import json
 import subprocess
@@ -10,16 +11,17 @@ import pytest
 
 from tests import ROOT
 
+SCRIPTS = ROOT / "benchmarks" / "performance"
+
 # a local Ray cluster
 pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.usefixtures("engines_loaded_once")]
-
 
 
 def test_ray_scaling_benchmark_compares_one_and_two_replicas(smollm, tmp_path):
     pytest.importorskip("ray", reason="the ray extra is not installed")
     out = tmp_path / "ray"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "ray_scaling.py"), "--records", "4", "--strictness", "1",
+        [sys.executable, str(SCRIPTS / "ray_scaling.py"), "--records", "4", "--strictness", "1",
          "--max-tokens", "64", "--out", str(out)],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip

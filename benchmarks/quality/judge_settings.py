@@ -2,7 +2,7 @@
 quoted evidence (``--evidence``) and label-aligned examples (``--aligned``), for Qwen2.5-Coder
 0.5B, 1.5B and their jury, 100 records per set, k=3, seed 0, in one run on one machine.
 
-    python benchmarks/judge_settings.py [--sets halueval-general,...] [--limit 100] [--read-reasons]
+    python benchmarks/quality/judge_settings.py [--sets halueval-general,...] [--limit 100] [--read-reasons]
 
 Runs ``localjury bench`` once per (set, setting) into benchmarks/results/judge_settings/SET-SETTING/
 (a folder already there is read, not run again), then writes benchmarks/results/judge_settings.{json,md}:
@@ -22,18 +22,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from localjury import AspectCritic, evaluate
 from localjury.bench.run import run_bench
-from localjury.engines._cpu import detect
 from localjury.metrics.aligned import GOLD_REASONS
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import RESULTS, ROOT, provenance, save, table
+
 DATA = ROOT.parent / "shared" / "data"
-OUT = ROOT / "benchmarks" / "results" / "judge_settings"
+OUT = RESULTS / "judge_settings"
 MODELS = ["qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"]
 READER = "qwen2.5-coder-1.5b-instruct"
 SETS = {
@@ -124,9 +126,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=100)
     parser.add_argument("--read-reasons", action="store_true")
     args = parser.parse_args()
-    cpu = detect().describe()
-    print(f"CPU: {cpu}", flush=True)
-    report: dict[str, Any] = {"cpu": cpu, "limit": args.limit, "strictness": 3, "seed": 0, "sets": {}}
+    report: dict[str, Any] = {**provenance(__file__), "limit": args.limit, "strictness": 3, "seed": 0, "sets": {}}
+    print(f"CPU: {report['cpu']}", flush=True)
     for name in args.sets.split(","):
         per_set: dict[str, Any] = {}
         for setting in SETTINGS:
@@ -139,10 +140,9 @@ def main() -> None:
                 per_set.setdefault("contradictions", {})[setting] = read_reasons(folder)
                 per_set["contradictions"][aligned] = read_reasons(folder, READER + " (aligned)")
         report["sets"][name] = per_set
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    OUT.with_suffix(".md").write_text(markdown(report))
-    print(markdown(report))
+    text = markdown(report)
+    save(OUT, report, text)
+    print(text)
 
 
 def _kappa(f: dict[str, Any]) -> str:
@@ -157,17 +157,26 @@ def markdown(report: dict[str, Any]) -> str:
         "# Ways of asking the judge, against human labels",
         "",
         f"Qwen2.5-Coder 0.5B and 1.5B (llama.cpp) and their jury; {report['limit']} records per set, k=3, seed 0. "
-        f"CPU: {report['cpu']}. Command: `python benchmarks/judge_settings.py`.",
+        f"CPU: {report['cpu']}. Command: `{report['command']}`.",
         "",
-        "| set | setting | judge | κ [95% CI] | accuracy | AUROC | abstained |",
-        "|---|---|---|---|---|---|---|",
+        *table(
+            ["set", "setting", "judge", "κ [95% CI]", "accuracy", "AUROC", "abstained"],
+            (
+                [
+                    name,
+                    setting,
+                    judge,
+                    _kappa(f),
+                    f"{f['accuracy']:.0%}",
+                    "-" if f["auroc"] is None else f"{f['auroc']:.2f}",
+                    "-" if f["abstained"] is None else f"{f['abstained']}/{f['samples']}",
+                ]
+                for name, per_set in report["sets"].items()
+                for setting in ("zero-shot", "evidence", "aligned", "both")
+                for judge, f in (per_set.get(setting) or {}).items()
+            ),
+        ),
     ]
-    for name, per_set in report["sets"].items():
-        for setting in ("zero-shot", "evidence", "aligned", "both"):
-            for judge, f in (per_set.get(setting) or {}).items():
-                auroc = "-" if f["auroc"] is None else f"{f['auroc']:.2f}"
-                abst = "-" if f["abstained"] is None else f"{f['abstained']}/{f['samples']}"
-                lines.append(f"| {name} | {setting} | {judge} | {_kappa(f)} | {f['accuracy']:.0%} | {auroc} | {abst} |")
     reads = [(n, s, c) for n, p in report["sets"].items() for s, c in (p.get("contradictions") or {}).items() if c]
     if reads:
         lines += [
@@ -176,13 +185,19 @@ def markdown(report: dict[str, Any]) -> str:
             "reason that is word for word a demonstration's stock reason, which aligned judges copy, is checked by",
             "its words):",
             "",
-            "| set | setting | read | stock reasons | contradicting |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {n} | {s} | {c['read']}/{c['samples']} | {c.get('stock', 0)} | {c['contradicting']} "
-            f"({c['contradicting'] / c['read']:.0%}) |"
-            for n, s, c in reads
+            *table(
+                ["set", "setting", "read", "stock reasons", "contradicting"],
+                (
+                    [
+                        n,
+                        s,
+                        f"{c['read']}/{c['samples']}",
+                        c.get("stock", 0),
+                        f"{c['contradicting']} ({c['contradicting'] / c['read']:.0%})",
+                    ]
+                    for n, s, c in reads
+                ),
+            ),
         ]
     return "\n".join(lines) + "\n"
 

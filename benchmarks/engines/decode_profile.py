@@ -17,7 +17,7 @@ samples each, and times one real generate call with the model's forward wrapped:
 ``--profile`` also runs torch.profiler over a few decode steps and lists the ops that take the
 time, with their input shapes and dtypes.
 
-    .venv/bin/python benchmarks/decode_profile.py [--model qwen2.5-coder-1.5b-instruct] [--dtype bfloat16] \\
+    .venv/bin/python benchmarks/engines/decode_profile.py [--model qwen2.5-coder-1.5b-instruct] [--dtype bfloat16] \\
         [--records 32] [--strictness 3] [--profile] [--label after]
 
 Writes benchmarks/results/decode_profile.{json,md}; runs with different labels are kept side by
@@ -36,10 +36,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from gguf_compare import CRITERION, _hf_folder, _records, floor  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import RESULTS, command, cpu_facts, save, table
+from gguf_compare import CRITERION, _hf_folder, _records, floor  # a sibling: this folder is first on sys.path
 
 
 def best_floor(times: int = 3, best: dict | None = None) -> dict:
@@ -62,21 +61,6 @@ def _folder_dtype(folder: Path) -> str:
             header = json.loads(fh.read(struct.unpack("<Q", fh.read(8))[0]))
         dtypes |= {v["dtype"] for k, v in header.items() if k != "__metadata__"}
     return ",".join(sorted(dtypes))
-
-
-def cpu() -> dict:
-    """The CPU's model name and the flags that decide the bf16 matmul path."""
-    info: dict[str, str] = {}
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        key, _, value = line.partition(":")
-        info.setdefault(key.strip(), value.strip())
-    flags = set(info.get("flags", "").split())
-    return {
-        "model_name": info.get("model name", "unknown"),
-        "amx": sorted(f for f in flags if f.startswith("amx")),
-        "avx512_bf16": "avx512_bf16" in flags,
-        "avx512_vnni": "avx512_vnni" in flags,
-    }
 
 
 class ForwardClock:
@@ -228,7 +212,7 @@ def run(args: argparse.Namespace) -> dict:
     from localjury.models.registry import ModelSpec, load_registry
 
     load_average = [round(os.getloadavg()[0], 1)]
-    machine = {**cpu(), **best_floor()}
+    machine = {**cpu_facts(), **best_floor()}
     print(f"machine: {machine}", file=sys.stderr)
     base = load_registry().get(args.model)
     folder = args.path or _hf_folder(base)
@@ -303,7 +287,7 @@ def run(args: argparse.Namespace) -> dict:
         "folder": str(folder),
         "folder_dtype": _folder_dtype(Path(folder)),
         "dtype": sizes["dtype"],
-        "command": " ".join(sys.argv),
+        "command": command(__file__),
         "records": args.records,
         "strictness": args.strictness,
         "max_tokens": spec.max_tokens,
@@ -348,7 +332,8 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
-def report(results: dict, out: Path) -> None:
+def markdown(results: dict) -> str:
+    """The runs side by side, a table of figures each (and the profiled ops where there are)."""
     lines = [
         "# The transformers engine's decode step against the machine's floor",
         "",
@@ -362,9 +347,7 @@ def report(results: dict, out: Path) -> None:
     ]
     for label, r in results["runs"].items():
         m = r["machine"]
-        gib = 1 << 30
         amx = ", ".join(m["amx"]) if m["amx"] else "no AMX"
-        parts = "; ".join(f"{k} {v} ms" for k, v in r["outside_parts_ms_per_step"].items())
         lines += [
             f"## {label}: {r['model']} {r['dtype']}, {r['records']} records x strictness {r['strictness']}, "
             f"batch_size {r['batch_size']}, max {r['max_tokens']} tokens",
@@ -374,41 +357,51 @@ def report(results: dict, out: Path) -> None:
             f"{r['threads']} threads: matmul {m['matmul_gflops_float32']} GFLOP/s fp32, "
             f"{m['matmul_gflops_bfloat16']} bf16; memory copy {m['memory_gb_per_s']} GB/s",
             "",
-            "| figure | value |",
-            "|---|---:|",
-            f"| judgments/s | **{r['judgments_per_s']}** ({r['judgments']} in {r['seconds']} s, "
-            f"{r['valid']:.0%} valid, {r['mean_output_tokens']} output tokens each) |",
-            f"| floor at {r['floor_rate_gflops']} GFLOP/s ({r['gflop_per_judgment']} GFLOP a judgment) | "
-            f"{r['floor_judgments_per_s']} judgments/s |",
-            f"| share of the floor | **{r['share_of_floor']:.0%}** |",
-            f"| decode steps, mean rows | {r['decode_steps']}, {r['mean_rows_per_step']} |",
-            f"| a decode step: inside forward / outside | {r['forward_ms']} / {r['outside_ms']} ms |",
-            f"| share of a step outside forward | **{r['outside_share']:.1%}** |",
-            f"| outside forward, per step | {parts} |",
-            f"| decode forward rate (2 x params x rows) | {r['decode_forward_gflops']} GFLOP/s |",
-            f"| a step's floor at {r['step_floor']['rows']} rows: matmuls / reading weights + KV | "
-            f"{r['step_floor']['compute_ms']} / {r['step_floor']['memory_ms']} ms |",
-            f"| forwards' share of the call (prefill {r['prefill_forward_s']} s) | {r['forward_share_of_call']:.0%} |",
-            f"| weights ({r['sizes']['params'] / 1e9:.2f} B params) | {r['sizes']['weight_bytes'] / gib:.2f} GiB |",
-            f"| peak RSS (after load) | **{r['peak_rss_bytes'] / gib:.2f} GiB** "
-            f"({r['rss_after_load_bytes'] / gib:.2f}) |",
-            f"| target: 1.5 x weights + KV budget {r['kv_budget_bytes'] / gib:.0f} GiB | "
-            f"{r['rss_target_bytes'] / gib:.2f} GiB |",
-            f"| load (folder in {r.get('folder_dtype', '?')}) | {r['load_s']} s |",
-            f"| the machine's load average (1 min) before / after the call ({r['threads']} cores) | "
-            f"{' / '.join(str(x) for x in r.get('load_average_1min', ['?']))} |",
+            *table(["figure", "value"], _figure_rows(r), "lr"),
             "",
         ]
         if r.get("profile"):
-            lines += ["torch.profiler, 8 prompts x strictness, 24 tokens, ops by self CPU time:", "",
-                      "| op | self ms | share | calls | dtypes | shapes |", "|---|---:|---:|---:|---|---|"]  # fmt: skip
-            lines += [
-                f"| {p['op']} | {p['self_ms']} | {p['share']:.1%} | {p['calls']} | {p['dtypes']} | {p['shapes']} |"
-                for p in r["profile"]
-            ]
+            lines += ["torch.profiler, 8 prompts x strictness, 24 tokens, ops by self CPU time:", ""]
+            lines += table(
+                ["op", "self ms", "share", "calls", "dtypes", "shapes"],
+                (
+                    [p["op"], p["self_ms"], f"{p['share']:.1%}", p["calls"], p["dtypes"], p["shapes"]]
+                    for p in r["profile"]
+                ),
+                "lrrrll",
+            )
             lines.append("")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
+
+
+def _figure_rows(r: dict) -> list[list[str]]:
+    """One run's figures, a (figure, value) row each."""
+    gib = 1 << 30
+    parts = "; ".join(f"{k} {v} ms" for k, v in r["outside_parts_ms_per_step"].items())
+    step = r["step_floor"]
+    return [
+        ["judgments/s", f"**{r['judgments_per_s']}** ({r['judgments']} in {r['seconds']} s, {r['valid']:.0%} valid, "
+                        f"{r['mean_output_tokens']} output tokens each)"],
+        [f"floor at {r['floor_rate_gflops']} GFLOP/s ({r['gflop_per_judgment']} GFLOP a judgment)",
+         f"{r['floor_judgments_per_s']} judgments/s"],
+        ["share of the floor", f"**{r['share_of_floor']:.0%}**"],
+        ["decode steps, mean rows", f"{r['decode_steps']}, {r['mean_rows_per_step']}"],
+        ["a decode step: inside forward / outside", f"{r['forward_ms']} / {r['outside_ms']} ms"],
+        ["share of a step outside forward", f"**{r['outside_share']:.1%}**"],
+        ["outside forward, per step", parts],
+        ["decode forward rate (2 x params x rows)", f"{r['decode_forward_gflops']} GFLOP/s"],
+        [f"a step's floor at {step['rows']} rows: matmuls / reading weights + KV",
+         f"{step['compute_ms']} / {step['memory_ms']} ms"],
+        [f"forwards' share of the call (prefill {r['prefill_forward_s']} s)", f"{r['forward_share_of_call']:.0%}"],
+        [f"weights ({r['sizes']['params'] / 1e9:.2f} B params)", f"{r['sizes']['weight_bytes'] / gib:.2f} GiB"],
+        ["peak RSS (after load)",
+         f"**{r['peak_rss_bytes'] / gib:.2f} GiB** ({r['rss_after_load_bytes'] / gib:.2f})"],
+        [f"target: 1.5 x weights + KV budget {r['kv_budget_bytes'] / gib:.0f} GiB",
+         f"{r['rss_target_bytes'] / gib:.2f} GiB"],
+        [f"load (folder in {r.get('folder_dtype', '?')})", f"{r['load_s']} s"],
+        [f"the machine's load average (1 min) before / after the call ({r['threads']} cores)",
+         " / ".join(str(x) for x in r.get("load_average_1min", ["?"]))],
+    ]  # fmt: skip
 
 
 def main() -> None:
@@ -423,16 +416,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="also run torch.profiler over 8 prompts")
     parser.add_argument("--label", default=None, help="the run's name in the results (default: model and dtype)")
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "decode_profile")
+    parser.add_argument("--out", type=Path, default=RESULTS / "decode_profile")
     args = parser.parse_args()
     result = run(args)
     label = args.label or f"{result['model']} {result['dtype']}"
     path = args.out.with_suffix(".json")
     results = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
     results["runs"][label] = result
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    report(results, args.out)
+    text = markdown(results)
+    save(args.out, results, text)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ ratios against the one-turn record. Then judges the conversations on the same mo
 context of half their prompt (plus the output budget): under ``on_overflow="error"`` each is
 its record's error; under ``"truncate"`` its middle turns are cut (``turns_cut``).
 
-    .venv/bin/python benchmarks/conversation_cost.py
-    .venv/bin/python benchmarks/conversation_cost.py --models smollm2-135m-instruct:transformers --records 2
+    .venv/bin/python benchmarks/performance/conversation_cost.py
+    .venv/bin/python benchmarks/performance/conversation_cost.py --models smollm2-135m-instruct:transformers --records 2
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,9 @@ from localjury import AspectCritic, __version__, evaluate
 from localjury.engines.pool import keep_loaded
 from localjury.models.registry import load_registry
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
+from _figures import RESULTS, provenance, save, table
+
 CRITERION = "The assistant's statements agree with what the tools returned (flights, hotels, prices, weather)."
 SYSTEM = (
     "You are a travel assistant. Use the tools to check weather, flights, hotels and prices; "
@@ -175,47 +176,66 @@ def model_rows(name: str, engine: str, data: dict[str, list[dict]], args: argpar
     return rows
 
 
-def cpu_name() -> str:
-    """The CPU's model name, as ``lscpu`` says it."""
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-    return next((line.split(":", 1)[1].strip() for line in out if line.startswith("Model name")), "unknown")
-
-
-def markdown(report: dict, argv: list[str]) -> str:
+def markdown(report: dict) -> str:
     """The report as a Markdown table, with the overflow runs after it."""
+    rows = report["rows"]
     lines = [
         f"# A 20-turn conversation against a one-turn record — k={report['strictness']}, seed {report['seed']}, "
-        f"{report['records']} records of each, CPU: {report['cpu']} ({report['cores']} cores)",
+        f"{report['records']} records of each, CPU: {report['cpu']}",
         "",
         "Per record. Ratios: the 20-turn record over the one-turn record at the same scope.",
         "",
-        "| model (engine) | record | scope | prompt tokens | reused | output tokens | gen. s | prompt ratio "
-        "| time ratio |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    rows = report["rows"]
-    for r in (r for r in rows if "on_overflow" not in r):
-        lines.append(
-            f"| {r['model']} ({r['engine']}) | {r['record']} | {r['scope']} | {r['prompt_tokens']:g} | "
-            f"{r['prompt_tokens_reused']:g} | {r['output_tokens']:g} | {r['seconds']:.2f} | "
-            f"{r.get('prompt_ratio', 1.0):.2f} | {r.get('seconds_ratio', 1.0):.2f} |"
-        )
-    lines += [
+        *table(
+            [
+                "model (engine)",
+                "record",
+                "scope",
+                "prompt tokens",
+                "reused",
+                "output tokens",
+                "gen. s",
+                "prompt ratio",
+                "time ratio",
+            ],
+            (
+                [
+                    f"{r['model']} ({r['engine']})",
+                    r["record"],
+                    r["scope"],
+                    f"{r['prompt_tokens']:g}",
+                    f"{r['prompt_tokens_reused']:g}",
+                    f"{r['output_tokens']:g}",
+                    f"{r['seconds']:.2f}",
+                    f"{r.get('prompt_ratio', 1.0):.2f}",
+                    f"{r.get('seconds_ratio', 1.0):.2f}",
+                ]
+                for r in rows
+                if "on_overflow" not in r
+            ),
+        ),
         "",
         "Longer than the judge's context (the context set to half the conversation's prompt plus the output budget):",
         "",
-        "| model (engine) | context | on_overflow | records in error | turns cut | prompt tokens | gen. s |",
-        "|---|---|---|---|---|---|---|",
+        *table(
+            ["model (engine)", "context", "on_overflow", "records in error", "turns cut", "prompt tokens", "gen. s"],
+            (
+                [
+                    f"{r['model']} ({r['engine']})",
+                    r["context"],
+                    r["on_overflow"],
+                    r["errors"],
+                    ", ".join("-" if c is None else str(c) for c in r["turns_cut"]),
+                    f"{r['prompt_tokens']:g}",
+                    f"{r['seconds']:.2f}",
+                ]
+                for r in rows
+                if "on_overflow" in r
+            ),
+        ),
     ]
-    for r in (r for r in rows if "on_overflow" in r):
-        cut = ", ".join("-" if c is None else str(c) for c in r["turns_cut"])
-        lines.append(
-            f"| {r['model']} ({r['engine']}) | {r['context']} | {r['on_overflow']} | {r['errors']} | {cut} | "
-            f"{r['prompt_tokens']:g} | {r['seconds']:.2f} |"
-        )
     errors = {r["error"] for r in rows if r.get("error")}
     lines += ["", *(f"Error: `{e}`" for e in sorted(errors))]
-    lines += ["", "Command: `" + " ".join([".venv/bin/python benchmarks/conversation_cost.py", *argv]) + "`"]
+    lines += ["", f"Command: `{report['command']}`"]
     return "\n".join(lines) + "\n"
 
 
@@ -231,9 +251,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--strictness", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tokens", type=int, default=None, help="output budget (default: each model's)")
-    parser.add_argument(
-        "--out", default=str(HERE / "results" / "conversation_cost"), help="path stem for .json and .md"
-    )
+    parser.add_argument("--out", default=str(RESULTS / "conversation_cost"), help="path stem for .json and .md")
     args = parser.parse_args(argv)
 
     data = datasets(args.records)
@@ -243,20 +261,17 @@ def main(argv: list[str] | None = None) -> dict:
         rows += model_rows(name, engine or "transformers", data, args)
     report = {
         "benchmark": "conversation cost",
+        **provenance(__file__, argv),
         "criterion": CRITERION,
         "records": args.records,
         "strictness": args.strictness,
         "seed": args.seed,
         "localjury": __version__,
         "machine": f"{platform.machine()}, {platform.system()}",
-        "cpu": cpu_name(),
         "cores": os.cpu_count(),
         "rows": rows,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(report, sys.argv[1:] if argv is None else argv))
+    save(args.out, report, markdown(report))
     return report
 
 

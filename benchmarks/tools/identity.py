@@ -8,8 +8,8 @@ model, seconds) and once with the real embedded SmolLM2 on the transformers engi
 temporary paths, versions of the packages, the hashes of files holding timings), so that two
 checkouts can be compared byte for byte::
 
-    PYTHONPATH=src python benchmarks/identity.py /tmp/before          # on the old code
-    PYTHONPATH=src python benchmarks/identity.py /tmp/after           # on the new code
+    PYTHONPATH=src python benchmarks/tools/identity.py /tmp/before          # on the old code
+    PYTHONPATH=src python benchmarks/tools/identity.py /tmp/after           # on the new code
     diff -r /tmp/before /tmp/after
 
 ``--scripted-only`` skips the real model runs, ``--no-ray`` the sharded ones, ``--only`` names

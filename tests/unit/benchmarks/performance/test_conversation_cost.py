@@ -1,17 +1,12 @@
-"""benchmarks/conversation_cost.py's records: what its figures compare (no model is run)."""
+"""benchmarks/performance/conversation_cost.py's records: what its figures compare (no model is run)."""
 
-import importlib.util
 import json
 
 from localjury import AspectCritic
 from localjury.records.record import parse_record
-from tests import ROOT
+from tests.unit.benchmarks.scripts import load
 
-PATH = ROOT / "benchmarks" / "conversation_cost.py"
-_spec = importlib.util.spec_from_file_location("conversation_cost", PATH)
-assert _spec is not None and _spec.loader is not None
-cc = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(cc)
+cc = load("performance/conversation_cost.py")
 
 
 def test_a_system_prompt_and_20_turns_with_tool_calls_answered_and_the_same_final_answer():
@@ -56,10 +51,11 @@ def test_the_markdown_shows_every_run_and_the_overflow_runs_apart():
         | {"record": "20-turn", "scope": "conversation", "context": 456, "on_overflow": "truncate"}
         | {"turns_cut": [9, 9]},
     ]
-    report = {"strictness": 3, "seed": 0, "records": 2, "cpu": "Some CPU", "cores": 2, "rows": rows}
-    text = cc.markdown(report, ["--records", "2"])
-    assert (
-        "CPU: Some CPU (2 cores)" in text and "| m (e) | 20-turn | conversation | 400 | 40 | 30 | 1.00 | 4.00 |" in text
-    )
+    report = {"strictness": 3, "seed": 0, "records": 2, "cpu": "Some CPU, 2 CPUs, no AMX", "cores": 2, "rows": rows}
+    report["command"] = "python benchmarks/performance/conversation_cost.py --records 2"
+    text = cc.markdown(report)
+    assert "CPU: Some CPU, 2 CPUs, no AMX" in text
+    assert "| m (e) | 20-turn | conversation | 400 | 40 | 30 | 1.00 | 4.00 |" in text
     assert "| m (e) | 456 | error | 2 | -, - |" in text and "| m (e) | 456 | truncate | 0 | 9, 9 |" in text
-    assert "Error: `too long`" in text and text.endswith("conversation_cost.py --records 2`\n")
+    assert "Error: `too long`" in text
+    assert text.endswith("Command: `python benchmarks/performance/conversation_cost.py --records 2`\n")
