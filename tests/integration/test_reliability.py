@@ -100,7 +100,9 @@ def test_ctrl_c_keeps_what_was_judged_says_so_and_the_rerun_resumes(smollm, tmp_
     proc.send_signal(signal.SIGINT)
     code, _, err = finish(proc)
     assert code == 130, err
-    assert err.startswith("interrupted") and "Traceback" not in err
+    # One line says it (after any notice the engine gave at load, such as llama.cpp running
+    # without its repacked kernels on an AMX machine), and no traceback.
+    assert any(line.startswith("interrupted") for line in err.splitlines()) and "Traceback" not in err, err
     assert "judgments generated before this are kept in the judgment store" in err
     assert "the same command resumes from there" in err
     assert not out.exists() and not list(tmp_path.glob(".*.tmp"))

@@ -184,6 +184,8 @@ def test_a_cpu_whose_repacked_kernels_crash_runs_without_them(smollm_gguf, monke
     monkeypatch.setenv("LOCALJURY_CPU_FLAGS", "avx2 avx512f avx512_bf16 amx_tile amx_bf16 amx_int8")
     monkeypatch.setenv("LOCALJURY_LLAMACPP_PROBE_FAULT", "extra")
     monkeypatch.setattr(kernels, "cache_path", lambda gguf, cpu: tmp_path / "verdict.json")
+    # Said once per process: on a real AMX machine an earlier load here may have said it already.
+    monkeypatch.setattr(kernels, "_announced", set())
     engine = load_engine(smollm_gguf)
     try:
         assert not engine.kernels.extra_bufts and "killed by SIGSEGV" in engine.kernels.reason
