@@ -22,8 +22,8 @@ FIRST = [
     *(
         f"tests/integration/{name}.py"
         for name in (
-            "engines/test_vllm",
-            "engines/test_llamacpp",
+            "engines/vllm/test_vllm",
+            "engines/llamacpp/test_llamacpp",
             "test_reliability",
             "benchmarks/performance/test_benchmarks",
             "metrics/test_composite",

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from localjury.engines.base import Completion, render_plain
+from localjury.engines.base import Completion, GenerateCall, render_plain
 from localjury.models.registry import ModelSpec
 
 
@@ -38,15 +38,16 @@ class ScriptedEngine:
     def count_tokens(self, prompts):
         return [len(p.split()) for p in prompts]
 
-    def generate(self, prompts, *, n, sampling, schema, quotes=None, progress=None):
-        self.log.append(("generate", self.spec.name, len(prompts), n))
+    def generate(self, call: GenerateCall):
+        self.log.append(("generate", self.spec.name, len(call.prompts), call.n))
         if self.calls is not None:
-            call = {"model": self.spec.name, "prompts": list(prompts), "n": n, "sampling": sampling, "schema": schema}
-            self.calls.append(call | ({"quotes": list(quotes)} if quotes is not None else {}))
+            asked = {"model": self.spec.name, "prompts": list(call.prompts), "n": call.n, "sampling": call.sampling}
+            asked["schema"] = call.schema
+            self.calls.append(asked | ({"quotes": list(call.quotes)} if call.quotes is not None else {}))
         out = []
-        for p in prompts:
+        for p in call.prompts:
             samples = []
-            for j in range(n):
+            for j in range(call.n):
                 r = self.respond(self.spec.name, p, j)
                 if isinstance(r, Completion):
                     samples.append(r)
@@ -54,8 +55,8 @@ class ScriptedEngine:
                 text, finished = r if isinstance(r, tuple) else (r, True)
                 samples.append(Completion(text=text, n_tokens=len(text) // 4, finished=finished))
             out.append(samples)
-        if progress:
-            progress(len(prompts))
+        if call.progress:
+            call.progress(len(call.prompts))
         return out
 
     def close(self):

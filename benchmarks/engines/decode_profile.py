@@ -174,8 +174,10 @@ def profile_ops(engine: Any, prompts: list[str], n: int, sampling: Any, schema: 
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from localjury.engines.base import GenerateCall
+
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        engine.generate(prompts, n=n, sampling=sampling, schema=schema)
+        engine.generate(GenerateCall(prompts, n=n, sampling=sampling, schema=schema))
     rows = []
     total = sum(e.self_cpu_time_total for e in prof.key_averages())
     for event in sorted(
@@ -205,9 +207,9 @@ def run(args: argparse.Namespace) -> dict:
     from transformers import DynamicCache
 
     from localjury.engines import _sampling, load_engine
-    from localjury.engines import transformers as tf_engine
-    from localjury.engines._outlines import GuidedRows
-    from localjury.engines.base import Sampling
+    from localjury.engines.base import GenerateCall, Sampling
+    from localjury.engines.constrain.schemas import GuidedRows
+    from localjury.engines.transformers import transformers as tf_engine
     from localjury.metrics import AspectCritic
     from localjury.models.registry import ModelSpec, load_registry
 
@@ -232,7 +234,8 @@ def run(args: argparse.Namespace) -> dict:
     schema = metric.json_schema()
     prompts = [engine.format_prompt(metric.messages(r)) for r in _records(args.records)]
     sampling = Sampling(spec.temperature, spec.top_p, spec.max_tokens, args.seed)
-    engine.generate(prompts[:2], n=args.strictness, sampling=sampling, schema=schema)  # warm-up: index, first calls
+    # Warm-up: the index, the first calls.
+    engine.generate(GenerateCall(prompts[:2], n=args.strictness, sampling=sampling, schema=schema))
 
     forwards = ForwardClock(engine.model)
     parts = PartClock()
@@ -246,7 +249,7 @@ def run(args: argparse.Namespace) -> dict:
     else:  # localjury before issue 28: a function imported by the engine
         parts.wrap(tf_engine, "sample", "sampling")
     t = time.perf_counter()
-    outputs = engine.generate(prompts, n=args.strictness, sampling=sampling, schema=schema)
+    outputs = engine.generate(GenerateCall(prompts, n=args.strictness, sampling=sampling, schema=schema))
     seconds = time.perf_counter() - t
     forwards.remove()
     parts.remove()

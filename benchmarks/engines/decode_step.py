@@ -19,7 +19,7 @@ from pathlib import Path
 import llama_cpp
 
 from localjury.engines import load_engine
-from localjury.engines.llamacpp import FIRST_SEQUENCE
+from localjury.engines.llamacpp.llamacpp import FIRST_SEQUENCE
 from localjury.models.registry import load_registry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures

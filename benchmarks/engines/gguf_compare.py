@@ -53,7 +53,7 @@ def _hf_folder(spec) -> Path:
 def child(config: str, model: str, records: int, k: int, max_tokens: int, seed: int) -> dict:
     """Run one configuration; return its figures."""
     from localjury.engines import load_engine
-    from localjury.engines.base import Completion, Sampling
+    from localjury.engines.base import Completion, GenerateCall, Sampling
     from localjury.metrics import AspectCritic
     from localjury.models.registry import ModelSpec, load_registry
 
@@ -68,9 +68,9 @@ def child(config: str, model: str, records: int, k: int, max_tokens: int, seed: 
         from llama_cpp.llama_grammar import LlamaGrammar
         from transformers import AutoTokenizer
 
-        from localjury.engines._llamacpp_kernels import kernel_choice, plain_llama
         from localjury.engines._prompts import PromptFormatter
         from localjury.engines._sampling import batch_seed
+        from localjury.engines.native.llamacpp_kernels import kernel_choice, plain_llama
 
         with plain_llama(kernel_choice(base.gguf_file())):  # the kernels proven on this machine, as the engine
             llama = llama_cpp.Llama(str(base.gguf_file()), n_ctx=4096, n_threads=os.cpu_count(), verbose=False)
@@ -116,9 +116,10 @@ def child(config: str, model: str, records: int, k: int, max_tokens: int, seed: 
         engine = load_engine(spec)
         load = time.perf_counter() - started
         prompts = [engine.format_prompt(metric.messages(r)) for r in recs]
-        engine.generate(prompts[:2], n=k, sampling=sampling, schema=schema)  # warm-up (index, first calls)
+        # Warm-up (the index, the first calls).
+        engine.generate(GenerateCall(prompts[:2], n=k, sampling=sampling, schema=schema))
         t = time.perf_counter()
-        outputs = engine.generate(prompts, n=k, sampling=sampling, schema=schema)
+        outputs = engine.generate(GenerateCall(prompts, n=k, sampling=sampling, schema=schema))
         usage = getattr(engine, "last_usage", None)
         prompt_computed = usage.prompt_tokens - usage.reused_tokens if usage is not None else None
     seconds = time.perf_counter() - t
@@ -145,7 +146,7 @@ def child(config: str, model: str, records: int, k: int, max_tokens: int, seed: 
 def _prefill_rate(engine, tokens: int = 512) -> float:
     """llama.cpp's own best matmul rate on this CPU for this model: tokens/s of one
     ``tokens``-long prefill in one decode call (weights read once for all of them)."""
-    from localjury.engines.llamacpp import FIRST_SEQUENCE
+    from localjury.engines.llamacpp.llamacpp import FIRST_SEQUENCE
 
     ids = engine.tokenizer("The quick brown fox jumps over the lazy dog. " * 60)["input_ids"][:tokens]
     engine._context(FIRST_SEQUENCE + 1, tokens + 256)

@@ -3,7 +3,7 @@
 Issue 18: every output is constrained to the metric's JSON schema, either by Outlines' index
 over the model's vocabulary (what the engine does) or by llama.cpp's grammar sampler (GBNF
 from the same schema, ``llama_cpp.llama_grammar.json_schema_to_gbnf``). Both run inside the
-same :class:`~localjury.engines.llamacpp.LlamaCppEngine`, on the same batches: the grammar
+same :class:`~localjury.engines.llamacpp.llamacpp.LlamaCppEngine`, on the same batches: the grammar
 variant only swaps the object the engine calls ``guides`` (mask / advance / select) for one
 llama.cpp grammar sampler per sequence (``llama_sampler_apply`` on a
 ``llama_token_data_array`` of that row's logits, ``llama_sampler_accept`` of the token drawn);
@@ -45,9 +45,9 @@ def child(model: str, records: int, k: int, max_tokens: int, seed: int, rounds: 
     import torch
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-    from localjury.engines import llamacpp
-    from localjury.engines.base import Sampling
-    from localjury.engines.llamacpp import LlamaCppEngine
+    from localjury.engines.base import GenerateCall, Sampling
+    from localjury.engines.llamacpp import llamacpp
+    from localjury.engines.llamacpp.llamacpp import LlamaCppEngine
     from localjury.metrics import AspectCritic
     from localjury.models.registry import load_registry
 
@@ -58,7 +58,7 @@ def child(model: str, records: int, k: int, max_tokens: int, seed: int, rounds: 
 
     class GrammarRows:
         """One llama.cpp grammar sampler per row of a decoding batch, with the interface of
-        :class:`~localjury.engines._outlines.GuidedRows`."""
+        :class:`~localjury.engines.constrain.schemas.GuidedRows`."""
 
         def __init__(self, template: Any, rows: int, n_vocab: int) -> None:
             # A clone copies the parsed grammar and its stacks: the GBNF is parsed once per schema.
@@ -175,7 +175,7 @@ def child(model: str, records: int, k: int, max_tokens: int, seed: int, rounds: 
                 self.clock[key] = 0.0
             self.tokens = {}
             t = time.perf_counter()
-            outputs = self.generate(prompts, n=n, sampling=sampling, schema=schema)
+            outputs = self.generate(GenerateCall(prompts, n=n, sampling=sampling, schema=schema))
             seconds = time.perf_counter() - t
             encoded = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
             c = self.clock

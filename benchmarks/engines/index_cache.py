@@ -31,8 +31,8 @@ def phase(folder: str) -> dict[str, float]:
     """Time the vocabulary and the index as one engine load does, twice (a load, a reload)."""
     from transformers import AutoTokenizer
 
-    from localjury.engines import _index_cache
-    from localjury.engines._outlines import JsonSchemaIndex, vocabulary_of_tokenizer
+    from localjury.engines.constrain import index_cache
+    from localjury.engines.constrain.schemas import JsonSchemaIndex, vocabulary_of_tokenizer
     from localjury.metrics.aspect_critic import AspectCritic
 
     schema = AspectCritic("mentions_date", "The response must include a specific date or year.").json_schema()
@@ -50,7 +50,7 @@ def phase(folder: str) -> dict[str, float]:
 
     # The compile and the disk entry's write and read, apart.
     for name in ("build_index", "write_entry", "read_entry"):
-        setattr(_index_cache, name, timed(f"{name}_s", getattr(_index_cache, name)))
+        setattr(index_cache, name, timed(f"{name}_s", getattr(index_cache, name)))
     for label in ("load", "reload"):
         tokenizer = AutoTokenizer.from_pretrained(folder)
         start = time.perf_counter()

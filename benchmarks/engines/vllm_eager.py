@@ -18,7 +18,7 @@ from pathlib import Path
 
 from localjury import __version__
 from localjury.engines import load_engine
-from localjury.engines.base import Sampling
+from localjury.engines.base import GenerateCall, Sampling
 from localjury.metrics import AspectCritic
 from localjury.models.registry import load_registry
 from localjury.records.readers import iter_records
@@ -55,9 +55,9 @@ def main(argv: list[str] | None = None) -> dict:
         engine = load_engine(spec, "vllm")
         load_s = time.perf_counter() - t0
         prompts = [engine.format_prompt(metric.messages(r)) for r in records]
-        engine.generate(prompts[:2], n=k, sampling=sampling, schema=schema)  # warm-up
+        engine.generate(GenerateCall(prompts[:2], n=k, sampling=sampling, schema=schema))  # warm-up
         t = time.perf_counter()
-        outputs = engine.generate(prompts, n=k, sampling=sampling, schema=schema)
+        outputs = engine.generate(GenerateCall(prompts, n=k, sampling=sampling, schema=schema))
         seconds = time.perf_counter() - t
         engine.close()
         del engine

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from localjury import __version__
-from localjury.engines.base import Completion, Sampling
+from localjury.engines.base import Completion, GenerateCall, Sampling
 from localjury.metrics import AspectCritic
 from localjury.models.registry import ModelSpec, VllmSettings, load_registry
 from localjury.records.readers import iter_records
@@ -62,7 +62,7 @@ def naive(engine: Any, prompts: list[str], k: int, base: Sampling, schema: dict)
         per: list[Completion] = []
         for j in range(k):
             s = Sampling(base.temperature, base.top_p, base.max_tokens, seed=base.seed, first_sample=j)
-            per += engine.generate([p], n=1, sampling=s, schema=schema)[0]
+            per += engine.generate(GenerateCall([p], n=1, sampling=s, schema=schema))[0]
         outs.append(per)
     return outs
 
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     out = Path(args.out or RESULTS / f"gpu_throughput-{args.config}")
 
-    from localjury.engines.vllm import VllmEngine
+    from localjury.engines.vllm.vllm import VllmEngine
 
     source = [r for r in iter_records(args.data) if isinstance(r, Record)]
     records = [source[i % len(source)].model_copy(update={"id": f"r{i}"}) for i in range(args.records)]
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"engine {tag}: loaded in {load_s} s", file=sys.stderr, flush=True)
             prompts = [engine.format_prompt(metric.messages(r)) for r in records]
             base = Sampling(temperature=0.7, top_p=1.0, max_tokens=args.max_tokens, seed=args.seed)
-            engine.generate(prompts[:2], n=1, sampling=base, schema=schema)  # warm-up: schema compile
+            engine.generate(GenerateCall(prompts[:2], n=1, sampling=base, schema=schema))  # warm-up: schema compile
             for k in args.strictness:
                 modes = [("batched constrained", partial(engine.generate, prompts, n=k, sampling=base, schema=schema))]
                 if backend == "outlines" and prefix_caching:

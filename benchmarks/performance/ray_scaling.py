@@ -28,7 +28,7 @@ from pathlib import Path
 from localjury import AspectCritic, RayCluster, __version__, evaluate
 from localjury.records.readers import iter_records
 from localjury.records.record import Record
-from localjury.results.report import same_results
+from localjury.results.record_result import same_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
 from _figures import DATED_ANSWERS, RESULTS, provenance, save, table

@@ -49,9 +49,9 @@ class InstantEngine:
         return render_plain(messages)
     def count_tokens(self, prompts):
         return [len(p) // 4 for p in prompts]
-    def generate(self, prompts, *, n, sampling, schema, progress=None):
+    def generate(self, call):
         text = '{"reason": "It names a year.", "verdict": 1}'
-        return [[Completion(text, 12, True) for _ in range(n)] for _ in prompts]
+        return [[Completion(text, 12, True) for _ in range(call.n)] for _ in call.prompts]
     def close(self):
         pass
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from localjury import __version__
 from localjury.engines import load_engine
-from localjury.engines.base import Completion, Sampling
+from localjury.engines.base import Completion, GenerateCall, Sampling
 from localjury.metrics import AspectCritic
 from localjury.models.registry import load_registry
 from localjury.records.readers import iter_records
@@ -76,8 +76,9 @@ def main(argv: list[str] | None = None) -> dict:
     load_s = time.perf_counter() - t0
     prompts = [engine.format_prompt(metric.messages(r)) for r in records]
     schema = metric.json_schema()
-    engine.generate(prompts[:2], n=k, sampling=sampling, schema=schema)  # warm-up: index build, first-call costs
-    engine.generate(prompts[:2], n=k, sampling=sampling, schema=None)
+    # Warm-up: the index build, first-call costs.
+    engine.generate(GenerateCall(prompts[:2], n=k, sampling=sampling, schema=schema))
+    engine.generate(GenerateCall(prompts[:2], n=k, sampling=sampling, schema=None))
 
     print(
         f"{len(records)} records x strictness {k} = {len(records) * k} judgments per mode; model {spec.name}",
@@ -90,14 +91,14 @@ def main(argv: list[str] | None = None) -> dict:
             per_prompt: list[Completion] = []
             for j in range(k):
                 s = Sampling(sampling.temperature, sampling.top_p, sampling.max_tokens, seed=args.seed, first_sample=j)
-                per_prompt += engine.generate([p], n=1, sampling=s, schema=schema)[0]
+                per_prompt += engine.generate(GenerateCall([p], n=1, sampling=s, schema=schema))[0]
             outputs.append(per_prompt)
         return outputs
 
     modes = {
         "a_naive_loop": naive_loop,
-        "b_batched_constrained": lambda: engine.generate(prompts, n=k, sampling=sampling, schema=schema),
-        "c_batched_unconstrained": lambda: engine.generate(prompts, n=k, sampling=sampling, schema=None),
+        "b_batched_constrained": lambda: engine.generate(GenerateCall(prompts, n=k, sampling=sampling, schema=schema)),
+        "c_batched_unconstrained": lambda: engine.generate(GenerateCall(prompts, n=k, sampling=sampling, schema=None)),
     }
     measured = []
     for name, run in modes.items():

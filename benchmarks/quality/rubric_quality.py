@@ -36,7 +36,7 @@ from localjury.bench.scales import preference_accuracy
 from localjury.bench.stats import bootstrap_ci
 from localjury.metrics import predefined_rubric
 from localjury.models.registry import DEFAULT_MODEL
-from localjury.results.report import ModelJudgment
+from localjury.results.record_result import ModelJudgment
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
 from _figures import RESULTS, ROOT, provenance, save, table

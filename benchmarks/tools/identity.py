@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from localjury import AspectCritic, Faithfulness, evaluate
-from localjury.engines.base import Completion, render_plain
+from localjury.engines.base import Completion, GenerateCall, render_plain
 from localjury.models.registry import ModelSpec
 
 #: Fields that hold timings, dates, versions or machine-specific paths.
@@ -100,11 +100,12 @@ class Scripted:
     def count_tokens(self, prompts: list[str]) -> list[int]:
         return [len(p.split()) for p in prompts]
 
-    def generate(self, prompts: list[str], *, n: int, sampling: Any, schema: Any, progress: Any = None) -> Any:
+    def generate(self, call: GenerateCall) -> list[list[Completion]]:
         out = []
-        for p in prompts:
+        sampling = call.sampling
+        for p in call.prompts:
             texts = [respond(self.spec.name, f"{p}|{sampling.seed}|{sampling.temperature}", sampling.first_sample + j)
-                     for j in range(n)]  # fmt: skip
+                     for j in range(call.n)]  # fmt: skip
             out.append([Completion(text=t, n_tokens=len(t) // 4, finished=True) for t in texts])
         return out
 

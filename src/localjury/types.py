@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
-#: JSON-schema keyword that marks an array of strings as quotes: an engine that constrains by
-#: a prompt's quotable texts (``generate(..., quotes=...)``) lets each item be only an exact
-#: span of one of them (:mod:`localjury.engines._quotes`). Ignored by JSON-schema validators.
+#: JSON-schema keyword that marks an array of strings as quotes: an engine that constrains by a
+#: prompt's quotable texts (a :class:`~localjury.engines.base.GenerateCall`'s ``quotes``) lets each
+#: item be only an exact span of one of them (:mod:`localjury.engines.constrain.quotes`). Ignored by
+#: JSON-schema validators.
 QUOTE_KEY = "x-localjury-quote"
 
 

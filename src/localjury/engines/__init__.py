@@ -1,7 +1,15 @@
 """Engines by name. A backend is imported only when asked for.
 
-Adding an engine: one module under ``localjury.engines`` and its entry in
-:data:`~localjury.engines._facts.ENGINES`, which says what it loads, what it needs and the
+One package per backend (``transformers``, ``llamacpp``, ``vllm``, ``server``): its
+``__init__`` holds the engine's facts and imports nothing heavy, its engine lives in the module
+named after it (``engines/vllm/vllm.py``). Beside them, what they share: the interface
+(:mod:`~localjury.engines.base`), the shared decode loop's base (:mod:`~localjury.engines._local`),
+prompts, sampling and tokenizer helpers, the ``auto`` choice (:mod:`~localjury.engines._auto`),
+engines kept loaded (:mod:`~localjury.engines.pool`), the output constraints
+(:mod:`~localjury.engines.constrain`) and the native code paths (:mod:`~localjury.engines.native`).
+
+Adding an engine: its package under ``localjury.engines`` and its row in
+:data:`~localjury.engines._catalog.ENGINES`, which says what it loads, what it needs and the
 rules a run follows for it.
 """
 
@@ -11,8 +19,8 @@ import importlib
 from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
-from localjury.engines._facts import ENGINES
-from localjury.engines._facts import quotes_refusal as quotes_refusal  # re-exported: a run asks it here
+from localjury.engines._catalog import ENGINES
+from localjury.engines._catalog import quotes_refusal as quotes_refusal  # re-exported: a run asks it here
 from localjury.errors import ConfigError, MissingDependencyError
 
 if TYPE_CHECKING:

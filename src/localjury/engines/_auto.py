@@ -30,7 +30,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localjury.engines import _cpu
+from localjury.engines.native.cpu import detect as detect_cpu
 
 if TYPE_CHECKING:
     from localjury.models.registry import ModelSpec
@@ -126,7 +126,7 @@ def cache_path(spec: ModelSpec) -> Path:
     speed (dtype, batch size) and engine versions."""
     from localjury.models.registry import localjury_home
 
-    cpu = _cpu.detect()
+    cpu = detect_cpu()
     key = "|".join(
         [cpu.key, str(cpu.threads), spec.name, spec.dtype, str(spec.batch_size), _files_key(spec), _versions()]
     )
@@ -141,7 +141,7 @@ def measure(spec: ModelSpec, engine: str) -> EngineOption:
     to the system, and a crash there is a failed option, not a dead run)."""
     # The timed job lives beside `localjury doctor`: it renders a metric's prompts, which an
     # engine module does not import.
-    cmd = [sys.executable, "-m", "localjury.doctor", spec.model_dump_json(), engine]
+    cmd = [sys.executable, "-m", "localjury.diagnosis", spec.model_dump_json(), engine]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_TIMEOUT)
     except subprocess.TimeoutExpired:

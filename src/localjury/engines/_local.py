@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from localjury.engines._index_cache import Lru, tokenizer_key
-from localjury.engines._masks import MaskedRows, VerdictTokens
-from localjury.engines._outlines import JsonSchemaIndex
-from localjury.engines._quotes import has_quotes
-from localjury.engines._verdicts import Decision, decision_of
 from localjury.engines.base import BatchEngine
+from localjury.engines.constrain.index_cache import Lru, tokenizer_key
+from localjury.engines.constrain.masks import MaskedRows, VerdictTokens
+from localjury.engines.constrain.quotes import has_quotes
+from localjury.engines.constrain.schemas import JsonSchemaIndex
+from localjury.engines.constrain.verdicts import Decision, decision_of
 from localjury.types import Completion
 
 #: Decision tokens by (tokenizer key, decision), shared by the engines of a process (their
@@ -36,7 +36,7 @@ class LocalDecoding(BatchEngine):
     def _index(self, schema: dict[str, Any]) -> JsonSchemaIndex:
         """The schema's index over this model's vocabulary, once per schema for this engine
         (compiling it, vocabulary x regex, is the costly part, which
-        :mod:`~localjury.engines._index_cache` also keeps across engines and processes), with
+        :mod:`~localjury.engines.constrain.index_cache` also keeps across engines and processes), with
         the tokens that write its decision."""
         key = json.dumps(schema, sort_keys=True)
         if key not in self._indexes:
@@ -68,14 +68,14 @@ class LocalDecoding(BatchEngine):
         """The constraint of a batch of ``prompts`` prompts, ``n`` samples each (rows in prompt
         order): the schema's Outlines guides; or, where the schema has quotes and the call
         gives each prompt's quotable texts (``quotes``, one sequence per prompt of the batch),
-        llguidance matchers of each prompt's own grammar (:mod:`~localjury.engines._quotes`);
+        llguidance matchers of each prompt's own grammar (:mod:`~localjury.engines.constrain.quotes`);
         None without a schema. ``vocab`` is the width of the model's logits, ``eos_ids`` its
         end tokens."""
         if schema is None:
             return None
         if quotes is None or not has_quotes(schema):
             return self._index(schema).guides(prompts * n)
-        from localjury.engines._llguidance import ll_tokenizer, quote_rows
+        from localjury.engines.constrain.grammars import ll_tokenizer, quote_rows
 
         decision = decision_of(schema)
         verdicts = self._decision_tokens(decision) if decision is not None else None

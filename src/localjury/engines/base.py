@@ -1,17 +1,22 @@
-"""The engine interface: one batched call in (prompts, schema, n, sampling), n texts per prompt out."""
+"""The engine interface: one batched call in (a :class:`GenerateCall`: prompts, n, sampling,
+schema), n texts per prompt out."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from localjury.engines._prompts import PromptFormatter, render_plain
+from localjury.errors import ConfigError
+from localjury.models.registry import ModelSpec
 from localjury.types import Completion, Message, ProgressFn, Sampling, Usage
 
 __all__ = [
     "BatchEngine",
     "Completion",
     "Engine",
+    "GenerateCall",
     "Message",
     "ProgressFn",
     "PromptTokens",
@@ -19,8 +24,32 @@ __all__ = [
     "Usage",
     "render_plain",
 ]
-from localjury.errors import ConfigError
-from localjury.models.registry import ModelSpec
+
+
+@dataclass(frozen=True)
+class GenerateCall:
+    """One batched generation, as a model's pass asks it of an engine: built once by the
+    caller and handed down to the backend unchanged.
+
+    All prompts arrive in one call so the engine can batch them as it sees fit; the samples of
+    one prompt are one request with ``n`` return sequences, never ``n`` calls.
+    """
+
+    prompts: Sequence[str]
+    """The formatted prompts (:meth:`Engine.format_prompt`)."""
+    n: int
+    """Samples drawn per prompt."""
+    sampling: Sampling
+    """How they are drawn: temperature, top-p, token budget, seed and first sample index."""
+    schema: dict[str, Any] | None = None
+    """The JSON schema every sample is constrained to; None: unconstrained."""
+    quotes: Sequence[Sequence[str]] | None = None
+    """Each prompt's quotable texts, one sequence per prompt: where the schema marks quote arrays
+    (:data:`~localjury.types.QUOTE_KEY`), each quote can only be an exact span of one of that
+    prompt's texts (:mod:`~localjury.engines.constrain.quotes`). None unless a prompt of the call
+    has quotable texts: an engine that cannot constrain quotes never sees them otherwise."""
+    progress: ProgressFn | None = None
+    """Called with the number of prompts done, as they are done."""
 
 
 class Engine(Protocol):
@@ -44,24 +73,10 @@ class Engine(Protocol):
         """Return the prompt length in tokens of each prompt."""
         ...
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        n: int,
-        sampling: Sampling,
-        schema: dict[str, Any] | None,
-        quotes: Sequence[Sequence[str]] | None = None,
-        progress: ProgressFn | None = None,
-    ) -> list[list[Completion]]:
-        """Draw ``n`` samples for every prompt, constrained to ``schema`` when given.
-
-        All prompts arrive in one call so the engine can batch them as it sees fit; samples
-        of one prompt are one request with ``n`` return sequences, never ``n`` calls.
-        ``quotes`` gives each prompt's quotable texts: where the schema marks quote arrays
-        (:data:`~localjury.types.QUOTE_KEY`), each quote can only be an exact span of one of
-        that prompt's texts (:mod:`~localjury.engines._quotes`). An engine that cannot
-        constrain quotes refuses the call.
+    def generate(self, call: GenerateCall) -> list[list[Completion]]:
+        """Draw ``call.n`` samples for every prompt of ``call``, constrained to its schema when
+        it has one (see :class:`GenerateCall`). An engine that cannot constrain quotes refuses
+        a call whose schema asks for them.
 
         Returns:
             One list of ``n`` completions per prompt, in prompt order.
@@ -108,45 +123,26 @@ class BatchEngine(PromptTokens):
     ``_generate`` sets it from what it computed; when it does not, every prompt token counts
     as computed (:meth:`count_tokens`, none reused)."""
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        n: int,
-        sampling: Sampling,
-        schema: dict[str, Any] | None,
-        quotes: Sequence[Sequence[str]] | None = None,
-        progress: ProgressFn | None = None,
-    ) -> list[list[Completion]]:
-        """Draw ``n`` samples per prompt; see :class:`Engine`.
+    def generate(self, call: GenerateCall) -> list[list[Completion]]:
+        """Draw ``call.n`` samples per prompt; see :class:`Engine`.
 
         Raises:
             ConfigError: ``n`` above 1 at temperature 0 (the samples would all be the same),
                 or ``quotes`` not one sequence of texts per prompt.
         """
-        if n > 1 and sampling.temperature <= 0:
-            raise ConfigError(f"model {self.spec.name!r}: {n} samples per prompt need a temperature above 0")
-        if quotes is not None and len(quotes) != len(prompts):
-            raise ConfigError(f"{len(quotes)} sets of quotable texts for {len(prompts)} prompts")
+        if call.n > 1 and call.sampling.temperature <= 0:
+            raise ConfigError(f"model {self.spec.name!r}: {call.n} samples per prompt need a temperature above 0")
+        if call.quotes is not None and len(call.quotes) != len(call.prompts):
+            raise ConfigError(f"{len(call.quotes)} sets of quotable texts for {len(call.prompts)} prompts")
         self.last_usage = None
-        if not prompts:
+        if not call.prompts:
             self.last_usage = Usage(prompt_tokens=0)
             return []
-        extra = {"quotes": quotes} if quotes is not None else {}
-        outputs = self._generate(prompts, n=n, sampling=sampling, schema=schema, progress=progress, **extra)
+        outputs = self._generate(call)
         if self.last_usage is None:
-            self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(prompts)))
+            self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(call.prompts)))
         return outputs
 
-    def _generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        n: int,
-        sampling: Sampling,
-        schema: dict[str, Any] | None,
-        progress: ProgressFn | None,
-        quotes: Sequence[Sequence[str]] | None = None,
-    ) -> list[list[Completion]]:
-        """The backend's generation of a checked, non-empty call (``quotes`` only when given)."""
+    def _generate(self, call: GenerateCall) -> list[list[Completion]]:
+        """The backend's generation of a checked call with at least one prompt."""
         raise NotImplementedError

