@@ -17,6 +17,7 @@ elided argument) is listed below with the reason, shown as the skip's reason.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import itertools
 import json
 import re
@@ -93,10 +94,10 @@ def answer(schema: dict | None, prompt: str, sources: list[str]) -> str:
 class SchemaEngine(ScriptedEngine):
     """The unit tests' scripted engine, answering every prompt with :func:`answer` of its schema."""
 
-    def generate(self, prompts, *, n, sampling, schema, quotes=None, progress=None):
-        texts = dict(zip(prompts, quotes or [[] for _ in prompts], strict=True))
-        self.respond = lambda model, prompt, j: answer(schema, prompt, list(texts[prompt]))
-        return super().generate(prompts, n=n, sampling=sampling, schema=schema, quotes=quotes, progress=progress)
+    def generate(self, call):
+        texts = dict(zip(call.prompts, call.quotes or [[] for _ in call.prompts], strict=True))
+        self.respond = lambda model, prompt, j: answer(call.schema, prompt, list(texts[prompt]))
+        return super().generate(call)
 
 
 # -- the files the examples read ----------------------------------------------------------------
@@ -248,7 +249,7 @@ def check_outcome(where: str, before: dict, namespace: dict, log: list) -> None:
     """What a block made is what it says: each run has one result per (record, metric), every
     metric scored on some record (the scripted jury voted), as many records as its data file
     holds; a plan counts samples, to draw or in the store, for each model; a test function
-    the block defines passes, given the ``judge`` fixture's object."""
+    the block defines passes, given the ``judge`` fixture's object where it takes one."""
     from localjury import RunPlan, RunResult
     from localjury.integrations.pytest_plugin import Judge
 
@@ -264,8 +265,8 @@ def check_outcome(where: str, before: dict, namespace: dict, log: list) -> None:
         elif isinstance(value, RunPlan):
             # samples to draw or already in the store (an earlier block on the page may have judged)
             assert value.models and all(m.records and m.judgments + m.cached for m in value.models), (where, name)
-        elif name.startswith("test_") and callable(value):  # a pytest test of the `judge` fixture
-            value(Judge(["smollm2-135m-instruct"]))
+        elif name.startswith("test_") and callable(value):  # a pytest test (of the `judge` fixture, if it takes it)
+            value(*[Judge(["smollm2-135m-instruct"]) for _ in inspect.signature(value).parameters])
     assert any(entry[0] == "generate" for entry in log), f"{where}: nothing was judged"
 
 

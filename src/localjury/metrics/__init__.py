@@ -1,5 +1,10 @@
 """Judge metrics: single-step (the Aspect Critic, or your own), composite (Faithfulness),
-pairwise, and the agent-run metrics (goal achieved, tool-call accuracy, tool-result faithfulness)."""
+pairwise, and the agent-run metrics (goal achieved, tool-call accuracy, tool-result faithfulness).
+
+Each kind of metric is one module, its metric and its judging together (``aspect_critic``,
+``rubric``, ``pairwise``, ``checklist``, ``composite``, ``tool_calls``); :mod:`.judging` holds the
+protocol they follow and the table they register in, :mod:`.prompt_fit` the fitting of their
+prompts to a model's context."""
 
 from localjury.metrics.agent import AGENT_METRICS, GoalAchieved, ToolResultFaithfulness
 from localjury.metrics.aspect_critic import PREDEFINED_ASPECTS, AspectCritic, CriterionInput

@@ -5,16 +5,40 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from localjury.errors import MetricError, RecordError
-from localjury.records.conversation import Scope, last_response, last_turn_split
+from localjury.records.conversation import ChatMessage, Scope, last_response, last_turn_split
 from localjury.records.record import Record
 
 InT = TypeVar("InT", bound=BaseModel)
 
 #: The record fields a program's input model can take its values from.
 RECORD_FIELDS = ("user_input", "response", "retrieved_contexts", "reference", "response_a", "response_b")
+
+
+class RecordInput(BaseModel):
+    """The record as a judge's prompt shows it, after what the metric puts first: the input
+    block the Aspect Critic's, a rubric's and a checklist's prompts share.
+
+    An input model that shows its own fields before the record's lists this class first among
+    its bases and a model of its own fields second, ``class CriterionInput(RecordInput,
+    Criterion)``: pydantic lays out fields from the last base to the first, so its own come
+    first, where every record's prompt shares them (the cacheable prefix).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_input: str | None = None
+    """The prompt or question the response answers."""
+    retrieved_contexts: list[str] | None = None
+    """Passages the system retrieved."""
+    reference: str | None = None
+    """A reference answer."""
+    conversation: list[ChatMessage] | None = None
+    """A conversation record's turns: those before the judged last turn, or all of them."""
+    response: str | None = None
+    """The output being judged (a conversation record's last assistant turn)."""
 
 
 def bind_input(

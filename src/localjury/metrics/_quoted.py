@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from localjury.records.conversation import ChatMessage
 from localjury.records.record import Record
-from localjury.results.report import Quote
+from localjury.results.record_result import Quote
 from localjury.types import QUOTE_KEY
 
 

@@ -1,16 +1,24 @@
-"""The Aspect Critic: a yes/no criterion about a response, judged by a jury of models."""
+"""The Aspect Critic: a yes/no criterion about a response, judged by a jury of models; and
+the judging of every :class:`~localjury.metrics.base.JudgeMetric` (kind ``"judge"``), the
+Aspect Critic's and any declared one's (:class:`VerdictJudging`)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from functools import partial
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from localjury.errors import MetricError, RecordError, UnknownNameError
-from localjury.metrics.base import JudgeMetric, Judgment, VerdictFirstJudgment
+from localjury.metrics._binding import RecordInput
+from localjury.metrics.base import JudgeMetric, Judgment, ParsedSample, VerdictFirstJudgment
 from localjury.metrics.evidence import EvidenceJudgment
-from localjury.records.conversation import ChatMessage, Scope
+from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, agree, judges
+from localjury.metrics.prompt_fit import fit_prompt
+from localjury.records.conversation import Scope
 from localjury.records.record import Record
+from localjury.results.record_result import ModelJudgment
+from localjury.types import Completion
 from localjury.votes.voting import TieBreak
 
 INSTRUCTION = (
@@ -47,24 +55,17 @@ VERDICT_FIRST = (
 )
 
 
-class CriterionInput(BaseModel):
-    """What the Aspect Critic shows the judge: the criterion first (shared by every record's
-    prompt, so it is part of the cacheable prefix), then the record."""
-
-    model_config = ConfigDict(extra="forbid")
+class Criterion(BaseModel):
+    """The criterion a prompt shows before the record."""
 
     criterion: str
     """The yes/no statement about the response."""
-    user_input: str | None = None
-    """The prompt or question the response answers."""
-    retrieved_contexts: list[str] | None = None
-    """Passages the system retrieved."""
-    reference: str | None = None
-    """A reference answer."""
-    conversation: list[ChatMessage] | None = None
-    """A conversation record's turns: those before the judged last turn, or all of them."""
-    response: str | None = None
-    """The output being judged (a conversation record's last assistant turn)."""
+
+
+class CriterionInput(RecordInput, Criterion):
+    """What the Aspect Critic shows the judge: the criterion first (shared by every record's
+    prompt, so it is part of the cacheable prefix), then the record
+    (:class:`~localjury.metrics._binding.RecordInput`)."""
 
 
 EXAMPLES: list[tuple[CriterionInput, Judgment]] = [
@@ -252,3 +253,53 @@ class AspectCritic(JudgeMetric):
             + (", evidence=True" if self.evidence else "")
             + (f", scope={self.scope!r})" if self.scope != "last_turn" else ")")
         )
+
+
+@judges(JudgeMetric)
+class VerdictJudging(BaseJudging):
+    """A :class:`~localjury.metrics.base.JudgeMetric` (the Aspect Critic): one prompt, one
+    verdict per sample, the majority per model (calibrated, or by confidence under probability
+    scoring: :meth:`~localjury.metrics.judging.BaseJudging.verdict_judgment`), the mean over the models."""
+
+    metric: JudgeMetric
+
+    def requests(self, model: Juror, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
+        budget = model.max_tokens
+        render = partial(self.metric.messages, neutralise=model.neutralise)
+        fitted = fit_prompt(on_overflow, model, record, budget, render(record), render)
+        key = (record.id, self.metric.name)
+        # Quotes only of what the prompt shows: not of what a cut to fit the context removed.
+        quotes = tuple(text for _, text in self.metric.quotable(fitted.shown)) if self.metric.quote_from else None
+        return [
+            Request(
+                key,
+                fitted.messages,
+                self.metric.json_schema(),
+                self.k,
+                budget,
+                model.temperature,
+                turns_cut=fitted.turns_cut,
+                revision=self.metric.revision,  # a rubrics file's criterion
+                quotes=quotes,
+            )
+        ]
+
+    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
+        return agree([self._parse(c, record).vote for c in samples])
+
+    def _parse(self, sample: Completion, record: Record) -> ParsedSample:
+        """One sample parsed; its quotes located in ``record`` where the metric asks for quotes."""
+        if self.metric.quote_from:
+            return self.metric.parse(sample.text, finished=sample.finished, record=record)
+        return self.metric.parse(sample.text, finished=sample.finished)
+
+    def judge(
+        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
+    ) -> tuple[ModelJudgment, Any]:
+        (drawn,) = samples
+        parsed = [self._parse(c, record) for c in drawn]
+        p_pass = [
+            c.verdict_probs[0] if p.vote is not None and c.verdict_probs else None
+            for c, p in zip(drawn, parsed, strict=True)
+        ]
+        return self.verdict_judgment(name, parsed, p_pass), None

@@ -25,13 +25,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from localjury.errors import MetricError
 from localjury.metrics._binding import bind_input, check_inputs
-from localjury.metrics._bounds import check_metric_texts
 from localjury.metrics._quoted import locate_quotes, quotable_texts, quote_field
+from localjury.metrics._text_bounds import check_metric_texts
 from localjury.records.conversation import CONVERSATION_TAGS, ChatMessage, Scope, render_conversation
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
-from localjury.results.report import Quote
+from localjury.results.record_result import Quote
 from localjury.types import Message
+from localjury.votes.calibration import Calibrator
 from localjury.votes.voting import TieBreak, check_tie_break
 
 #: Upper bound of a judgment's ``reason``; part of the schema, so a generation cannot run
@@ -199,14 +200,27 @@ class PromptProgram(Generic[InT, OutT]):
 class Metric:
     """Anything a run can judge: a name, samples per model (strictness), a tie-break.
 
-    ``kind`` names how a run judges it (:data:`localjury.run.judging.kinds.KINDS`): ``"judge"``
+    ``kind`` names how a run judges it (:data:`localjury.metrics.judging.KINDS`): ``"judge"``
     for a :class:`JudgeMetric`, ``"composite"`` for a ``CompositeMetric``, ``"pairwise"``
-    for a ``PairwiseCritic``, ``"tool_calls"`` for a ``ToolCallAccuracy`` (computed, no judge).
+    for a ``PairwiseCritic``, ``"rubric"`` for a ``Rubric``, ``"checklist"`` for a criterion
+    of a ``Checklist``, ``"tool_calls"`` for a ``ToolCallAccuracy`` (computed, no judge). The
+    other attributes below are what a run reads of any metric; a subclass that has them sets them.
     """
 
     kind: ClassVar[str | None] = None
-    #: The input fields whose text the output's quotes must be spans of; none by default.
     quote_from: tuple[str, ...] = ()
+    """The input fields whose text the output's quotes must be spans of; none by default."""
+    revision: str | None = None
+    """Where the metric comes from and its version (a rubrics file's entry, ``name@version``):
+    part of the store key of every judgment of it, so that a new version is judged again."""
+    source: dict[str, Any] | None = None
+    """A rubrics file's entry: the file, its SHA-256, the entry's version and line (the manifest
+    records it)."""
+    profile: dict[str, Any] | None = None
+    """The judge profile it comes from, as the manifest records it (an ``AlignedCritic``)."""
+    calibrators: Sequence[Calibrator] = ()
+    """Its own fitted calibrations, one per model (a judge profile's); none by default, when a
+    run's calibration file gives them."""
 
     def __init__(self, name: str, *, strictness: int = 1, tie_break: TieBreak = "fail") -> None:
         if not name or not name.strip():

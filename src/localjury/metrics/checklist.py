@@ -19,16 +19,22 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
 from localjury.errors import MetricError, RecordError
+from localjury.metrics._binding import RecordInput
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import Judgment, Message, Metric, ParsedSample, PromptProgram, bind_input
-from localjury.records.conversation import ChatMessage, Scope
+from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, judges
+from localjury.metrics.prompt_fit import fit_counted
+from localjury.records.conversation import Scope
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
+from localjury.results.record_result import ModelJudgment
+from localjury.types import Completion
 
 #: Output tokens a checklist adds per criterion beyond the first (the criterion's key, its
 #: reason of at most 200 characters, its verdict and the JSON between them), on top of the
@@ -46,24 +52,16 @@ INSTRUCTION = (
 )
 
 
-class ChecklistInput(BaseModel):
-    """What a checklist shows the judge: the criteria first (shared by every record's prompt),
-    then the record."""
-
-    model_config = ConfigDict(extra="forbid")
+class Criteria(BaseModel):
+    """The criteria a checklist's prompt shows before the record."""
 
     criteria: dict[str, str]
     """Each criterion's statement, by its name (the key of its verdict in the answer)."""
-    user_input: str | None = None
-    """The prompt or question the response answers."""
-    retrieved_contexts: list[str] | None = None
-    """Passages the system retrieved."""
-    reference: str | None = None
-    """A reference answer."""
-    conversation: list[ChatMessage] | None = None
-    """A conversation record's turns: those before the judged last turn, or all of them."""
-    response: str | None = None
-    """The output being judged (a conversation record's last assistant turn)."""
+
+
+class ChecklistInput(RecordInput, Criteria):
+    """What a checklist shows the judge: the criteria first (shared by every record's prompt),
+    then the record (:class:`~localjury.metrics._binding.RecordInput`)."""
 
 
 class ChecklistOutput(BaseModel):
@@ -248,6 +246,54 @@ class ChecklistCriterion(Metric):
 
     def __repr__(self) -> str:
         return f"ChecklistCriterion({self.name!r}, {self.index + 1} of {self.checklist.names})"
+
+
+@judges(ChecklistCriterion)
+class ChecklistJudging(BaseJudging):
+    """One criterion of a checklist. Its request asks for the whole checklist (the same
+    messages, schema, k and token budget for every criterion of the checklist, so a model's
+    pass generates them once per record and the judgment store keeps them under one key);
+    it reads its own verdict, reason and ``p_pass`` from each sample and votes them as the
+    Aspect Critic's are voted (:meth:`~localjury.metrics.judging.BaseJudging.verdict_judgment`):
+    the majority per model (or its confidence, under probability scoring), the mean over the
+    models. A sample that does not parse is an abstention on every criterion of the checklist."""
+
+    metric: ChecklistCriterion
+
+    def first_step(self, record: Record, first: Juror) -> Request | None:
+        self.metric.checklist.messages(record, first.neutralise)  # raises the record's error
+        return None
+
+    def requests(self, model: Juror, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
+        checklist = self.metric.checklist
+        budget = model.max_tokens + CHECK_TOKENS * (len(checklist.critics) - 1)
+        render = partial(checklist.messages, neutralise=model.neutralise)
+        messages, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
+        key = (record.id, self.metric.name)
+        # The criteria's rubric-file versions (name@version), so that a new version is judged again.
+        revision = " ".join(c.revision for c in checklist.critics if c.revision) or None
+        schema = checklist.json_schema()
+        return [Request(key, messages, schema, self.k, budget, model.temperature, turns_cut=cut, revision=revision)]
+
+    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
+        # The whole checklist's, so that every criterion draws the same samples.
+        parsed = [self.metric.checklist.parse(c.text, finished=c.finished) for c in samples]
+        if any(p.problem for p in parsed):
+            return False
+        return all(len({p.votes[i] for p in parsed}) == 1 for i in range(len(self.metric.checklist.critics)))
+
+    def judge(
+        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
+    ) -> tuple[ModelJudgment, Any]:
+        (drawn,) = samples
+        parsed = [self.metric.parse(c.text, finished=c.finished) for c in drawn]
+        count, i = len(self.metric.checklist.critics), self.metric.index
+        # A sample's verdict probabilities, one per criterion in order, where it wrote them all.
+        p_pass = [
+            c.verdict_probs[i] if p.vote is not None and c.verdict_probs and len(c.verdict_probs) == count else None
+            for c, p in zip(drawn, parsed, strict=True)
+        ]
+        return self.verdict_judgment(name, parsed, p_pass), None
 
 
 def checklist_metrics(metrics: Sequence[Metric], group: bool = False) -> list[Metric]:

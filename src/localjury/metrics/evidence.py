@@ -1,6 +1,6 @@
 """The answer with quoted evidence: up to three quotes of the judged text before the reason and
 the verdict, each an exact span of it on the engines that constrain quotes
-(:mod:`localjury.engines._quotes`)."""
+(:mod:`localjury.engines.constrain.quotes`)."""
 
 from __future__ import annotations
 

@@ -11,17 +11,29 @@ bias for the first (or second) place cancels over the two orders.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, get_args
+from functools import partial
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from localjury.errors import MetricError
-from localjury.metrics._bounds import check_metric_texts
+from localjury.metrics._text_bounds import check_metric_texts
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, ParsedSample, PromptProgram, bind_input
+from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, agree, invalid_samples, judges
+from localjury.metrics.prompt_fit import fit
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
-from localjury.types import Message
-from localjury.votes.voting import TieBreak
+from localjury.results.record_result import InvalidSample, ModelJudgment, RecordResult
+from localjury.types import Completion, Message
+from localjury.votes.voting import (
+    TieBreak,
+    confidence,
+    final_score,
+    model_score,
+    model_verdict,
+    position_consistency,
+    probability_verdict,
+)
 
 Order = Literal["AB", "BA"]
 #: The two orders a pair is shown in: ``"AB"`` shows response_a first (as A), ``"BA"`` response_b.
@@ -162,3 +174,105 @@ class PairwiseCritic(Metric):
             f"PairwiseCritic(name={self.name!r}, criterion={self.criterion!r}, "
             f"strictness={self.strictness}, tie_break={self.tie_break!r})"
         )
+
+
+@judges(PairwiseCritic)
+class PairwiseJudging(BaseJudging):
+    """A :class:`PairwiseCritic`: two requests per model and record (order AB and order BA,
+    k samples each). A model's preference is the majority of its 2k order-corrected valid
+    votes (1: response_a), an even split per ``tie``; its score 1.0 for response_a, 0.0 for
+    response_b; the record's score the mean over the models.
+
+    Each sample's ``p_pass`` is the probability the judge gave to preferring response_a where
+    it wrote its preference (the probability of "A" in order AB, of "B" in order BA), and the
+    model's ``confidence`` their mean; under ``scoring="probability"`` the model's score is
+    that confidence and its preference ``confidence > threshold``. ``calibrators`` are taken
+    (every judging is built alike) and not used: calibration fits judge metrics only.
+    Adaptive strictness stops an order whose first samples agree.
+    """
+
+    metric: PairwiseCritic
+
+    def requests(self, model: Juror, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
+        budget = model.max_tokens
+        schema = self.metric.json_schema()
+        out = []
+        for order in ORDERS:
+            render = partial(self.metric.messages, order=order, neutralise=model.neutralise)
+            messages = fit(on_overflow, model, record, budget, render(record), render)
+            key = (record.id, f"{self.metric.name} [{order}]")
+            out.append(Request(key, messages, schema, self.k, budget, model.temperature))
+        return out
+
+    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
+        return agree([self.metric.parse(c.text, finished=c.finished).vote for c in samples])
+
+    def judge(
+        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
+    ) -> tuple[ModelJudgment, Any]:
+        order_votes: dict[str, list[int | None]] = {}
+        votes: list[int | None] = []
+        reasons: list[str | None] = []
+        p_pass: list[float | None] = []
+        invalid: list[InvalidSample] = []
+        for order, drawn in zip(ORDERS, samples, strict=True):
+            parsed = [self.metric.parse(c.text, finished=c.finished) for c in drawn]
+            # sample indices count over both orders, AB's first
+            invalid += invalid_samples(parsed, [p.vote is None for p in parsed], start=len(votes))
+            order_votes[order] = [p.vote for p in parsed]
+            votes += [corrected(p.vote, order) for p in parsed]
+            reasons += [p.reason for p in parsed]
+            p_pass += [
+                _corrected_p(c.verdict_probs[0], order) if p.vote is not None and c.verdict_probs else None
+                for c, p in zip(drawn, parsed, strict=True)
+            ]
+        conf = confidence(p_pass)
+        verdict: int | None
+        score: float | None
+        if self.scoring == "probability" and conf is not None:
+            verdict, score = probability_verdict(conf, self.threshold), conf
+        else:
+            verdict = model_verdict(votes, self.tie)
+            score = model_score(verdict)
+        judgment = ModelJudgment(
+            model=name,
+            votes=votes,
+            reasons=reasons,
+            drawn=len(votes),
+            abstentions=len(invalid),
+            verdict=verdict,
+            score=score,
+            p_pass=p_pass,
+            confidence=conf,
+            invalid=invalid,
+            order_votes=order_votes,
+            position_consistent=position_consistency(order_votes["AB"], order_votes["BA"]),
+        )
+        return judgment, None
+
+    def unjudged(self, name: str, error: str) -> ModelJudgment:
+        n = 2 * self.k
+        return ModelJudgment(
+            model=name, votes=[None] * n, reasons=[None] * n, abstentions=n, verdict=None, score=None, error=error
+        )
+
+    def result(
+        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
+    ) -> RecordResult:
+        models = [j for j, _ in judged]
+        known = [j.position_consistent for j in models if j.position_consistent is not None]
+        return RecordResult(
+            record_id=record.id,
+            metric=self.metric.name,
+            score=final_score([j.score for j in models]),
+            error=None,
+            confidence=final_score([j.confidence for j in models]),
+            models=models,
+            position_consistency=sum(known) / len(known) if known else None,
+        )
+
+
+def _corrected_p(p_first: float, order: str) -> float:
+    """The probability of preferring the shown-first response (A) as the probability of
+    preferring the record's response_a."""
+    return p_first if order == "AB" else 1.0 - p_first

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from localjury._files import read_yaml
 from localjury._hashing import content_hash
 from localjury.errors import ConfigError
-from localjury.metrics._bounds import SpecText, SpecTexts
+from localjury.metrics._text_bounds import SpecText, SpecTexts
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic, Demonstration, Selector, Similarity
 from localjury.metrics.base import MAX_STRICTNESS, REASON_MAX_CHARS, Metric
 from localjury.metrics.evidence import MAX_QUOTES, QuoteText

@@ -26,12 +26,17 @@ from typing import Any, ClassVar, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from localjury.errors import MetricError, RecordError, UnknownNameError
-from localjury.metrics._bounds import check_metric_texts
+from localjury.metrics._binding import RecordInput
+from localjury.metrics._text_bounds import check_metric_texts
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, PromptProgram, bind_input
-from localjury.records.conversation import ChatMessage, Scope
+from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, agree, invalid_samples, judges
+from localjury.metrics.prompt_fit import fit_counted
+from localjury.records.conversation import Scope
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
-from localjury.types import Message
+from localjury.results.record_result import ModelJudgment, RecordResult, RubricResult
+from localjury.types import Completion, Message
+from localjury.votes.voting import confidence, final_score
 
 #: The most levels a scale may have.
 MAX_LEVELS = 10
@@ -50,24 +55,16 @@ INSTRUCTION = (
 )
 
 
-class RubricInput(BaseModel):
-    """What a rubric shows the judge: the rubric first (shared by every record's prompt, so it
-    is part of the cacheable prefix), then the record."""
-
-    model_config = ConfigDict(extra="forbid")
+class RubricText(BaseModel):
+    """The rubric a prompt shows before the record."""
 
     rubric: str
     """What is graded, then one line per level: ``Score N: description``."""
-    user_input: str | None = None
-    """The prompt or question the response answers."""
-    retrieved_contexts: list[str] | None = None
-    """Passages the system retrieved."""
-    reference: str | None = None
-    """A reference answer."""
-    conversation: list[ChatMessage] | None = None
-    """A conversation record's turns before the graded last turn."""
-    response: str | None = None
-    """The output being graded."""
+
+
+class RubricInput(RecordInput, RubricText):
+    """What a rubric shows the judge: the rubric first (shared by every record's prompt, so it
+    is part of the cacheable prefix), then the record (:class:`~localjury.metrics._binding.RecordInput`)."""
 
 
 def score_model(levels: int) -> type[BaseModel]:
@@ -235,6 +232,97 @@ def _levels(name: str, levels: Sequence[str] | Mapping[int, str]) -> tuple[str, 
     if not all(out):
         raise MetricError(f"rubric {name!r}: every level needs a description")
     return out
+
+
+@judges(Rubric)
+class RubricJudging(BaseJudging):
+    """A :class:`Rubric`: one prompt, one score per sample (see the module's docstring).
+
+    Each sample's vote is whether its sampled score reaches the rubric's threshold, and its
+    ``p_pass`` the probability mass of the levels that do; a model's verdict is whether its
+    normalised score reaches the threshold. The record's score is the mean of the models'
+    normalised scores, and its :class:`~localjury.results.record_result.RubricResult` the jury's mean
+    on the scale. Adaptive strictness stops when the first samples agree on one score.
+    ``calibrators`` are taken (every judging is built alike) and not used.
+    """
+
+    metric: Rubric
+
+    @property
+    def pass_at(self) -> float:
+        """The normalised score a model passes at: the rubric's threshold (the run's
+        ``threshold`` is the confidence of yes/no metrics under probability scoring)."""
+        return self.metric.threshold
+
+    def requests(self, model: Juror, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
+        budget = model.max_tokens
+        render = partial(self.metric.messages, neutralise=model.neutralise)
+        messages, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
+        key = (record.id, self.metric.name)
+        schema = self.metric.json_schema()
+        revision = self.metric.revision
+        return [Request(key, messages, schema, self.k, budget, model.temperature, turns_cut=cut, revision=revision)]
+
+    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
+        return agree([self.metric.parse(c.text, finished=c.finished).score for c in samples])
+
+    def judge(
+        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
+    ) -> tuple[ModelJudgment, Any]:
+        (drawn,) = samples
+        n = self.metric.n
+        parsed = [self.metric.parse(c.text, finished=c.finished) for c in drawn]
+        scores = [p.score for p in parsed]
+        expected = [
+            expected_score(c.verdict_probs, n) if p.score is not None else None
+            for c, p in zip(drawn, parsed, strict=True)
+        ]
+        passing = [v for v in range(1, n + 1) if self._passes(v)]
+        p_pass = [
+            sum(c.verdict_probs[v - 1] for v in passing) if e is not None and c.verdict_probs else None
+            for c, e in zip(drawn, expected, strict=True)
+        ]
+        by_probability = self.scoring == "probability" and any(e is not None for e in expected)
+        scale = aggregate(expected, "mean") if by_probability else aggregate(scores, self.metric.aggregate)
+        score = normalised(scale, n)
+        invalid = invalid_samples(parsed, [s is None for s in scores])
+        judgment = ModelJudgment(
+            model=name,
+            votes=[None if s is None else int(self._passes(s)) for s in scores],
+            reasons=[p.reason for p in parsed],
+            drawn=len(drawn),
+            abstentions=len(invalid),
+            verdict=None if score is None else int(score >= self.pass_at),
+            score=score,
+            p_pass=p_pass,
+            confidence=confidence(p_pass),
+            invalid=invalid,
+            scores=scores,
+            expected=expected,
+            scale_score=scale,
+        )
+        return judgment, None
+
+    def _passes(self, level: float) -> bool:
+        """Whether a score on the scale reaches the pass threshold."""
+        return (normalised(level, self.metric.n) or 0.0) >= self.pass_at
+
+    def unjudged(self, name: str, error: str) -> ModelJudgment:
+        judgment = super().unjudged(name, error)
+        return judgment.model_copy(update={"scores": [None] * self.k, "expected": [None] * self.k})
+
+    def result(
+        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
+    ) -> RecordResult:
+        result = super().result(record, context, judged, extracted_by)
+        models = result.models
+        rubric = RubricResult(
+            levels=self.metric.n,
+            score=final_score([j.scale_score for j in models]),
+            expected=final_score([aggregate(j.expected or [], "mean") for j in models]),
+            threshold=self.pass_at,
+        )
+        return result.model_copy(update={"rubric": rubric})
 
 
 #: The predefined rubrics, 1-5: name -> (criterion, the five levels, needs a reference).

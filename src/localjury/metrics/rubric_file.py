@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from localjury._files import load_yaml_file
 from localjury._yaml import compose_bounded
 from localjury.errors import ConfigError, MetricError
-from localjury.metrics._bounds import SpecText, spec_text_problem
+from localjury.metrics._text_bounds import SpecText, spec_text_problem
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import MAX_STRICTNESS, Metric
 from localjury.metrics.rubric import Aggregate, Rubric
@@ -144,8 +144,8 @@ def rubric_file_metrics(path: str | Path) -> list[Metric]:
             raise ConfigError(f"{WHAT} {path}, line {line}, field {group}.{i}.name: {entry.name!r} is used twice")
         seen.add(entry.name)
         metric = _metric(entry, path, line, f"{group}.{i}")
-        metric.revision = f"{entry.name}@{entry.version}"  # type: ignore[attr-defined]
-        metric.source = {"file": str(path), "sha256": digest, "version": entry.version, "line": line}  # type: ignore[attr-defined]
+        metric.revision = f"{entry.name}@{entry.version}"
+        metric.source = {"file": str(path), "sha256": digest, "version": entry.version, "line": line}
         metrics.append(metric)
     return metrics
 

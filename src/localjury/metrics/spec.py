@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from localjury._files import read_yaml
 from localjury.errors import ConfigError
-from localjury.metrics._bounds import spec_text_problem
+from localjury.metrics._text_bounds import spec_text_problem
 from localjury.metrics.agent import AGENT_METRICS
 from localjury.metrics.aspect_critic import PREDEFINED_ASPECTS, AspectCritic
 from localjury.metrics.base import Metric
@@ -61,7 +61,7 @@ def parse_metric(
     Raises:
         ConfigError: The text is not what ``kind`` expects; the message names the option
             and what it takes. Or a criterion's name or text is over
-            :data:`~localjury.metrics._bounds.MAX_SPEC_TEXT_BYTES` (or not text).
+            :data:`~localjury.metrics._text_bounds.MAX_SPEC_TEXT_BYTES` (or not text).
     """
     if kind in ("any", "named") and text in NAMED_METRICS:
         return named_metric(text, evidence=evidence)
@@ -153,7 +153,7 @@ def read_criteria(path: Path) -> list[tuple[str, str, dict[str, Any]]]:
 
     Raises:
         ConfigError: The file cannot be read or is not of that shape, or a criterion's name
-            or text is over :data:`~localjury.metrics._bounds.MAX_SPEC_TEXT_BYTES`.
+            or text is over :data:`~localjury.metrics._text_bounds.MAX_SPEC_TEXT_BYTES`.
     """
     data = read_yaml(path, "criteria file")
     if isinstance(data, dict) and "criteria" in data:

@@ -1,7 +1,8 @@
 """A run, one stage per module: settings (:mod:`.config`), requests (:mod:`.plan`, each
-metric's :mod:`.judging`), model passes (:mod:`.generate`; :mod:`.sharded` on Ray), results
-(:mod:`.assemble`), summary (:mod:`.summary`), and :func:`evaluate` (:mod:`.pipeline`), which
-runs them in order; :func:`dry_run` (:mod:`.dry`) plans a run without running it."""
+metric's judging, :mod:`localjury.metrics.judging`), model passes (:mod:`.generate`;
+:mod:`.sharded` on Ray), results (:mod:`.assemble`), summary (:mod:`.summary`), and
+:func:`evaluate` (:mod:`.pipeline`), which runs them in order; :func:`dry_run` (:mod:`.dry`)
+plans a run without running it."""
 
 from localjury.run.config import RunConfig
 from localjury.run.dry import dry_run

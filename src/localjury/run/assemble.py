@@ -11,7 +11,7 @@ from localjury.errors import RecordError
 from localjury.records.readers import Dataset
 from localjury.records.record import Record
 from localjury.results._commit import StagedFile
-from localjury.results.report import ModelJudgment, RecordResult
+from localjury.results.record_result import ModelJudgment, RecordResult
 from localjury.run.context import Run
 from localjury.run.plan import Planned, plan_chunk, read_first_steps
 from localjury.run.state import JuryModel

@@ -1,21 +1,23 @@
 """Every setting of a run in one frozen object, :class:`RunConfig`, grouped by what it governs.
 
 :func:`localjury.evaluate`, the CLI and ``localjury bench`` build one, the manifest records
-it and the replicas of a sharded run receive it; the checks of each setting are its
-validators, so a bad value fails when the config is built, before any model loads.
+it and the replicas of a sharded run receive it. A setting's bounds are its field's
+constraints (``Field(ge=1)``, read by the command line too), its other checks its validators, so
+a bad value fails when the config is built, before any model loads.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from localjury._setting_bounds import Bounded
 from localjury.errors import ConfigError
 from localjury.metrics.base import MAX_STRICTNESS
+from localjury.metrics.judging import OverflowPolicy
 from localjury.models.registry import ModelSpec, localjury_home
 from localjury.run.cluster import RayCluster
 from localjury.votes.calibration import CalibrationFile, load_calibration
@@ -23,7 +25,6 @@ from localjury.votes.voting import SCORINGS, Scoring, TieBreak, check_tie_break
 
 #: Records per chunk: one engine call per chunk per model, one commit to the store.
 DEFAULT_CHUNK_SIZE = 1024
-OverflowPolicy = Literal["error", "truncate"]
 #: The largest seed: seeds are from 0 to 2**32 - 1, the range NumPy and scikit-learn take
 #: (``localjury calibrate`` shuffles its folds with the judging seed).
 MAX_SEED = 2**32 - 1
@@ -37,10 +38,11 @@ def default_cache_path() -> Path:
     return localjury_home() / "cache" / "judgments.sqlite"
 
 
-class _Group(BaseModel):
+class _Group(Bounded):
     """A group of settings. Each field's docstring is its description, and the command line's
     help for its option (:mod:`localjury.cli._settings` derives the options from the fields):
-    written once, here, in words that read in both places."""
+    written once, here, in words that read in both places; so are its bounds, the field's
+    constraints."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True, use_attribute_docstrings=True)
 
@@ -48,17 +50,17 @@ class _Group(BaseModel):
 class SamplingConfig(_Group):
     """How each model samples its judgments and how the samples are voted."""
 
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED)
     """Run seed (0 to 2**32-1): the same command and seed give identical results."""
-    strictness: int | None = None
+    strictness: int | None = Field(None, ge=1, le=MAX_STRICTNESS)
     """Samples per model for each judgment (1-64); majority vote. Default: each metric's own (1 unless a
     criteria file says otherwise)."""
     tie_break: TieBreak | None = None
     """What an even split of valid votes gives: fail, pass, or abstain (pairwise: response_b, response_a,
     or no preference). Default: each metric's own (fail; for pairwise metrics no preference)."""
-    temperature: float | None = None
+    temperature: float | None = Field(None, ge=0.0, allow_inf_nan=False)
     """The models' sampling temperature, a finite number >= 0 (default: each models.yaml entry's)."""
-    max_tokens: int | None = None
+    max_tokens: int | None = Field(None, ge=1)
     """The models' output token budget per sample (default: each models.yaml entry's)."""
     adaptive: bool = False
     """Adaptive strictness: draw k//2+1 samples first, the rest only where those disagree. Same verdicts,
@@ -70,19 +72,12 @@ class SamplingConfig(_Group):
     """votes: a model's verdict is the majority of its votes, its score 1 or 0. probability: its score is
     its confidence, the mean verdict probability p_pass of its valid samples, and its verdict that above
     the threshold (a model whose engine gives no probabilities is scored by votes)."""
-    threshold: float = 0.5
+    threshold: float = Field(0.5, ge=0, lt=1)
     """Under probability scoring: the confidence (p_pass) a pass must exceed."""
     calibration: CalibrationFile | None = None
     """A calibration file from `localjury calibrate` (its path): each model's score of a criterion is its
     calibrated score, its verdict that score above the fitted threshold; every (model, criterion) of the
     run needs a fit."""
-
-    @field_validator("strictness")
-    @classmethod
-    def _strictness(cls, value: int | None) -> int | None:
-        if value is not None and not 1 <= value <= MAX_STRICTNESS:
-            raise ConfigError(f"strictness must be from 1 to {MAX_STRICTNESS}, got {value}")
-        return value
 
     @field_validator("tie_break", mode="before")
     @classmethod
@@ -94,20 +89,6 @@ class SamplingConfig(_Group):
                 raise ConfigError(str(exc)) from None
         return value
 
-    @field_validator("seed")
-    @classmethod
-    def _seed(cls, value: int) -> int:
-        if not 0 <= value <= MAX_SEED:
-            raise ConfigError(f"seed must be from 0 to {MAX_SEED}, got {value}")
-        return value
-
-    @field_validator("temperature")
-    @classmethod
-    def _temperature(cls, value: float | None) -> float | None:
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"temperature must be a finite number >= 0, got {value}")
-        return value
-
     @field_validator("scoring", mode="before")
     @classmethod
     def _scoring(cls, value: Any) -> Any:
@@ -115,25 +96,11 @@ class SamplingConfig(_Group):
             raise ConfigError(f"unknown scoring {value!r}; expected one of: {', '.join(SCORINGS)}")
         return value
 
-    @field_validator("threshold")
-    @classmethod
-    def _threshold(cls, value: float) -> float:
-        if not 0 <= value < 1:  # NaN included
-            raise ConfigError(f"threshold must be from 0 up to (not including) 1, got {value}")
-        return value
-
     @field_validator("calibration", mode="before")
     @classmethod
     def _calibration(cls, value: Any) -> Any:
         if isinstance(value, str | Path):
             return load_calibration(value)[0]
-        return value
-
-    @field_validator("max_tokens")
-    @classmethod
-    def _max_tokens(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ConfigError(f"max_tokens must be >= 1, got {value}")
         return value
 
 
@@ -165,7 +132,7 @@ class InputConfig(_Group):
     """A prompt longer than a model's context: error (that model's judgment of the record is an error) or
     truncate (cut a conversation's middle turns, then the retrieved contexts, marking each cut, until it
     fits; results say how many turns were cut)."""
-    chunk_size: int = DEFAULT_CHUNK_SIZE
+    chunk_size: int = Field(DEFAULT_CHUNK_SIZE, ge=1)
     """Records per chunk: one engine call and one store commit per chunk."""
 
     @field_validator("on_overflow", mode="before")
@@ -173,13 +140,6 @@ class InputConfig(_Group):
     def _on_overflow(cls, value: Any) -> Any:
         if value not in ("error", "truncate"):
             raise ConfigError(f"unknown overflow policy {value!r}; expected one of: error, truncate")
-        return value
-
-    @field_validator("chunk_size")
-    @classmethod
-    def _chunk_size(cls, value: int) -> int:
-        if value < 1:
-            raise ConfigError(f"chunk_size must be >= 1, got {value}")
         return value
 
 
@@ -199,7 +159,7 @@ class JuryConfig(_Group):
     with base_url always runs on its server."""
     extractor: str | None = None
     """The jury model that extracts statements for composite metrics (default: the first model)."""
-    trust_remote_code: list[str] = []
+    trust_remote_code: list[str] = Field(default_factory=list)
     """Models that may run the Python code shipped with their weights: each a model of the run whose
     models.yaml entry says trust_remote_code: true. Such an entry not named here is refused before
     anything loads (in Python a spec given as an object is taken as it is)."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from localjury.engines._facts import split_update
+from localjury.engines._catalog import split_update
 from localjury.metrics.base import Metric
+from localjury.metrics.judging import Judging
 from localjury.models.registry import ModelSpec
 from localjury.run.config import RunConfig
-from localjury.run.judging.base import Judging
 from localjury.run.state import EngineFactory, JuryModel, ModelStats
 from localjury.store import GenerationStore
 
@@ -62,7 +62,7 @@ class Run:
         those), and with each model's folder as an absolute path (a replica's
         ``$LOCALJURY_HOME`` may differ). ``split``: the replicas split their model over
         several GPUs, with the settings its engine needs for that
-        (:func:`~localjury.engines._facts.split_update`: vLLM's Ray executor, unless models.yaml
+        (:func:`~localjury.engines._catalog.split_update`: vLLM's Ray executor, unless models.yaml
         names another)."""
 
         def pinned_spec(spec: ModelSpec) -> ModelSpec:

@@ -29,6 +29,7 @@ from localjury.engines.base import Engine, PromptTokens
 from localjury.errors import ConfigError, RecordError
 from localjury.metrics.base import Metric
 from localjury.metrics.checklist import checklist_metrics
+from localjury.metrics.judging import Key, Request
 from localjury.models.registry import ModelSpec
 from localjury.records.readers import Dataset
 from localjury.records.record import Record
@@ -42,7 +43,7 @@ from localjury.run.jury import jury_models
 from localjury.run.pipeline import jury_order
 from localjury.run.plan import Planned
 from localjury.run.prepare import count_records, prepare
-from localjury.run.state import EngineFactory, JuryModel, Key, Request
+from localjury.run.state import EngineFactory, JuryModel
 from localjury.store import JudgmentStore, Stored
 
 if TYPE_CHECKING:

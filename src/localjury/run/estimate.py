@@ -12,10 +12,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from localjury.engines.base import Sampling
+from localjury.engines.base import GenerateCall, Sampling
+from localjury.metrics.judging import Request
 from localjury.run.context import Run
 from localjury.run.generate import Worker
-from localjury.run.state import JuryModel, ModelStats, Request
+from localjury.run.state import JuryModel, ModelStats
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -82,7 +83,7 @@ def measure(run: Run, model: JuryModel, sample: list[Request], progress: Progres
         q = sample[0]
         sampling = Sampling(q.temperature, model.top_p, 1, run.seed, q.first_sample)
         started = time.perf_counter()
-        engine.generate([engine.format_prompt(q.messages)], n=1, sampling=sampling, schema=q.schema)
+        engine.generate(GenerateCall([engine.format_prompt(q.messages)], 1, sampling, q.schema))
         warmup = time.perf_counter() - started
         fetch(sample[:1])
         first = replace(stats)

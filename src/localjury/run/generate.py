@@ -12,12 +12,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 
-from localjury.engines.base import Completion, Engine, Sampling, Usage
+from localjury.engines.base import Completion, Engine, GenerateCall, Sampling, Usage
 from localjury.errors import EngineError, RecordError
+from localjury.metrics.judging import Key, Request
 from localjury.records.record import Record
 from localjury.run.context import Run
 from localjury.run.plan import Planned, plan_chunk, read_first_steps
-from localjury.run.state import JuryModel, Key, ModelStats, Request
+from localjury.run.state import JuryModel, ModelStats
 from localjury.store import GenerationStore, Stored
 
 
@@ -146,14 +147,12 @@ class Worker:
                 seed=self.run_.seed,
                 first_sample=first_sample,
             )
-            schema = members[0][0].schema
+            # Quotes only when a prompt has some: an engine without quotes never sees them otherwise.
+            quoted = [q or () for _, q in unique] if any(q is not None for _, q in unique) else None
+            call = GenerateCall(prompts_of, n, sampling, members[0][0].schema, quoted)
             t = time.perf_counter()
             try:
-                if any(q is not None for _, q in unique):  # only then: an engine without quotes never sees them
-                    quoted = [q or () for _, q in unique]
-                    outputs = engine.generate(prompts_of, n=n, sampling=sampling, schema=schema, quotes=quoted)
-                else:
-                    outputs = engine.generate(prompts_of, n=n, sampling=sampling, schema=schema)
+                outputs = engine.generate(call)
             except EngineError as exc:
                 self._keep(members, {(p, None): samples for p, samples in exc.completed.items()}, results)
                 raise

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 from localjury.engines import quotes_refusal, resolve_engine
 from localjury.errors import ConfigError
+from localjury.metrics.judging import Judging
 from localjury.models._trust import check_remote_code
 from localjury.models.registry import DEFAULT_MODEL, ModelSpec, load_registry
 from localjury.records.neutralise import Neutraliser, tokenizer_markers
 from localjury.results.manifest import ModelRecord
 from localjury.run.config import RunConfig
-from localjury.run.judging.base import Judging
 from localjury.run.state import JuryModel
 
 if TYPE_CHECKING:
@@ -79,11 +79,11 @@ def jury_specs(judgings: Sequence[Judging], config: RunConfig, session: RaySessi
             )
     if config.sampling.calibration is not None:
         # A judge profile's metric (an AlignedCritic) carries its own fits.
-        judged = [j.metric.name for j in judgings if j.kind == "judge" and not getattr(j.metric, "calibrators", None)]
+        judged = [j.metric.name for j in judgings if j.kind == "judge" and not j.metric.calibrators]
         config.sampling.calibration.require(seen, judged, "given")
     if jury.extractor is not None and jury.extractor not in seen:
         raise ConfigError(f"extractor {jury.extractor!r} is not in the jury; expected one of: {', '.join(seen)}")
-    quoting = [j.metric.name for j in judgings if getattr(j.metric, "quote_from", ())]
+    quoting = [j.metric.name for j in judgings if j.metric.quote_from]
     for spec in specs if quoting else ():
         refusal = quotes_refusal(spec.engine, spec)
         if refusal is not None:

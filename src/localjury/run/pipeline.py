@@ -14,8 +14,8 @@ seed, prompt, sample index), a run killed at any point and run again — or run 
 criterion changed — generates only what is missing and gives the same results.
 
 The stages and their modules: settings (:mod:`.config`), checks before any model loads
-(:mod:`.prepare`), requests (:mod:`.plan`, through
-each metric's :mod:`.judging`), model passes (:mod:`.generate`, or :mod:`.sharded` on Ray),
+(:mod:`.prepare`), requests (:mod:`.plan`, through each metric's judging,
+:mod:`localjury.metrics.judging`), model passes (:mod:`.generate`, or :mod:`.sharded` on Ray),
 results (:mod:`.assemble`), summary (:mod:`.summary`), files (:mod:`.result`).
 """
 
@@ -33,6 +33,7 @@ from localjury.engines import load_engine
 from localjury.errors import CommitError, ConfigError
 from localjury.metrics.base import Metric
 from localjury.metrics.checklist import checklist_metrics
+from localjury.metrics.judging import Judging
 from localjury.metrics.profile import JudgeProfile, with_profile
 from localjury.metrics.rubric_file import rubric_file_metrics
 from localjury.models.registry import ModelSpec
@@ -44,7 +45,6 @@ from localjury.run.cluster.sharded import sharded_pass
 from localjury.run.config import RunConfig
 from localjury.run.context import Run
 from localjury.run.generate import Worker
-from localjury.run.judging.base import Judging
 from localjury.run.jury import jury_models
 from localjury.run.prepare import count_records, prepare, protected_files
 from localjury.run.result import RunResult, commit, output_paths
@@ -290,8 +290,8 @@ def metric_record(j: Judging) -> dict[str, Any]:
     """A metric as the manifest records it."""
     record = {"name": j.metric.name, "kind": j.kind, "description": j.metric.description, "strictness": j.k,
               "tie_break": j.tie}  # fmt: skip
-    profile = getattr(j.metric, "profile", None)  # an AlignedCritic's judge profile: its hash
-    source = getattr(j.metric, "source", None)  # a rubric file's entry: the file's hash, its version
+    profile = j.metric.profile  # an AlignedCritic's judge profile: its hash
+    source = j.metric.source  # a rubric file's entry: the file's hash, its version
     record = {**record, "source": source} if source else record
     return {**record, "profile": profile} if profile else record
 

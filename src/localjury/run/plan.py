@@ -14,11 +14,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from localjury.errors import RecordError
+from localjury.metrics.judging import Judging, Request
+from localjury.metrics.prompt_fit import over_bound
 from localjury.records.record import Record
 from localjury.run.context import Run
-from localjury.run.fit import over_bound
-from localjury.run.judging.base import Judging
-from localjury.run.state import JuryModel, Request
+from localjury.run.state import JuryModel
 from localjury.store import GenerationStore, Stored
 
 

@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from localjury.errors import ConfigError, RecordError
 from localjury.metrics.base import Metric
+from localjury.metrics.judging import Judging, judging_for
 from localjury.models.registry import ModelSpec, localjury_home, registry_path
 from localjury.records.readers import Dataset
 from localjury.records.record import Record
 from localjury.run.config import RunConfig
-from localjury.run.judging.base import Judging
-from localjury.run.judging.kinds import judging_for
 from localjury.run.jury import jury_specs
 from localjury.run.state import EngineFactory
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from localjury.results._commit import StagedFile
 from localjury.results._outputs import OutputSet
 from localjury.results.manifest import Manifest, manifest_path_for, output_record
-from localjury.results.report import RecordResult, read_results
+from localjury.results.record_result import RecordResult, read_results
 from localjury.results.summary import Summary, summary_path_for
 
 if TYPE_CHECKING:

@@ -1,21 +1,19 @@
-"""The values the stages of a run pass around: jury models, requests, per-model counters."""
+"""The values the stages of a run pass around: jury models and per-model counters (the
+requests they are asked are the metrics' judgings', :class:`~localjury.metrics.judging.Request`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from localjury.engines._facts import sample_key
+from localjury.engines._catalog import sample_key
 from localjury.engines.base import Engine
-from localjury.metrics.base import Message
+from localjury.metrics.judging import Request
 from localjury.models.registry import ModelSpec
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.store import generation_key
 
 EngineFactory = Callable[[ModelSpec], Engine]
-Key = tuple[str, str]
-"""(record id, metric name)."""
 
 
 @dataclass
@@ -57,28 +55,6 @@ class ModelStats:
         if timings:
             self.load_seconds += other.load_seconds
             self.generate_seconds += other.generate_seconds
-
-
-@dataclass(frozen=True)
-class Request:
-    """One prompt to run with one model: n samples under a schema."""
-
-    key: Key
-    messages: list[Message]
-    schema: dict[str, Any]
-    n: int
-    max_tokens: int
-    temperature: float
-    first_sample: int = 0
-    turns_cut: int = 0
-    """The conversation turns cut to fit the model's context (not part of the store key)."""
-    revision: str | None = None
-    """Where the metric comes from and its version (a rubrics file's entry): part of the store
-    key, so that a new version of an entry is judged again."""
-    quotes: tuple[str, ...] | None = None
-    """The record's texts the output's quotes must be spans of (a metric that asks for quoted
-    evidence; empty when the record has none: the quotes are then an empty list); part of the
-    store key. None for a metric that asks for no quotes."""
 
 
 @dataclass(frozen=True)

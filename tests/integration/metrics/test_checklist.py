@@ -13,7 +13,7 @@ record and criterion."""
 import pytest
 
 from localjury import AspectCritic, evaluate
-from localjury.bench.checklist import _agreement
+from localjury.bench.checklist_comparison import _agreement
 from localjury.votes.voting import passes
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ quote of every sample is an exact span of its record, located where it is, and t
 constraint composes with the schema (every sample parses, or was cut by the token budget).
 What the judge quotes and decides is not asserted: other kernels round other ways.
 
-vLLM's guidance backend takes the same grammar: tests/integration/engines/test_vllm.py."""
+vLLM's guidance backend takes the same grammar: tests/integration/engines/vllm/test_vllm.py."""
 
 import pytest
 

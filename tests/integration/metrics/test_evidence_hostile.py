@@ -5,7 +5,7 @@ run), and a megabyte of contexts cut to the judge's context under ``on_overflow=
 (its grammar, built from the whole megabyte, was too big to compile). Each record is judged,
 every quote an exact span of its record. What the judge quotes and decides is not asserted.
 
-The grammar itself, whatever the text: tests/unit/engines/test_quotes_bounds.py."""
+The grammar itself, whatever the text: tests/unit/engines/constrain/test_quotes_bounds.py."""
 
 import pytest
 

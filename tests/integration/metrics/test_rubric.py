@@ -7,8 +7,8 @@ import pytest
 
 from localjury import evaluate
 from localjury.engines import load_engine
-from localjury.engines._verdicts import score_decision
-from localjury.engines.base import Sampling
+from localjury.engines.base import GenerateCall, Sampling
+from localjury.engines.constrain.verdicts import score_decision
 from localjury.metrics.rubric import Rubric, expected_score
 from localjury.records.record import Record
 
@@ -82,7 +82,7 @@ def test_the_expected_score_equals_a_direct_forward_pass(engine):
     rubric = Rubric("quality", "How well the response answers.", ["Wrong.", "Partly right.", "Right."])
     schema = rubric.json_schema()
     prompt = engine.format_prompt(rubric.messages(Record(**RECORDS[0])))
-    (sample,) = engine.generate([prompt], n=1, sampling=Sampling(0.0, 1.0, 128, 0), schema=schema)[0]
+    (sample,) = engine.generate(GenerateCall([prompt], n=1, sampling=Sampling(0.0, 1.0, 128, 0), schema=schema))[0]
     cache = {"past": None, "seen": 0}
 
     def next_logits(ids):

@@ -70,7 +70,7 @@ def test_a_huge_record_never_reaches_the_real_tokenizer(smollm, tmp_path, monkey
     tokenizer given a few hundred MB aborts the process)."""
     from localjury import AspectCritic, dry_run
     from localjury.engines.base import PromptTokens
-    from localjury.run.fit import MAX_TOKEN_BYTES
+    from localjury.metrics.prompt_fit import MAX_TOKEN_BYTES
 
     bound = smollm.context_length * MAX_TOKEN_BYTES
     count = PromptTokens.count_tokens

@@ -1,7 +1,7 @@
 """Judging with quoted evidence (``--evidence``), on a scripted engine: what the run asks the
 engine (each prompt's quotable texts beside the schema), where quotes land in the results
 (located, with offsets), what a quote the record lacks does (the sample abstains), how the
-store keys and the refusals follow. The constraint itself: tests/unit/engines/test_quotes.py; on the
+store keys and the refusals follow. The constraint itself: tests/unit/engines/constrain/test_quotes.py; on the
 real models and engines: tests/integration/metrics/test_evidence.py."""
 
 import json
@@ -14,9 +14,10 @@ from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError, MetricError
 from localjury.metrics.checklist import Checklist, checklist_metrics
 from localjury.metrics.faithfulness import Faithfulness
+from localjury.metrics.judging import Request
 from localjury.models.registry import ModelSpec
 from localjury.records.record import Record
-from localjury.run.state import JuryModel, Request
+from localjury.run.state import JuryModel
 from localjury.types import QUOTE_KEY
 from tests.fakes import factory, fake_registry, run_cli, spec
 
@@ -220,7 +221,7 @@ def test_show_reads_no_dataset_a_manifest_names_but_the_one_the_run_read(tmp_pat
 
 
 def test_marked_html_escapes_the_text_and_marks_each_occurrence_of_a_quote():
-    from localjury.results.report import Quote
+    from localjury.results.record_result import Quote
     from localjury.results.show import marked_html, spans
 
     text = "<b>1989</b> and 1989, then 19"
@@ -312,7 +313,7 @@ def test_bench_refuses_evidence_where_it_cannot_quote():
 
 
 def test_show_finds_a_conversations_quotes_in_its_turns():
-    from localjury.results.report import Quote
+    from localjury.results.record_result import Quote
     from localjury.results.show import text_for, texts_of
 
     record = Record.model_validate(

@@ -180,7 +180,7 @@ def test_the_cli_reads_pairwise_criteria():
 
 
 def test_results_written_before_pairwise_judging_still_read():
-    from localjury.results.report import RecordResult
+    from localjury.results.record_result import RecordResult
 
     old = {
         "record_id": "r",

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from localjury.engines._verdicts import SCORE_KEY, decision_of, verdict_probs_from_top
 from localjury.engines.base import Completion
+from localjury.engines.constrain.verdicts import SCORE_KEY, decision_of, verdict_probs_from_top
 from localjury.errors import ConfigError, MetricError, RecordError
 from localjury.metrics.rubric import (
     PREDEFINED_RUBRICS,
@@ -287,7 +287,8 @@ def test_an_edited_rubric_never_reuses_stale_judgments(tmp_path):
 
 
 def test_store_keys_carry_the_revision():
-    from localjury.run.state import JuryModel, Request
+    from localjury.metrics.judging import Request
+    from localjury.run.state import JuryModel
 
     model = JuryModel(spec("M1"), "id", 0.7, 1.0, 64)
     base = Request(("r", "m"), [{"role": "user", "content": "x"}], {}, 1, 64, 0.7)

@@ -177,11 +177,11 @@ class SlowEngine(ScriptedEngine):
     made = 0
     clock: Clock
 
-    def generate(self, prompts, *, n, sampling, **kw):
-        decoding = 0.2 + 0.02 * n * len(prompts) if sampling.max_tokens > 1 else 0.0
+    def generate(self, call):
+        decoding = 0.2 + 0.02 * call.n * len(call.prompts) if call.sampling.max_tokens > 1 else 0.0
         self.clock.now += (0.3 if self.made == 0 else 0.0) + decoding
         self.made += 1
-        return super().generate(prompts, n=n, sampling=sampling, **kw)
+        return super().generate(call)
 
 
 def test_the_estimate_adds_the_one_time_costs_once_and_extrapolates_per_engine_batch(monkeypatch):

@@ -4,7 +4,7 @@ cache, the output tokens and the generation time; samples from the store cost no
 import json
 
 from localjury import AspectCritic, evaluate
-from localjury.engines.base import BatchEngine, Completion, Sampling, Usage
+from localjury.engines.base import BatchEngine, Completion, GenerateCall, Sampling, Usage
 from localjury.results.summary import Summary
 from localjury.run.state import ModelStats
 from tests.fakes import ScriptedEngine, factory, judgment, spec
@@ -16,9 +16,9 @@ RECORDS = [{"id": f"r{i}", "user_input": f"When did event {i}?", "response": f"I
 class ReportingEngine(ScriptedEngine):
     """Reports 100 prompt tokens a prompt, of which 60 reused for every prompt of a call but the first."""
 
-    def generate(self, prompts, **kw):
-        out = super().generate(prompts, **kw)
-        self.last_usage = Usage(prompt_tokens=100 * len(prompts), reused_tokens=60 * (len(prompts) - 1))
+    def generate(self, call):
+        out = super().generate(call)
+        self.last_usage = Usage(prompt_tokens=100 * len(call.prompts), reused_tokens=60 * (len(call.prompts) - 1))
         return out
 
 
@@ -67,16 +67,16 @@ class SilentEngine(BatchEngine):
         self.spec = spec("S")
         self.tokenizer = _Tokens()
 
-    def _generate(self, prompts, *, n, sampling, schema, progress):
-        return [[Completion("{}", 1, True)] * n for _ in prompts]
+    def _generate(self, call):
+        return [[Completion("{}", 1, True)] * call.n for _ in call.prompts]
 
 
 def test_batch_engine_counts_every_prompt_token_as_computed_when_its_backend_reports_nothing():
     engine = SilentEngine()
     sampling = Sampling(temperature=1.0, top_p=1.0, max_tokens=8, seed=0)
-    engine.generate(["a b c", "d e"], n=2, sampling=sampling, schema=None)
+    engine.generate(GenerateCall(["a b c", "d e"], n=2, sampling=sampling, schema=None))
     assert engine.last_usage == Usage(prompt_tokens=5, reused_tokens=0)
-    engine.generate([], n=2, sampling=sampling, schema=None)
+    engine.generate(GenerateCall([], n=2, sampling=sampling, schema=None))
     assert engine.last_usage == Usage(prompt_tokens=0)
 
 

@@ -4,38 +4,32 @@ importing the Ray driver (:mod:`localjury.run.cluster.session`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import ClassVar
 
-from localjury.errors import ConfigError
+from pydantic import ConfigDict, Field
+
+from localjury._setting_bounds import Bounded
 
 
-@dataclass(frozen=True)
-class RayCluster:
-    """Where and how wide a sharded run goes.
+class RayCluster(Bounded):
+    """Where and how wide a sharded run goes. An address that refuses connections is an error at
+    once; a process already connected to Ray (``ray.init`` done by the caller) keeps that
+    connection. Each field's docstring is also the help of its option beside ``--cluster ray``
+    (:mod:`localjury.cli._settings` derives the options from the fields, their ranges from the
+    constraints)."""
 
-    Args:
-        address: A running Ray cluster, HOST:PORT (``ray start --head`` prints it; ``auto``
-            finds the one on this machine); an address that refuses connections is an error
-            at once. ``None``: ``$RAY_ADDRESS`` if set, else a local Ray started for this run
-            and stopped after it. A process already connected to Ray (``ray.init`` done by
-            the caller) keeps that connection.
-        replicas: Engine replicas per model. Default: as many as the cluster has GPUs for
-            (GPUs // GPUs per replica); on CPUs, one per node with all of its cores, or as
-            many as fit when ``cpus_per_replica`` is given.
-        cpus_per_replica: CPU cores each CPU replica gets (and uses as its thread count).
-            Default: the cluster's CPUs divided among ``replicas``, or, when neither is
-            given, the cores of the smallest node.
-        shard_size: Records per shard. Default: the run's chunk size, lowered so that every
-            replica gets at least four shards.
-    """
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    _setting_prefix: ClassVar[str] = "cluster "
 
     address: str | None = None
-    replicas: int | None = None
-    cpus_per_replica: int | None = None
-    shard_size: int | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("replicas", "cpus_per_replica", "shard_size"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(f"cluster {name} must be >= 1, got {value}")
+    """The Ray cluster to join: HOST:PORT, as `ray start --head` prints it, or auto (the one on this
+    machine). Default: $RAY_ADDRESS, else a local Ray for this run, stopped after it."""
+    replicas: int | None = Field(None, ge=1)
+    """Engine replicas per model. Default: one per GPU (or per GPU set of a split model); on CPUs, one
+    per node (or as many as fit `cpus_per_replica`)."""
+    cpus_per_replica: int | None = Field(None, ge=1)
+    """CPU cores (threads) per CPU replica. Default: the cluster's CPUs shared among `replicas`, else
+    all cores of the smallest node."""
+    shard_size: int | None = Field(None, ge=1)
+    """Records per shard. Default: the run's chunk size, lowered so that every replica gets at least
+    four shards."""

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from localjury.engines._facts import gpus_per_replica
+from localjury.engines._catalog import gpus_per_replica
 from localjury.errors import ConfigError, EngineError, LocaljuryError, MissingDependencyError
 from localjury.run.cluster import RayCluster
 from localjury.run.cluster.worker import (

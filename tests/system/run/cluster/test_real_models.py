@@ -7,7 +7,7 @@ from importlib.util import find_spec
 import pytest
 
 from localjury import AspectCritic, RayCluster, evaluate
-from localjury.results.report import read_results, same_results
+from localjury.results.record_result import read_results, same_results
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'localjury[ray]')")
 

@@ -378,12 +378,13 @@ class SlowEngine:
         return render_plain(messages)
     def count_tokens(self, prompts):
         return [len(p) // 4 for p in prompts]
-    def generate(self, prompts, *, n, sampling, schema, progress=None):
+    def generate(self, call):
         time.sleep(SLEEP)
         out = []
-        for p in prompts:
+        for p in call.prompts:
             h = int(hashlib.sha256(p.encode()).hexdigest()[:6], 16)
-            out.append([Completion(json.dumps({"reason": "r", "verdict": (h >> j) % 2}), 5, True) for j in range(n)])
+            verdicts = [(h >> j) % 2 for j in range(call.n)]
+            out.append([Completion(json.dumps({"reason": "r", "verdict": v}), 5, True) for v in verdicts])
         return out
     def close(self):
         pass
@@ -455,19 +456,19 @@ class DyingEngine(ScriptedEngine):
         super().__init__(spec, respond, [])
         self.victim, self.marker = victim, marker
 
-    def generate(self, prompts, **kw):
-        if any(self.victim in p for p in prompts) and not (self.marker and Path(self.marker).exists()):
+    def generate(self, call):
+        if any(self.victim in p for p in call.prompts) and not (self.marker and Path(self.marker).exists()):
             if self.marker:
                 Path(self.marker).write_text(str(os.getpid()))
             os._exit(137)
-        return super().generate(prompts, **kw)
+        return super().generate(call)
 
 
 class BuggyEngine(ScriptedEngine):
     def __init__(self, spec):
         super().__init__(spec, respond, [])
 
-    def generate(self, prompts, **kw):
+    def generate(self, call):
         raise ZeroDivisionError("a bug in an engine")
 
 

@@ -3,7 +3,7 @@ and statement, a rubric's criterion and level descriptions, a checklist's criter
 profile's criterion and labeled examples.
 
 Records are bounded by their judges' context before any tokenizer reads them
-(:func:`localjury.run.fit.over_bound`); a metric's texts come from options and files read
+(:func:`localjury.metrics.prompt_fit.over_bound`); a metric's texts come from options and files read
 before any judge is known, so their bound is fixed: :data:`MAX_SPEC_TEXT_BYTES`, checked
 where they are parsed (``--criterion``, criteria files, rubric files, judge profiles).
 """

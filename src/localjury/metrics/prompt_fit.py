@@ -6,15 +6,14 @@ Every kind of judging renders its prompts through here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from localjury.errors import RecordError
-from localjury.metrics.base import Message
+from localjury.metrics.judging import Juror, OverflowPolicy
 from localjury.records.conversation import cut_turns, last_turn_split, turn_texts
 from localjury.records.record import FIELDS, Record
-from localjury.run.config import OverflowPolicy
-from localjury.run.state import JuryModel
+from localjury.types import Message
 
 #: Characters per token assumed when fitting a prompt to a model's context by truncating its
 #: retrieved contexts; below the 3.5-4.5 of English text, so the estimate errs long.
@@ -49,7 +48,7 @@ class Fitted:
 
 def fit(
     on_overflow: OverflowPolicy,
-    model: JuryModel,
+    model: Juror,
     record: Record,
     budget: int,
     messages: list[Message],
@@ -61,7 +60,7 @@ def fit(
 
 def fit_counted(
     on_overflow: OverflowPolicy,
-    model: JuryModel,
+    model: Juror,
     record: Record,
     budget: int,
     messages: list[Message],
@@ -74,7 +73,7 @@ def fit_counted(
 
 def fit_prompt(
     on_overflow: OverflowPolicy,
-    model: JuryModel,
+    model: Juror,
     record: Record,
     budget: int,
     messages: list[Message],
@@ -176,7 +175,7 @@ def _utf8_size(text: str) -> int:
     return sum(len(text[i : i + step].encode("utf-8", "surrogatepass")) for i in range(0, len(text), step))
 
 
-def over_bound(record: Record, models: list[JuryModel]) -> str | None:
+def over_bound(record: Record, models: Sequence[Juror]) -> str | None:
     """The record's error when one of its text fields (``retrieved_contexts`` all its passages
     together, ``messages`` all its turns' texts) is longer than :data:`MAX_TOKEN_BYTES` bytes a
     token of the longest context in the jury: no judge could read it whole, and tokenizing it
