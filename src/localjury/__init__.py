@@ -44,7 +44,7 @@ from localjury.metrics.profile import JudgeProfile, load_profile
 from localjury.models.registry import ModelSpec, load_registry
 from localjury.records.readers import iter_records
 from localjury.records.record import Record
-from localjury.results.report import ModelJudgment, RecordResult, StatementResult
+from localjury.results.record_result import ModelJudgment, RecordResult, StatementResult
 from localjury.results.summary import RunPlan, Summary
 from localjury.run import RunConfig, RunResult, dry_run, evaluate
 from localjury.run.cluster import RayCluster

@@ -268,7 +268,7 @@ def test_every_yaml_and_json_example_parses_and_every_registry_is_valid(tmp_path
             load_registry(path)  # a ConfigError names the entry and the key
             registries += 1
     assert registries >= 1
-    from localjury.results.report import RecordResult
+    from localjury.results.record_result import RecordResult
 
     results = 0
     for where, code in blocks("json"):

@@ -12,8 +12,8 @@ import pytest
 from outlines_core import Guide, Index
 from outlines_core.json_schema import build_regex_from_schema
 
-from localjury.engines._outlines import WHITESPACE, vocabulary_of_tokenizer
-from localjury.engines._verdicts import PREFERENCE, VERDICT, Decision
+from localjury.engines.constrain.schemas import WHITESPACE, vocabulary_of_tokenizer
+from localjury.engines.constrain.verdicts import PREFERENCE, VERDICT, Decision
 from localjury.metrics import AspectCritic, PairwiseCritic
 from localjury.records.record import Record
 

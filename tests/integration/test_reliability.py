@@ -20,6 +20,7 @@ pytestmark = pytest.mark.slow
 
 DATA = ROOT / "benchmarks" / "data" / "dated_answers.jsonl"
 
+
 def wait_for_commits(proc, cache, at_least, timeout=600):
     """Poll the judgment store (read-only) until the running CLI has committed ``at_least``
     generations, or it ended; return how many it had committed."""

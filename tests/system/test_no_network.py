@@ -36,5 +36,3 @@ def test_a_run_needs_no_network(default_judge, tmp_path):
     assert code == 0, err
     (row,) = rows(out)
     assert row["error"] is None and row["models"][0]["votes"][0] in (0, 1, None)
-
-

@@ -1,5 +1,5 @@
 """Imports flow one way (cli -> run -> metrics / engines / votes / results -> records /
-models -> types / errors / engines._facts, the engines' facts the registry reads), no
+models -> types / errors / engines._catalog, the engines' facts the registry reads), no
 module imports the package's __init__, and the modules'
 imports have no cycle: not at the top level, nor through an import inside a function or an
 ``if TYPE_CHECKING:`` block. Read from the source, without importing anything."""
@@ -19,9 +19,8 @@ LAYERS = {
     "localjury.cli": 4,
     "localjury.integrations": 4,
     "localjury.run": 3,
-    "localjury.runner": 3,
     "localjury.bench": 3,
-    "localjury.doctor": 3,
+    "localjury.diagnosis": 3,
     "localjury.metrics": 2,
     "localjury.engines": 2,
     "localjury.votes": 2,
@@ -40,11 +39,16 @@ LAYERS = {
     "localjury._version": 0,
     "localjury._hashing": 0,
     "localjury._yaml": 0,
+    "localjury._setting_bounds": 0,
     "localjury.models._embedded": 0,
     "localjury.models._engine_settings": 0,
     "localjury.models._safetensors": 0,
     "localjury.engines._facts": 0,
+    "localjury.engines._catalog": 0,
 }
+#: Packages whose ``__init__`` alone has a layer of its own: each engine's package holds its
+#: facts, which the catalog gathers, in the bottom layer; its modules are the engines' layer.
+PACKAGE_ONLY = {f"localjury.engines.{backend}": 0 for backend in ("transformers", "llamacpp", "vllm", "server")}
 #: Modules that never import an engine.
 ENGINE_FREE = (
     "localjury.votes.voting",
@@ -52,7 +56,7 @@ ENGINE_FREE = (
     "localjury.records.conversation",
     "localjury.records.readers",
     "localjury.records.inspect_log",
-    "localjury.results.report",
+    "localjury.results.record_result",
     "localjury.results.summary",
     "localjury.metrics",
     "localjury.store",
@@ -98,6 +102,8 @@ MODULES = {
 
 
 def layer(module: str) -> int:
+    if module in PACKAGE_ONLY:
+        return PACKAGE_ONLY[module]
     prefix = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len, default=None)
     assert prefix is not None, f"{module} is in no layer: add it to LAYERS"
     return LAYERS[prefix]

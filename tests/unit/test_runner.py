@@ -4,7 +4,7 @@ import pytest
 
 from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError, RecordError
-from localjury.results.report import read_results
+from localjury.results.record_result import read_results
 from tests.fakes import factory, judgment, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")

@@ -12,7 +12,7 @@ from localjury import AspectCritic, evaluate
 from localjury.engines.base import Completion
 from localjury.errors import ConfigError, LocaljuryError, StoreError
 from localjury.results.manifest import Manifest, manifest_path_for
-from localjury.results.report import read_results
+from localjury.results.record_result import read_results
 from localjury.store import JudgmentStore, generation_key
 from tests.fakes import factory, judgment, spec
 

@@ -12,7 +12,7 @@ from localjury.metrics import COMPOSITE_METRICS, PREDEFINED_ASPECTS, AspectCriti
 from localjury.metrics.base import Metric
 from localjury.metrics.pairwise import PairwiseCritic
 from localjury.metrics.spec import parse_metric
-from localjury.results.report import ModelJudgment
+from localjury.results.record_result import ModelJudgment
 from localjury.votes.voting import vote_share
 
 

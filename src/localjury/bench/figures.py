@@ -11,7 +11,7 @@ from localjury.bench import stats
 from localjury.bench._judge import graded
 from localjury.bench.formats import BenchItem
 from localjury.metrics.pairwise import ORDERS, corrected
-from localjury.results.report import ModelJudgment, RecordResult
+from localjury.results.record_result import ModelJudgment, RecordResult
 from localjury.results.summary import ModelSummary
 from localjury.run import RunResult
 from localjury.votes.voting import passes, vote_share

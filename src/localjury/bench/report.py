@@ -187,11 +187,11 @@ def markdown(fig: dict[str, Any]) -> str:
         )
         lines.append("")
     if fig.get("checklist"):
-        from localjury.bench.checklist import markdown_section
+        from localjury.bench.checklist_comparison import markdown_section
 
         lines += markdown_section(fig["checklist"])
     if fig.get("evidence"):
-        from localjury.bench.evidence import markdown_section as evidence_lines
+        from localjury.bench.evidence_examples import markdown_section as evidence_lines
 
         lines += evidence_lines(fig["evidence"])
     lines += ["## Confusion matrices (rows: gold 0, 1; columns: predicted 0, 1)", ""]
@@ -273,11 +273,11 @@ def html_report(fig: dict[str, Any]) -> str:
         f'<figure id="plot-{k}">{svg}<figcaption>{esc(captions[k])}</figcaption></figure>' for k, svg in figures.items()
     )
     if fig.get("checklist"):
-        from localjury.bench.checklist import html_section
+        from localjury.bench.checklist_comparison import html_section
 
         graded += html_section(fig["checklist"])
     if fig.get("evidence"):
-        from localjury.bench.evidence import html_section as evidence_html
+        from localjury.bench.evidence_examples import html_section as evidence_html
 
         graded += evidence_html(fig["evidence"])
     title = f"Judge benchmark — {fig['benchmark']['format']}"

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury._version import __version__
-from localjury.bench._files import described, write
 from localjury.bench._judge import is_pairwise, resolve_metric
+from localjury.bench._output_files import described, write
 from localjury.bench.align import add_aligned, aligned_judge, traces_of
-from localjury.bench.checklist import checklist_critics, compare_checklist
+from localjury.bench.checklist_comparison import checklist_critics, compare_checklist
 from localjury.bench.config import BenchConfig
 from localjury.bench.figures import compute
 from localjury.bench.formats import FORMATS, BenchItem, check_unique_ids, load, sample
@@ -89,7 +89,7 @@ def run_bench(
         if labelled.pairwise and fmt == "llmbar":
             figures["published"] = llmbar_reference(data)
         if bench.evidence:
-            from localjury.bench.evidence import examples
+            from localjury.bench.evidence_examples import examples
 
             figures["evidence"] = examples(labelled.items, rows)
         write(files, outputs, rows, figures)

@@ -13,7 +13,6 @@ from rich.text import Text
 
 from localjury._files import check_no_symlink_loop, check_reads_if_regular
 from localjury._terminal import SafeConsole, escape_controls
-from localjury.errors import ConfigError
 
 app = typer.Typer(
     name="localjury",
@@ -44,40 +43,6 @@ def checked_path(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> 
 
 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
-ClusterOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--cluster",
-        help="ray: shard each model's pass over a pool of engine replicas on Ray (needs the ray extra); "
-        "same results, store and files as a local run.",
-    ),
-]
-AddressOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--address",
-        help="With --cluster ray: the Ray cluster to join (as `ray start --head` prints it, or auto). "
-        "Default: $RAY_ADDRESS, else a local Ray for this run.",
-    ),
-]
-ReplicasOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--replicas",
-        min=1,
-        help="With --cluster ray: engine replicas per model. Default: one per GPU (or per GPU set of a split "
-        "model); on CPUs, one per node (or as many as fit --replica-cpus).",
-    ),
-]
-ReplicaCpusOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--replica-cpus",
-        min=1,
-        help="With --cluster ray: CPU cores (threads) per CPU replica. Default: the cluster's CPUs shared "
-        "among --replicas, else all cores of a node.",
-    ),
-]
 
 
 @app.callback()
@@ -116,20 +81,6 @@ def _progress(quiet: bool) -> Any:
         console=err,
         disable=quiet,
     )
-
-
-def _cluster(name: str | None, address: str | None, replicas: int | None, cpus: int | None) -> Any:
-    """The RayCluster the --cluster options describe (None: a local run)."""
-    if name is None:
-        given = [flag for flag, v in (("--address", address), ("--replicas", replicas), ("--replica-cpus", cpus)) if v]
-        if given:
-            raise ConfigError(f"{', '.join(given)} only apply with --cluster ray")
-        return None
-    if name != "ray":
-        raise ConfigError(f"unknown cluster {name!r}; expected: ray")
-    from localjury.run.cluster import RayCluster
-
-    return RayCluster(address=address, replicas=replicas, cpus_per_replica=cpus)
 
 
 @contextmanager

@@ -1,14 +1,17 @@
 """The settings as command-line options, derived from the config objects' fields (a run's,
 :mod:`localjury.run.config`; a bench's, a calibration's and an alignment's,
-:mod:`localjury.bench.config`): an option's name, type, default, bounds and help come from its
-field, written once there. What only a command line has is said here, per setting, and only
-where it differs from what the field gives: a short name, bounds the field does not state, a
-path's symlink-loop check, and the few options whose value is not the setting's
-(``--no-cache``, ``--no-calibrate``, the comma-separated ``--models``, a calibration file's path).
+:mod:`localjury.bench.config`; a Ray cluster's, :class:`~localjury.run.cluster.RayCluster`): an
+option's name, type, default, bounds and help come from its field, written once there (the
+bounds as the field's constraints, :mod:`localjury._setting_bounds`). What only a command line has is
+said here, per setting, and only where it differs from what the field gives: a short name, a
+path's symlink-loop check, and the few options whose value is not the setting's (``--no-cache``,
+``--no-calibrate``, the comma-separated ``--models``, a calibration file's path, ``--cluster``).
 
 A command takes the settings it names with :func:`takes_settings`: typer sees one option per
 setting beside the command's own, and the command receives them as a dict, keyword
-arguments of :meth:`~localjury.run.config.RunConfig.of` (or the bench config's ``of``).
+arguments of :meth:`~localjury.run.config.RunConfig.of` (or the bench config's ``of``). The
+cluster's options are the command's own parameters (:data:`ClusterOpt` and the three beside
+it), read into a cluster by :func:`cluster_of`.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from localjury.cli._common import checked_path
-from localjury.metrics.base import MAX_STRICTNESS
-from localjury.run.config import GROUPS, MAX_SEED
+from localjury._setting_bounds import Bounds
+from localjury.cli._common import checked_path, cli_words
+from localjury.errors import ConfigError
+from localjury.run.cluster import RayCluster
+from localjury.run.config import GROUPS, RunConfig
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -50,18 +55,12 @@ class Face:
     """The setting's value from the option's (default: the same value)."""
     help: str | None = None
     """The help, where the field's description does not read right on a command line."""
-    min: float | None = None
-    max: float | None = None
     metavar: str | None = None
 
 
 #: Each setting's face on the command line, where it has more than its field gives.
 FACES: dict[str, Face] = {
-    "seed": Face(min=0, max=MAX_SEED),
-    "strictness": Face(short="-k", min=1, max=MAX_STRICTNESS),
-    "temperature": Face(min=0.0),
-    "max_tokens": Face(min=1),
-    "chunk_size": Face(min=1),
+    "strictness": Face(short="-k"),
     "calibration": Face(kind=Path | None),
     "use_cache": Face(
         flag="--no-cache",
@@ -83,6 +82,12 @@ FACES: dict[str, Face] = {
         to_setting=lambda no_calibrate: not no_calibrate,
         help="Fit no thresholds (no model loads, unless --evidence): the profile's judges are scored by votes.",
     ),
+    "cluster": Face(
+        kind=str | None,
+        help="ray: shard each model's pass over a pool of engine replicas on Ray (needs the ray extra); "
+        "same results, store and files as a local run.",
+    ),
+    "cpus_per_replica": Face(flag="--replica-cpus"),
 }
 
 
@@ -94,11 +99,9 @@ def _fields(source: type[BaseModel] | None = None) -> dict[str, FieldInfo]:
     return {name: field for group in GROUPS.values() for name, field in group.model_fields.items()}
 
 
-def _bounds(field: FieldInfo) -> tuple[float | None, float | None]:
-    """The bounds a field's constraints give (``Field(ge=1, le=64)``), for typer to check too."""
-    low = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
-    high = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)
-    return low, high
+def _flag(name: str) -> str:
+    """The option of the setting ``name``: its face's flag, else ``--`` and its name with dashes."""
+    return FACES.get(name, Face()).flag or "--" + name.replace("_", "-")
 
 
 def _plain(annotation: Any) -> Any:
@@ -118,20 +121,27 @@ def help_text(description: str) -> str:
     return " ".join(text.replace("``", "`").split())
 
 
-def option(name: str, source: type[BaseModel] | None = None) -> inspect.Parameter:
+def option(name: str, source: type[BaseModel] | None = None, lead: str = "") -> inspect.Parameter:
     """The setting ``name`` (of ``source``, see :func:`_fields`) as a typer option parameter
-    (named after its flag)."""
+    (named after its flag), its help after ``lead``; typer checks and shows the range the field's
+    constraints give (``Field(ge=1, le=64)``) too."""
     field = _fields(source)[name]
     face = FACES.get(name, Face())
-    low, high = _bounds(field)
-    flag = face.flag or "--" + name.replace("_", "-")
+    bounds = Bounds.of(field)
+    # typer states closed ranges only: a field with an open bound (the threshold's < 1) is left
+    # to the config's check, so that the help never shows half of its range.
+    closed = bounds.gt is None and bounds.lt is None
+    flag = _flag(name)
     kind = face.kind if face.kind is not None else _plain(field.annotation)
     is_path = Path in (kind, *get_args(kind))
+    text = face.help or cli_words(help_text(field.description or ""))
+    if lead and text[1:2].islower():  # "Engine replicas" reads "engine replicas" after the lead, "CPU cores" as it is
+        text = text[:1].lower() + text[1:]
     info = typer.Option(
         *(d for d in (flag, face.short) if d),
-        help=face.help or help_text(field.description or ""),
-        min=face.min if face.min is not None else low,
-        max=face.max if face.max is not None else high,
+        help=lead + text,
+        min=bounds.ge if closed else None,
+        max=bounds.le if closed else None,
         metavar=face.metavar,
         callback=checked_path if is_path else None,
     )
@@ -187,3 +197,27 @@ JURY_SETTINGS = ("models", "seed", "registry", "trust_remote_code", "use_cache")
 
 #: ``--registry`` for the commands that take no other setting (``models``, ``doctor``).
 RegistryOpt = option("registry").annotation
+
+#: ``--cluster ray`` and the options beside it, each a field of :class:`~localjury.run.cluster.RayCluster`
+#: (``run`` and ``bench`` take them).
+ClusterOpt = option("cluster", RunConfig).annotation
+AddressOpt = option("address", RayCluster, lead="With --cluster ray: ").annotation
+ReplicasOpt = option("replicas", RayCluster, lead="With --cluster ray: ").annotation
+ReplicaCpusOpt = option("cpus_per_replica", RayCluster, lead="With --cluster ray: ").annotation
+
+
+def cluster_of(name: str | None, **settings: Any) -> RayCluster | None:
+    """The cluster ``--cluster`` (``name``) and the options beside it (``settings``, by their
+    field names) describe; None for a local run.
+
+    Raises:
+        ConfigError: An option beside ``--cluster`` without it, or a cluster other than ray.
+    """
+    if name is None:
+        given = [_flag(setting) for setting, value in settings.items() if value]
+        if given:
+            raise ConfigError(f"{', '.join(given)} only apply with --cluster ray")
+        return None
+    if name != "ray":
+        raise ConfigError(f"unknown cluster {name!r}; expected: ray")
+    return RayCluster(**settings)

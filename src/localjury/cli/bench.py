@@ -9,19 +9,23 @@ import typer
 
 from localjury.bench.config import BenchConfig, CalibrateConfig
 from localjury.cli._common import (
-    AddressOpt,
-    ClusterOpt,
     QuietOpt,
-    ReplicaCpusOpt,
-    ReplicasOpt,
-    _cluster,
     _interruptible,
     _progress,
     app,
     checked_path,
     out,
 )
-from localjury.cli._settings import JURY_SETTINGS, own_settings, takes_settings
+from localjury.cli._settings import (
+    JURY_SETTINGS,
+    AddressOpt,
+    ClusterOpt,
+    ReplicaCpusOpt,
+    ReplicasOpt,
+    cluster_of,
+    own_settings,
+    takes_settings,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -40,6 +44,8 @@ BenchOutDirOpt = Annotated[
     Path,
     typer.Option("--out", "-o", callback=checked_path, help="Folder for metrics.json, predictions.jsonl, reports."),
 ]
+
+
 @app.command()
 @takes_settings(JURY_SETTINGS)
 @takes_settings(own_settings(BenchConfig), BenchConfig, into="bench_settings")
@@ -63,9 +69,10 @@ def bench(
 
     settings = settings or {}
     specs = _jury(settings)
+    ray_cluster = cluster_of(cluster, address=address, replicas=replicas, cpus_per_replica=replica_cpus)
     config = BenchConfig.of(
         **(bench_settings or {}), seed=settings["seed"], registry=settings["registry"],
-        use_cache=settings["use_cache"], cluster=_cluster(cluster, address, replicas, replica_cpus),
+        use_cache=settings["use_cache"], cluster=ray_cluster,
     )  # fmt: skip
     with _interruptible(), _progress(quiet) as progress:
         figures = run_bench(data, fmt, specs, out_dir, config, progress=progress)
@@ -160,7 +167,7 @@ def print_figures(figures: dict[str, Any], fmt: str, console: Console) -> None:
         styles = ["dim" if "(published" in row[0] else None for row in orders]
         print_table(console, both, title="both orders (pairwise)", row_styles=styles)
     if figures.get("checklist"):
-        from localjury.bench.checklist import COST_HEADER, HEADER, table_rows
+        from localjury.bench.checklist_comparison import COST_HEADER, HEADER, table_rows
 
         for head, body in zip((HEADER, COST_HEADER), table_rows(figures["checklist"]), strict=True):
             columns = [Column(h, [r[i] for r in body], "name" if i < 2 else "figure") for i, h in enumerate(head)]

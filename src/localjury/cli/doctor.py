@@ -25,7 +25,7 @@ def doctor(
 ) -> None:
     """Show this machine's CPU features and torch's matmul rates, the engines installed,
     llama.cpp's kernel probe for each GGUF here, and the engine each model will run on, and why."""
-    from localjury.doctor import diagnose
+    from localjury.diagnosis import diagnose
     from localjury.models.registry import load_registry
 
     report = diagnose(load_registry(registry), measure=measure)

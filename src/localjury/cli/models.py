@@ -97,7 +97,7 @@ def models_info(name: Annotated[str, typer.Argument(help="Model name.")], regist
     spec = load_registry(registry).get(name)
     info: dict[str, Any] = spec.model_dump()
     if spec.is_served:
-        from localjury.engines._server_client import served_model
+        from localjury.engines.server.client import served_model
 
         try:
             info["served"] = served_model(spec, retries=0).model_dump()
@@ -161,7 +161,7 @@ def _check_kernels(spec: Any) -> None:
 
     if find_spec("llama_cpp") is None or not spec.gguf_file().is_file():
         return
-    from localjury.engines._llamacpp_kernels import kernel_choice
+    from localjury.engines.native.llamacpp_kernels import kernel_choice
 
     choice = kernel_choice(spec.gguf_file())
     if not choice.usable:

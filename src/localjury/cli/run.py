@@ -9,12 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from localjury.cli._common import (
-    AddressOpt,
-    ClusterOpt,
     QuietOpt,
-    ReplicaCpusOpt,
-    ReplicasOpt,
-    _cluster,
     _interruptible,
     _progress,
     app,
@@ -22,7 +17,7 @@ from localjury.cli._common import (
     err,
     out,
 )
-from localjury.cli._settings import takes_settings
+from localjury.cli._settings import AddressOpt, ClusterOpt, ReplicaCpusOpt, ReplicasOpt, cluster_of, takes_settings
 from localjury.errors import ConfigError
 from localjury.run.config import GROUPS
 
@@ -193,7 +188,8 @@ def run(
         settings["models"] = settings["models"] or profile_models or None
     gates = [Gate.parse(text) for text in fail_under or []]
     check_names(gates, [m.name for m in metrics])
-    config = RunConfig.of(**settings, cluster=_cluster(cluster, address, replicas, replica_cpus))
+    ray_cluster = cluster_of(cluster, address=address, replicas=replicas, cpus_per_replica=replica_cpus)
+    config = RunConfig.of(**settings, cluster=ray_cluster)
     if dry_run:
         _dry_run(data, metrics, config, estimate, as_json, quiet)
         return

@@ -36,7 +36,7 @@ def show(
     from localjury.records.readers import iter_records
     from localjury.records.record import Record
     from localjury.results.manifest import manifest_path_for
-    from localjury.results.report import read_results
+    from localjury.results.record_result import read_results
     from localjury.results.show import judgment_view
     from localjury.results.verify import read_manifest, recorded_dataset
     from localjury.votes.voting import passes

@@ -61,7 +61,7 @@ from localjury.votes.voting import passes
 
 if TYPE_CHECKING:
     from localjury.metrics import Metric
-    from localjury.results.report import RecordResult
+    from localjury.results.record_result import RecordResult
 
 Criteria = str | Mapping[str, str] | Sequence[str]
 

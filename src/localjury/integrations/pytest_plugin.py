@@ -27,7 +27,7 @@ import pytest
 from localjury.votes.voting import passes
 
 if TYPE_CHECKING:
-    from localjury.results.report import RecordResult
+    from localjury.results.record_result import RecordResult
 
 #: The setting names: (command-line option, ini key, help).
 _SETTINGS = (

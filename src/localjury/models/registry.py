@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from localjury._files import read_yaml
-from localjury.engines._facts import EngineName, is_served, loads
+from localjury.engines._catalog import EngineName, is_served, loads
 from localjury.errors import ConfigError, ModelNotAvailableError
 from localjury.models._embedded import EmbeddedName
 from localjury.models._engine_settings import ServerSettings, VllmSettings, is_loopback
@@ -189,7 +189,7 @@ class ModelSpec(BaseModel):
         return has_hf or (self.engine == "auto" and self.gguf_file().is_file())
 
     def require_files(self, engine: str) -> Path | None:
-        """What ``engine`` loads (:func:`~localjury.engines._facts.loads`): the GGUF file for
+        """What ``engine`` loads (:func:`~localjury.engines._catalog.loads`): the GGUF file for
         llamacpp (with its tokenizer ready), the Hugging Face folder otherwise, nothing for a
         model on a server.
 

@@ -35,7 +35,7 @@ _DATASET_HINT = (
 #: or a Parquet file: a longer one is that record's error (a JSONL line or a JSON item is read
 #: past a MiB at a time and never held whole; a Parquet row is measured before it is turned
 #: into Python; a CSV row is parsed, then dropped). Far above what any judge reads (a record's
-#: text is bounded by its judges' context, :data:`localjury.run.fit.MAX_TOKEN_BYTES` bytes a
+#: text is bounded by its judges' context, :data:`localjury.metrics.prompt_fit.MAX_TOKEN_BYTES` bytes a
 #: token: 32 MiB a field for a context of 131,072 tokens), and low enough that reading,
 #: decoding and parsing one line stays a few GiB.
 MAX_LINE_BYTES = 1 << 30

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from localjury.errors import ConfigError
-from localjury.results.report import RecordResult
+from localjury.results.record_result import RecordResult
 from localjury.results.summary import Summary
 from localjury.votes.voting import passes
 

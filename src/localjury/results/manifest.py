@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict
 from localjury._files import write_atomic
 from localjury._hashing import content_hash
 from localjury._version import __version__
-from localjury.engines._facts import loads
-from localjury.engines._server_client import ServedModel, served_model
+from localjury.engines._catalog import loads
+from localjury.engines.server.client import ServedModel, served_model
 from localjury.errors import ConfigError
 from localjury.models.registry import ModelSpec, localjury_home
 from localjury.results._commit import StagedFile

@@ -13,7 +13,7 @@ from rich.text import Text
 from localjury._terminal import escape_controls
 from localjury.records.conversation import last_response
 from localjury.records.record import Record
-from localjury.results.report import ModelJudgment, Quote, RecordResult
+from localjury.results.record_result import ModelJudgment, Quote, RecordResult
 
 #: Characters of context kept on each side of a quote when a text is long.
 CONTEXT_CHARS = 80

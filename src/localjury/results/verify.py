@@ -18,8 +18,8 @@ from pydantic import BaseModel, ValidationError
 
 from localjury._files import read_bounded
 from localjury._version import __version__
-from localjury.engines._facts import loads
-from localjury.engines._server_client import served_model
+from localjury.engines._catalog import loads
+from localjury.engines.server.client import served_model
 from localjury.errors import ConfigError, LocaljuryError
 from localjury.models.registry import ModelSpec, load_registry
 from localjury.results._filehash import found_dataset_sha256, found_sha256, matches

@@ -1,8 +1,8 @@
 """The settings' options are derived from the configs' fields: every field of a run is an option
 of `run`, every field a bench, a calibration or an alignment adds is an option of `bench`,
 `calibrate` or `align`, each with its field's description as its help and its field's bounds;
-and what the options say reaches the command's config as the same settings given in Python
-would."""
+the cluster's options are a RayCluster's fields; and what the options say reaches the command's
+config as the same settings given in Python would."""
 
 import typing
 
@@ -10,10 +10,13 @@ import pytest
 import typer
 
 import localjury.run
+from localjury._setting_bounds import Bounds
 from localjury.bench.config import AlignConfig, BenchConfig, CalibrateConfig
 from localjury.cli import app
+from localjury.cli._common import cli_words
 from localjury.cli._settings import FACES, help_text, option
 from localjury.errors import ConfigError
+from localjury.run.cluster import RayCluster
 from localjury.run.config import GROUPS, RunConfig
 from tests.fakes import run_cli
 
@@ -36,8 +39,30 @@ def test_every_setting_is_an_option_of_run_with_its_fields_help(name):
     flag = FACES[name].flag if name in FACES and FACES[name].flag else "--" + name.replace("_", "-")
     info = run_options()[flag]
     face = FACES.get(name)
-    assert info.help == ((face.help if face else None) or help_text(field.description))
+    assert info.help == ((face.help if face else None) or cli_words(help_text(field.description)))
     assert field.description and len(field.description.split()) >= 5  # a help a user can act on
+    bounds = Bounds.of(field)
+    closed = bounds.gt is None and bounds.lt is None  # typer shows no half range (threshold's < 1)
+    assert (info.min, info.max) == ((bounds.ge, bounds.le) if closed else (None, None))
+
+
+def test_the_bounds_are_declared_once_as_field_constraints():
+    assert (run_options()["--strictness"].min, run_options()["--strictness"].max) == (1, 64)
+    assert (run_options()["--seed"].min, run_options()["--seed"].max) == (0, 2**32 - 1)
+    assert not [name for name, face in FACES.items() if hasattr(face, "min") or hasattr(face, "max")]
+
+
+@pytest.mark.parametrize(("name", "flag"), [("address", "--address"), ("replicas", "--replicas"),
+                                            ("cpus_per_replica", "--replica-cpus")])  # fmt: skip
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_the_cluster_options_are_a_ray_clusters_fields(command, name, flag):
+    field = RayCluster.model_fields[name]
+    info = run_options(command)[flag]
+    text = cli_words(help_text(field.description))
+    assert info.help.startswith("With --cluster ray: ") and info.help.lower().endswith(text.lower())
+    assert "`" + "replicas`" not in info.help and "cpus_per_replica" not in info.help  # the flags, named as flags
+    assert (info.min, info.max) == (Bounds.of(field).ge, None)
+    assert run_options(command)["--cluster"].help.startswith("ray: shard each model's pass")
 
 
 def test_a_fields_rst_reads_as_plain_text():

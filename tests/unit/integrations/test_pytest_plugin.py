@@ -5,7 +5,7 @@ tests/integration/integrations/test_pytest_plugin.py)."""
 import pytest
 
 from localjury.integrations.pytest_plugin import Judge, Judgment
-from localjury.results.report import ModelJudgment, RecordResult
+from localjury.results.record_result import ModelJudgment, RecordResult
 
 
 def result(score, votes=(1, 0, 1), reasons=("has 1989", "no year", "has 1989")):

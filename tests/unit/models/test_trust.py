@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-import localjury.doctor
+import localjury.diagnosis
 import localjury.engines
 import localjury.run.pipeline
 from localjury import AspectCritic, evaluate
-from localjury.doctor import diagnose
+from localjury.diagnosis import diagnose
 from localjury.errors import ConfigError, EngineError
 from localjury.models.registry import PACKAGED_REGISTRY, load_registry
 from tests.fakes import factory, judgment, run_cli
@@ -167,7 +167,7 @@ def test_doctor_never_loads_a_model_that_asks_for_remote_code(hostile, monkeypat
         return "transformers", "test"
 
     monkeypatch.setattr(localjury.engines, "explain_engine", explain)
-    monkeypatch.setattr(localjury.doctor, "matmul_rate", lambda name: 1.0)
+    monkeypatch.setattr(localjury.diagnosis, "matmul_rate", lambda name: 1.0)
     (folder / "ok.yaml").write_text(
         "models:\n  plain:\n    path: ./m\n  evil:\n    path: ./m\n    trust_remote_code: true\n"
     )

@@ -11,7 +11,7 @@ import localjury.run.pipeline
 from localjury.cli import main
 from localjury.errors import ConfigError
 from localjury.results.gate import GATE_EXIT, Gate, check, check_names
-from localjury.results.report import RecordResult
+from localjury.results.record_result import RecordResult
 from localjury.results.summary import MetricSummary, Summary
 from tests.fakes import factory, fake_registry, judgment
 

@@ -110,7 +110,7 @@ def test_composite_statements_carry_per_sample_p_pass():
 
 
 def test_same_results_allows_probabilities_to_differ_by_rounding_only(tmp_path):
-    from localjury.results.report import same_results
+    from localjury.results.record_result import same_results
 
     a = list(run(tmp_path).iter_results())
     b = [r.model_copy(deep=True) for r in a]

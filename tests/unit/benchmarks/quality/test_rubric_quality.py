@@ -2,7 +2,7 @@
 
 import pytest
 
-from localjury.results.report import ModelJudgment
+from localjury.results.record_result import ModelJudgment
 from tests.unit.benchmarks.scripts import load
 
 rq = load("quality/rubric_quality.py")

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("sklearn")
 from sklearn.metrics import cohen_kappa_score
 
-from localjury.bench.checklist import checklist_critics, markdown_section, table_rows
+from localjury.bench.checklist_comparison import checklist_critics, markdown_section, table_rows
 from localjury.bench.run import run_bench
 from localjury.errors import ConfigError
 from localjury.metrics import AspectCritic, Faithfulness

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 from importlib.util import find_spec
 from typing import Any
 
-from localjury.engines import _cpu
-from localjury.engines._facts import ENGINES
+from localjury.engines._catalog import ENGINES
+from localjury.engines.native.cpu import detect as detect_cpu
 from localjury.models.registry import Registry
 
 #: What the report shows the version of: each engine's package, then these (module to find,
@@ -106,7 +106,7 @@ def diagnose(registry: Registry, *, measure: bool = False, probe: bool = True) -
     from localjury.engines import explain_engine
     from localjury.engines._auto import choose
 
-    cpu = _cpu.detect()
+    cpu = detect_cpu()
     packages = {name: _version(*where) for name, where in _PACKAGES.items()}
     rates: dict[str, float] = {}
     cuda = False
@@ -121,7 +121,7 @@ def diagnose(registry: Registry, *, measure: bool = False, probe: bool = True) -
         opts = [] if spec.is_served or spec.engine != "auto" else [asdict(o) for o in choose(spec, run=False).options]
         kernels = None
         if not spec.is_served and find_spec("llama_cpp") is not None and spec.gguf_file().is_file():
-            from localjury.engines._llamacpp_kernels import kernel_choice
+            from localjury.engines.native.llamacpp_kernels import kernel_choice
 
             choice = kernel_choice(spec.gguf_file(), probe=probe)
             state = "repacked kernels on" if choice.extra_bufts else "repacked kernels off"
@@ -144,6 +144,7 @@ def _time_engine(spec_json: str, engine_name: str) -> None:  # pragma: no cover 
     (:func:`localjury.engines._auto.measure` runs this in a subprocess)."""
     from localjury.engines import load_engine
     from localjury.engines._auto import PROBE_N, PROBE_PROMPTS
+    from localjury.engines.base import GenerateCall
     from localjury.metrics.aspect_critic import AspectCritic
     from localjury.models.registry import ModelSpec
     from localjury.records.record import Record
@@ -158,9 +159,9 @@ def _time_engine(spec_json: str, engine_name: str) -> None:  # pragma: no cover 
     ]
     schema = metric.json_schema()
     sampling = Sampling(temperature=max(spec.temperature, 0.1), top_p=spec.top_p, max_tokens=spec.max_tokens, seed=0)
-    engine.generate(prompts[:1], n=1, sampling=sampling, schema=schema)  # one-time costs (index, caches)
+    engine.generate(GenerateCall(prompts[:1], 1, sampling, schema))  # one-time costs (index, caches)
     start = time.perf_counter()
-    engine.generate(prompts, n=PROBE_N, sampling=sampling, schema=schema)
+    engine.generate(GenerateCall(prompts, PROBE_N, sampling, schema))
     seconds = time.perf_counter() - start
     print(json.dumps({"judgments_per_s": len(prompts) * PROBE_N / seconds, "seconds": seconds}))
     sys.stdout.flush()

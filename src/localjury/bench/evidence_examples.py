@@ -10,7 +10,7 @@ from typing import Any
 
 from localjury.bench._markdown import md_text
 from localjury.bench.formats import BenchItem
-from localjury.results.report import Quote
+from localjury.results.record_result import Quote
 from localjury.results.show import marked_html, spans
 
 #: Records shown in the report's evidence section.
