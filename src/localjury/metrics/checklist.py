@@ -29,7 +29,7 @@ from localjury.metrics._binding import RecordInput
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import Judgment, Message, Metric, ParsedSample, PromptProgram, bind_input
 from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, judges
-from localjury.metrics.prompt_fit import fit_counted
+from localjury.metrics.prompt_fit import fit_prompt
 from localjury.records.conversation import Scope
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
@@ -268,7 +268,8 @@ class ChecklistJudging(BaseJudging):
         checklist = self.metric.checklist
         budget = model.max_tokens + CHECK_TOKENS * (len(checklist.critics) - 1)
         render = partial(checklist.messages, neutralise=model.neutralise)
-        messages, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
+        fitted = fit_prompt(on_overflow, model, record, budget, render(record), render)
+        messages, cut = fitted.messages, fitted.turns_cut
         key = (record.id, self.metric.name)
         # The criteria's rubric-file versions (name@version), so that a new version is judged again.
         revision = " ".join(c.revision for c in checklist.critics if c.revision) or None

@@ -20,7 +20,7 @@ from localjury.errors import MetricError
 from localjury.metrics._text_bounds import check_metric_texts
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, ParsedSample, PromptProgram, bind_input
 from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, agree, invalid_samples, judges
-from localjury.metrics.prompt_fit import fit
+from localjury.metrics.prompt_fit import fit_prompt
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.results.record_result import InvalidSample, ModelJudgment, RecordResult
@@ -199,7 +199,7 @@ class PairwiseJudging(BaseJudging):
         out = []
         for order in ORDERS:
             render = partial(self.metric.messages, order=order, neutralise=model.neutralise)
-            messages = fit(on_overflow, model, record, budget, render(record), render)
+            messages = fit_prompt(on_overflow, model, record, budget, render(record), render).messages
             key = (record.id, f"{self.metric.name} [{order}]")
             out.append(Request(key, messages, schema, self.k, budget, model.temperature))
         return out

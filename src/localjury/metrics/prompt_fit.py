@@ -46,31 +46,6 @@ class Fitted:
     What the judge's quotes may come from; the record itself when nothing was cut."""
 
 
-def fit(
-    on_overflow: OverflowPolicy,
-    model: Juror,
-    record: Record,
-    budget: int,
-    messages: list[Message],
-    render: Callable[[Record], list[Message]],
-) -> list[Message]:
-    """:func:`fit_prompt`'s prompt, without the count of the turns cut."""
-    return fit_prompt(on_overflow, model, record, budget, messages, render).messages
-
-
-def fit_counted(
-    on_overflow: OverflowPolicy,
-    model: Juror,
-    record: Record,
-    budget: int,
-    messages: list[Message],
-    render: Callable[[Record], list[Message]],
-) -> tuple[list[Message], int]:
-    """:func:`fit_prompt`'s prompt and the number of turns cut."""
-    fitted = fit_prompt(on_overflow, model, record, budget, messages, render)
-    return fitted.messages, fitted.turns_cut
-
-
 def fit_prompt(
     on_overflow: OverflowPolicy,
     model: Juror,

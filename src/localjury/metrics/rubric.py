@@ -30,7 +30,7 @@ from localjury.metrics._binding import RecordInput
 from localjury.metrics._text_bounds import check_metric_texts
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, PromptProgram, bind_input
 from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, agree, invalid_samples, judges
-from localjury.metrics.prompt_fit import fit_counted
+from localjury.metrics.prompt_fit import fit_prompt
 from localjury.records.conversation import Scope
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
@@ -257,7 +257,8 @@ class RubricJudging(BaseJudging):
     def requests(self, model: Juror, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
         budget = model.max_tokens
         render = partial(self.metric.messages, neutralise=model.neutralise)
-        messages, cut = fit_counted(on_overflow, model, record, budget, render(record), render)
+        fitted = fit_prompt(on_overflow, model, record, budget, render(record), render)
+        messages, cut = fitted.messages, fitted.turns_cut
         key = (record.id, self.metric.name)
         schema = self.metric.json_schema()
         revision = self.metric.revision

@@ -14,6 +14,7 @@ import pytest
 
 from tests import ROOT
 from tests.fakes import run_args, run_cli
+from tests.unit.results.test_commit import KILLED  # a process that dies at the nth rename
 
 PROVE = "is not one localjury can prove it wrote"
 
@@ -196,23 +197,6 @@ def test_a_journal_that_is_no_file_of_its_own_is_refused_without_reading_it(tmp_
 
 
 # -- genuine journals --------------------------------------------------------------------------
-KILLED = """
-import os, sys
-sys.path.insert(0, {root!r})
-from tests.fakes import factory, judgment
-import localjury.run.pipeline
-localjury.run.pipeline.load_engine = factory(lambda m, p, j: judgment(0), [])
-real, count = os.replace, [0]
-def dies(src, dst):
-    if os.path.basename(dst) in {names!r}:
-        count[0] += 1
-        if count[0] == {nth}:
-            os._exit(9)
-    real(src, dst)
-os.replace = dies
-from localjury.cli import main
-main()
-"""
 
 
 def killed(tmp_path, args, names, nth):

@@ -25,26 +25,6 @@ BASE64 = "QUJD" * 100  # the issue's record: one word of 400 characters, over th
 WORD = "".join(random.Random(0).choices("abcdefghijklmnopqrstuvwxyz", k=400))  # a word of no period
 
 
-@pytest.fixture(scope="module")
-def byte_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    vocab["<eos>"] = len(vocab)
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>")
-
-
-@pytest.fixture(scope="module")
-def ll(byte_tokenizer):
-    import llguidance.hf
-
-    return llguidance.hf.from_tokenizer(byte_tokenizer)
-
-
 def matcher(ll, sources, schema=SCHEMA):
     m = llguidance.LLMatcher(ll, llguidance.LLMatcher.grammar_from_lark(quote_grammar(schema, sources)), log_level=0)
     assert not m.is_error(), m.get_error()[:300]
