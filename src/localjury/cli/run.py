@@ -174,31 +174,27 @@ def run(
     from localjury.results.summary import summary_path_for
     from localjury.results.tables import print_summary
     from localjury.run import RunConfig, evaluate
+    from localjury.run.prepare import settle
 
     settings = dict(settings or {})
-    metrics = metrics_of_options(
-        aspect, criterion, criteria, metric, pairwise, rubrics, verdict_first=verdict_first, evidence=evidence
-    )
-    files = (("criteria file", criteria), ("calibration file", settings["calibration"]), ("rubrics file", rubrics))
+    metrics = metrics_of_options(aspect, criterion, criteria, metric, pairwise, verdict_first=verdict_first,
+                                 evidence=evidence)  # fmt: skip
+    files = (("criteria file", criteria), ("calibration file", settings["calibration"]))
     inputs: dict[str, str | Path] = {k: v for k, v in files if v is not None}
-    if profile is not None:
-        from localjury.metrics.profile import with_profile
-
-        metrics, inputs, profile_models = with_profile(profile, metrics, inputs)
-        settings["models"] = settings["models"] or profile_models or None
     gates = [Gate.parse(text) for text in fail_under or []]
-    check_names(gates, [m.name for m in metrics])
     ray_cluster = cluster_of(cluster, address=address, replicas=replicas, cpus_per_replica=replica_cpus)
     config = RunConfig.of(**settings, cluster=ray_cluster)
+    settled = settle(metrics, config=config, inputs=inputs, profile=profile, rubrics=rubrics)
+    check_names(gates, [m.name for m in settled.metrics])
     if dry_run:
-        _dry_run(data, metrics, config, estimate, as_json, quiet)
+        _dry_run(data, settled.metrics, settled.config, estimate, as_json, quiet)
         return
     given = [flag for flag, v in (("--estimate", estimate is not None), ("--json", as_json)) if v]
     if given:
         raise ConfigError(f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} only with --dry-run")
     with _interruptible(), _progress(quiet) as progress:
-        result = evaluate(data, metrics, config=config, out=out_path, summary=summary, inputs=inputs,
-                          command=["localjury", *sys.argv[1:]], progress=progress)  # fmt: skip
+        result = evaluate(data, settled.metrics, config=settled.config, out=out_path, summary=summary,
+                          inputs=settled.inputs, command=["localjury", *sys.argv[1:]], progress=progress)  # fmt: skip
     print_summary(result.summary, out)
     errors = result.summary.record_errors
     if errors:

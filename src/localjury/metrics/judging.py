@@ -69,7 +69,7 @@ class Request:
 
 
 class Juror(Protocol):
-    """A jury model as a judging asks it (the run's :class:`~localjury.run.state.JuryModel`)."""
+    """A jury model as a judging asks it (the run's :class:`~localjury.run.context.JuryModel`)."""
 
     @property
     def spec(self) -> ModelSpec:

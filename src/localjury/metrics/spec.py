@@ -119,20 +119,20 @@ def metrics_of_options(
     criteria_file: Path | None = None,
     named: Sequence[str] = (),
     pairwise: Sequence[str] = (),
-    rubrics: Path | None = None,
     *,
     verdict_first: bool = False,
     evidence: bool = False,
 ) -> list[Metric]:
     """The metrics of ``run``'s options, in this order: the predefined aspects, the criteria,
     the criteria file's, the named metrics (composites, agent-run metrics, rubrics), the
-    pairwise criteria, the rubric file's. ``verdict_first`` and ``evidence`` shape the
+    pairwise criteria (a rubric file's and a judge profile's come after them, added by
+    :func:`localjury.run.prepare.settle`). ``verdict_first`` and ``evidence`` shape the
     answers of the aspects and criteria (``--verdict-first``, ``--evidence``), ``evidence``
     a composite's too.
 
     Raises:
         ConfigError: An unknown aspect or named metric, a criterion not ``NAME=TEXT``, or
-            a bad criteria or rubric file.
+            a bad criteria file.
     """
     metrics = [parse_metric(name, "aspect", verdict_first=verdict_first, evidence=evidence) for name in aspects]
     metrics += [parse_metric(item, "criterion", verdict_first=verdict_first, evidence=evidence) for item in criteria]
@@ -140,10 +140,6 @@ def metrics_of_options(
         metrics += criteria_metrics(criteria_file)
     metrics += [parse_metric(name, "named", evidence=evidence) for name in named]
     metrics += [parse_metric(item, "pairwise") for item in pairwise]
-    if rubrics is not None:
-        from localjury.metrics.rubric_file import rubric_file_metrics
-
-        metrics += rubric_file_metrics(rubrics)
     return metrics
 
 

@@ -1,12 +1,16 @@
-"""What a run says of itself: its summary (per metric and per model, what it cost), the
-summary file beside the results, and what a dry run plans (printed as tables by
-:mod:`localjury.results.tables`)."""
+"""What a run says of itself: its summary (per metric and per model, what it cost; each
+metric's figures summed over its results by :class:`MetricFigures`), the summary file beside
+the results, and what a dry run plans (printed as tables by :mod:`localjury.results.tables`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from localjury.results.record_result import RecordResult
+from localjury.votes.voting import passes
 
 
 class MetricSummary(BaseModel):
@@ -38,6 +42,58 @@ class MetricSummary(BaseModel):
     (``on_overflow="truncate"``; each result's ``turns_cut`` says how many)."""
     turns_cut: int = 0
     """The results' ``turns_cut`` summed: conversation turns cut to fit a judge's context."""
+
+
+@dataclass
+class MetricFigures:
+    """One metric's figures, summed over its results as a run streams them out."""
+
+    records: int = 0
+    scored: int = 0
+    total: float = 0.0
+    passed: int = 0
+    paired: int = 0
+    """Pairwise metrics: (record, model) judgments with a majority in both orders."""
+    consistent: int = 0
+    """Of those, the ones whose two majorities agree once order-corrected."""
+    records_cut: int = 0
+    """Records whose conversation had turns cut to fit a judge's context."""
+    turns_cut: int = 0
+    """The turns cut, over those records."""
+
+    def add(self, result: RecordResult) -> None:
+        """Count one of the metric's results (a record's error counts nowhere)."""
+        if result.error is not None:
+            return
+        self.records += 1
+        if result.score is not None:
+            self.scored += 1
+            self.total += result.score
+            self.passed += bool(passes(result.score, result.rubric.threshold if result.rubric else None))
+        if result.turns_cut:
+            self.records_cut += 1
+            self.turns_cut += result.turns_cut
+        for j in result.models:
+            if j.position_consistent is not None:
+                self.paired += 1
+                self.consistent += j.position_consistent
+
+    def summary(self, metric: str, kind: str, definition: str, strictness: int, tie_break: str) -> MetricSummary:
+        """The metric's line of the run summary."""
+        return MetricSummary(
+            metric=metric,
+            kind=kind,
+            definition=definition,
+            strictness=strictness,
+            tie_break=tie_break,
+            records=self.records,
+            scored=self.scored,
+            mean_score=self.total / self.scored if self.scored else None,
+            pass_rate=self.passed / self.scored if self.scored else None,
+            position_consistency=self.consistent / self.paired if self.paired else None,
+            records_cut=self.records_cut,
+            turns_cut=self.turns_cut,
+        )
 
 
 class ModelSummary(BaseModel):

@@ -1,28 +1,208 @@
-"""The run itself, as every stage sees it: settings, metrics and how each is judged, the jury,
-the store, and what the passes counted."""
+"""The run's values, as every stage sees them: each jury model as the run uses it
+(:class:`JuryModel`), each model's counters (:class:`ModelCounts`), and the run's context
+(:class:`RunContext`: its settings, how each metric is judged, the jury, the judgment store and
+the counters). The values that cross into the engines, the metrics and the store are the leaf
+module's, :mod:`localjury.types`."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from localjury.engines._catalog import split_update
+from localjury.engines._catalog import sample_key, split_update
+from localjury.engines.base import Engine
 from localjury.metrics.base import Metric
-from localjury.metrics.judging import Judging
+from localjury.metrics.judging import Judging, Request
 from localjury.models.registry import ModelSpec
+from localjury.records.neutralise import DEFAULT, Neutraliser
+from localjury.results.record_result import ModelJudgment
+from localjury.results.summary import ModelSummary
 from localjury.run.config import RunConfig
-from localjury.run.state import EngineFactory, JuryModel, ModelStats
-from localjury.store import GenerationStore
+from localjury.store import GenerationStore, Stored, generation_key
+from localjury.types import Completion, Usage
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
     from localjury.run.cluster.session import RaySession
 
+EngineFactory = Callable[[ModelSpec], Engine]
+
+
+@dataclass(frozen=True)
+class JuryModel:
+    """A jury model as this run uses it: its spec, identity and sampling settings."""
+
+    spec: ModelSpec
+    identity: str
+    temperature: float
+    top_p: float
+    max_tokens: int
+    neutralise: Neutraliser = DEFAULT
+    """What record text goes through before it reaches this model's prompts: localjury's tags,
+    and this model's tokenizer's special tokens and chat markers."""
+
+    def store_key(self, req: Request, seed: int) -> str:
+        return generation_key(
+            model=self.identity,
+            engine=self.spec.engine,
+            prompt_format=self.spec.prompt_format,
+            messages=req.messages,
+            schema=req.schema,
+            n=req.n,
+            first_sample=req.first_sample,
+            temperature=req.temperature,
+            top_p=self.top_p if req.temperature > 0 else None,
+            max_tokens=req.max_tokens,
+            seed=seed,
+            **({"revision": req.revision} if req.revision is not None else {}),
+            **({"quotes": list(req.quotes)} if req.quotes is not None else {}),
+            **sample_key(self.spec),  # what the engine draws its own way (vLLM's guidance backend)
+        )
+
 
 @dataclass
-class Run:
-    """One evaluate() call: the settings, the jury, the store, and what the passes counted."""
+class ModelCounts:
+    """One model's counters over a run (over one shard, on a replica of a sharded run; over the
+    passes of a dry run, which count what the run would generate). The stages add to them only
+    through its methods."""
+
+    spec: ModelSpec
+    load_seconds: float = 0.0
+    generate_seconds: float = 0.0
+    prompts: int = 0
+    """Prompts generated (a dry run: to generate), each once per engine call."""
+    generated: int = 0
+    """Samples generated in this run (a dry run: to generate)."""
+    cached: int = 0
+    """Samples found in the judgment store."""
+    used: int = 0
+    """Samples the results are built from."""
+    output_tokens: int = 0
+    prompt_tokens: int = 0
+    """Tokens of the prompts generated in this run (each prompt once per engine call)."""
+    reused_tokens: int = 0
+    """Of those, tokens the engine reused from a KV cache instead of computing."""
+    over_context: int = 0
+    """Prompts over the model's context: an error in place of their samples (a dry run: distinct prompts)."""
+    abstentions: int = 0
+    passes: int = 0
+    decided: int = 0
+    unscored: int = 0
+    """(record, metric) pairs where the model gave no verdict or score."""
+    saved: int = 0
+    """Samples not drawn because the first ones were unanimous (adaptive strictness)."""
+    replicas: int = 1
+    lost_records: int = 0
+    """Records whose shard's replica died on every try (a sharded run)."""
+    records: int = 0
+    """Records the model is asked about: its statement extractions or its judgments."""
+    awaiting: int = 0
+    """(record, metric) pairs not planned for it: their statement extraction is not in the store
+    (in a dry run, which generates none)."""
+    adaptive_more: int = 0
+    """Samples that wait on first samples not drawn yet (a dry run, under adaptive strictness)."""
+
+    def loaded(self, seconds: float) -> None:
+        """The engine was loaded in ``seconds``."""
+        self.load_seconds += seconds
+
+    def found(self, stored: Stored) -> None:
+        """A request's generation was found in the store."""
+        if not isinstance(stored, str):
+            self.cached += len(stored)
+
+    def drew(self, outputs: list[list[Completion]], usage: Usage, seconds: float) -> None:
+        """An engine call drew ``outputs`` (each prompt's samples) in ``seconds``."""
+        self.generate_seconds += seconds
+        self.prompts += len(outputs)
+        self.generated += sum(len(samples) for samples in outputs)
+        self.output_tokens += sum(c.n_tokens for samples in outputs for c in samples)
+        self.prompt_tokens += usage.prompt_tokens
+        self.reused_tokens += usage.reused_tokens
+
+    def would_draw(self, samples: int, prompt_tokens: int) -> None:
+        """A dry run found a prompt of ``prompt_tokens`` tokens that the run draws ``samples`` samples of."""
+        self.prompts += 1
+        self.generated += samples
+        self.prompt_tokens += prompt_tokens
+
+    def too_long(self) -> None:
+        """A prompt is over the model's context."""
+        self.over_context += 1
+
+    def asked(self, records: int) -> None:
+        """A chunk asks the model about ``records`` records."""
+        self.records += records
+
+    def awaiting_extraction(self, pairs: int) -> None:
+        """``pairs`` (record, metric) pairs are not planned: their statement extraction is not in the store."""
+        self.awaiting += pairs
+
+    def waiting_on_first(self, samples: int) -> None:
+        """``samples`` samples wait on first samples not drawn yet (a dry run, adaptive strictness)."""
+        self.adaptive_more += samples
+
+    def judged(self, judgment: ModelJudgment, used: int, saved: int) -> None:
+        """The model's judgment of a (record, metric), from ``used`` samples (``saved`` not drawn)."""
+        self.used += used
+        self.saved += saved
+        self.abstentions += judgment.abstentions
+        self.unscored += judgment.score is None
+        self.decided += judgment.verdict is not None
+        self.passes += judgment.verdict == 1
+
+    def absorb(self, other: ModelCounts, *, timings: bool = True) -> None:
+        """Add another pass's counters (a shard's, on a replica) to these."""
+        self.prompts += other.prompts
+        self.generated += other.generated
+        self.cached += other.cached
+        self.output_tokens += other.output_tokens
+        self.prompt_tokens += other.prompt_tokens
+        self.reused_tokens += other.reused_tokens
+        if timings:
+            self.load_seconds += other.load_seconds
+            self.generate_seconds += other.generate_seconds
+
+    def sharded(self, load_seconds: float, generate_seconds: float, replicas: int, lost_records: int) -> None:
+        """A pass on the cluster's replicas: its slowest load, the rest of its wall-clock, its
+        pool's replicas and the records of its lost shards."""
+        self.load_seconds += load_seconds
+        self.generate_seconds += generate_seconds
+        self.replicas = max(self.replicas, replicas)
+        self.lost_records += lost_records
+
+    def summary(self) -> ModelSummary:
+        """The model's line of the run summary."""
+        seconds = self.generate_seconds
+        return ModelSummary(
+            model=self.spec.name,
+            path=self.spec.location,
+            engine=self.spec.engine,
+            judgments=self.used,
+            cached=self.cached,
+            abstentions=self.abstentions,
+            abstained_verdicts=self.unscored,
+            pass_rate=self.passes / self.decided if self.decided else None,
+            load_seconds=round(self.load_seconds, 3),
+            generate_seconds=round(seconds, 3),
+            judgments_per_second=self.generated / seconds if seconds else None,
+            output_tokens=self.output_tokens,
+            output_tokens_per_second=self.output_tokens / seconds if seconds else None,
+            prompt_tokens=self.prompt_tokens,
+            prompt_tokens_reused=self.reused_tokens,
+            samples_saved=self.saved,
+            replicas=self.replicas,
+            lost_records=self.lost_records,
+        )
+
+
+@dataclass
+class RunContext:
+    """What every stage of one run sees: the settings, how each metric is judged, the jury, the
+    judgment store, and the counters (each model's, :class:`ModelCounts`: the one place a run
+    counts)."""
 
     config: RunConfig
     judgings: list[Judging]
@@ -35,13 +215,13 @@ class Run:
     factory: EngineFactory
     progress: Progress | None = None
     cluster: RaySession | None = None
-    stats: dict[str, ModelStats] = field(init=False)
+    counts: dict[str, ModelCounts] = field(init=False)
     lost: dict[tuple[str, str], str] = field(default_factory=dict)
     """(model, record id) -> why that model has nothing for the record: its shard was lost
     on the cluster (kept out of the store, so that a rerun tries again)."""
 
     def __post_init__(self) -> None:
-        self.stats = {m.spec.name: ModelStats(m.spec) for m in self.models}
+        self.counts = {m.spec.name: ModelCounts(m.spec) for m in self.models}
 
     @property
     def metrics(self) -> list[Metric]:
@@ -52,12 +232,17 @@ class Run:
     def seed(self) -> int:
         return self.config.sampling.seed
 
+    def in_pass_order(self) -> list[JuryModel]:
+        """The models in the order their passes run: the extractor first, straight after the
+        extraction pass (its engine is still loaded)."""
+        return sorted(self.models, key=lambda m: m is not self.extractor)
+
     def missing(self, model: str, record_id: str) -> str:
         """Why ``model`` has no generation for the record."""
         return self.lost.get((model, record_id), f"no generation by {model!r} in the judgment store")
 
-    def portable(self, store: GenerationStore, split: bool = False) -> Run:
-        """A copy of this run to send to a replica of a sharded run: with ``store`` in place
+    def portable(self, store: GenerationStore, split: bool = False) -> RunContext:
+        """A copy of this context to send to a replica of a sharded run: with ``store`` in place
         of the driver's, without the progress display and the cluster (the driver keeps
         those), and with each model's folder as an absolute path (a replica's
         ``$LOCALJURY_HOME`` may differ). ``split``: the replicas split their model over
@@ -74,4 +259,4 @@ class Run:
 
         pinned = {m.spec.name: replace(m, spec=pinned_spec(m.spec)) for m in self.models}
         extractor = pinned[self.extractor.spec.name] if self.extractor is not None else None
-        return Run(self.config, self.judgings, list(pinned.values()), extractor, store, self.factory)
+        return RunContext(self.config, self.judgings, list(pinned.values()), extractor, store, self.factory)

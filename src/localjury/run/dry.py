@@ -1,13 +1,14 @@
 """dry_run(): plan a run without running it, and estimate its time from a short sample.
 
-The plan is the run's own: every model passes over the records chunk by chunk as in
-:func:`~localjury.run.pipeline.evaluate`, builds the same requests (:func:`~localjury.run.plan.plan_chunk`)
-and looks each one up in the judgment store, as the dry pass of a sharded run does
-(:class:`~localjury.run.generate.Probe`); what the store lacks is counted, its prompts
-formatted and counted with the model's tokenizer, and never generated. Requests that depend
-on a generation the store does not hold yet (a composite metric's verification waits on its
-statement extraction; under adaptive strictness, the remaining samples wait on the first) are
-counted apart, not guessed.
+The plan is the run's own passes (:func:`~localjury.run.pipeline.run_passes`: the statement
+extraction, then one pass per model over the records chunk by chunk, each chunk planned as the
+run plans it) with an engine that answers nothing (:class:`~localjury.run.generate.DryCalls`:
+it formats and counts the prompts with the model's tokenizer) and a store that reads through and
+writes nothing (:class:`~localjury.run.generate.ReadOnly`), as the probe of each shard of a
+sharded run does. What the store holds is counted as cached, what it lacks as prompts to
+generate; none is generated. Requests that depend on a generation the store does not hold yet
+(a composite metric's verification waits on its statement extraction; under adaptive
+strictness, the remaining samples wait on the first) are counted apart, not guessed.
 
 The estimate then loads each model that has work left and generates the first few prompts
 the run would generate (``estimate`` of them), through the run's own model pass: the same
@@ -20,39 +21,29 @@ batches is extrapolated (see :mod:`localjury.run.estimate`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury.engines import load_engine, load_tokenizer
-from localjury.engines.base import Engine, PromptTokens
-from localjury.errors import ConfigError, RecordError
+from localjury.errors import ConfigError
 from localjury.metrics.base import Metric
-from localjury.metrics.checklist import checklist_metrics
-from localjury.metrics.judging import Key, Request
 from localjury.models.registry import ModelSpec
-from localjury.records.readers import Dataset
-from localjury.records.record import Record
-from localjury.results.manifest import model_record
 from localjury.results.summary import ModelEstimate, ModelPlan, RunPlan
 from localjury.run.config import RunConfig
-from localjury.run.context import Run
+from localjury.run.context import EngineFactory, ModelCounts, RunContext
 from localjury.run.estimate import Measured, measure
-from localjury.run.generate import NOT_GENERATED, Probe
+from localjury.run.generate import DryCalls, ReadOnly, TokenizerFactory
 from localjury.run.jury import jury_models
-from localjury.run.pipeline import jury_order
-from localjury.run.plan import Planned
-from localjury.run.prepare import count_records, prepare
-from localjury.run.state import EngineFactory, JuryModel
-from localjury.store import JudgmentStore, Stored
+from localjury.run.pipeline import run_passes
+from localjury.run.prepare import count_records, prepare, settle
+from localjury.store import GenerationStore, JudgmentStore, Stored
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
 #: Prompts per model that the estimate generates, by default.
 DEFAULT_ESTIMATE_PROMPTS = 4
-
-TokenizerFactory = Callable[[ModelSpec], "PromptTokens | Engine"]
 
 
 def dry_run(
@@ -94,24 +85,31 @@ def dry_run(
         ModelNotAvailableError, RecordError, MissingDependencyError, EngineError: As
             :func:`~localjury.evaluate` (the tokenizer, or for the estimate the model).
     """
-    if models is not None:
-        settings["models"] = models
-    config = (config or RunConfig()).replace(**settings)
-    metrics = checklist_metrics(metrics, config.sampling.checklist)
+    settled = settle(metrics, models, config=config, **settings)
+    config = settled.config
     if config.cluster is not None:
         raise ConfigError("a dry run plans a run on this machine; give it without a Ray `cluster`")
     if estimate < 0:
         raise ConfigError(f"estimate must be 0 or more prompts per model, got {estimate}")
-    specs, dataset, judgings = prepare(records, metrics, config, None, engine_factory)
-    total, good = count_records(dataset, config)
-    jury, extractor = jury_models(specs, [model_record(spec) for spec in specs], judgings, config)
-    counter = tokenizer_factory or engine_factory or load_tokenizer
+    checked = prepare(records, settled, None, engine_factory)
+    total, good = count_records(checked.dataset, config)
+    jury = jury_models(checked.specs, checked.judgings, config)
+    tokenizer = tokenizer_factory or engine_factory or load_tokenizer
     store_path = config.store.path()
     plan = _new_plan(records, total, good, store_path, estimate)
     store = _open_store(store_path, estimate)
     try:
-        run = Run(config, judgings, jury, extractor, store, engine_factory or load_engine)
-        _plan_models(plan, run, dataset, total, good, counter, progress)
+        factory = engine_factory or load_engine
+        ctx = RunContext(config, checked.judgings, jury.models, jury.extractor, store, factory, progress)
+        counting = {m.spec.name: DryCalls(m, ctx.seed, tokenizer, estimate) for m in ctx.models}
+        if good:
+            # Every model is planned before any generates, so that the counts all describe the
+            # store as the dry run found it.
+            run_passes(ctx, checked.dataset, total, counting, ReadOnly(store), planning=True)
+        for model in ctx.in_pass_order():
+            sample = counting[model.spec.name].sample
+            measured = measure(ctx, model, sample, progress) if sample else None
+            plan.models.append(_model_plan(ctx.counts[model.spec.name], len(sample), measured, kept=plan.kept))
     finally:
         close = getattr(store, "close", None)
         if close is not None:
@@ -136,37 +134,13 @@ def _new_plan(
     )
 
 
-def _open_store(store_path: Path | None, estimate: int) -> Any:
+def _open_store(store_path: Path | None, estimate: int) -> GenerationStore:
     """The judgment store the dry run reads (and its estimate writes to)."""
     # A store that does not exist yet holds nothing; the dry run creates it only to keep what
     # its estimate generates.
     if estimate == 0 and (store_path is None or not store_path.exists()):
         return _Empty()
     return JudgmentStore(store_path) if store_path is not None else _Empty()
-
-
-def _plan_models(
-    plan: RunPlan,
-    run: Run,
-    dataset: Dataset,
-    total: int,
-    good: int,
-    counter: TokenizerFactory,
-    progress: Progress | None,
-) -> None:
-    """Plan every model's pass, then generate and time each one's sample (``plan.estimate_prompts``
-    prompts), adding each model's plan to ``plan.models``."""
-    ordered = jury_order(run)
-    planners = {m.spec.name: _Planner(run, m, counter, plan.estimate_prompts) for m in ordered}
-    if good:
-        # Every model is planned before any generates, so that the counts all describe the
-        # store as the dry run found it.
-        for model in ordered:
-            _plan_pass(planners[model.spec.name], dataset, total, progress)
-    for model in ordered:
-        planner = planners[model.spec.name]
-        measured = measure(run, model, planner.sample, progress) if planner.sample else None
-        plan.models.append(planner.summary(measured, kept=plan.kept))
 
 
 class _Empty:
@@ -179,110 +153,38 @@ class _Empty:
         pass
 
 
-class _Planner(Probe):
-    """One model's dry pass over the whole dataset, counting what the run would generate."""
-
-    def __init__(self, run: Run, model: JuryModel, counter: TokenizerFactory, estimate: int) -> None:
-        super().__init__(run, model)
-        self.make_counter = counter
-        self.counter: PromptTokens | Engine | None = None
-        self.estimate = estimate
-        self.records = self.prompts = self.judgments = self.prompt_tokens = self.over_context = 0
-        self.adaptive_more = 0
-        self.awaiting = 0
-        self.sample: list[Request] = []
-        self._ids: set[str] = set()
-
-    def run(self, chunk: list[Record | RecordError]) -> None:
-        self._ids = set()
-        super().run(chunk)
-        self.records += len(self._ids)
-
-    def fetch(self, requests: list[Request]) -> dict[Key, Stored]:
-        self._ids.update(q.key[0] for q in requests)
-        return super().fetch(requests)
-
-    def first_steps(self, requests: list[Request]) -> Mapping[str, Stored]:
-        found = super().first_steps(requests)
-        extractor = self.run_.extractor
-        assert extractor is not None
-        for q in requests:
-            stored = found.get(extractor.store_key(q, self.run_.seed))
-            if stored is None or stored == NOT_GENERATED:
-                self.awaiting += 1  # its verification is planned once the extraction is stored
-        return found
-
-    def undecided(self, rest: list[tuple[Request, Planned]], outputs: Mapping[Key, Stored]) -> list[Request]:
-        self.adaptive_more += sum(req.n for req, _ in rest if outputs[req.key] == NOT_GENERATED)
-        return super().undecided(rest, outputs)
-
-    def generate(self, requests: list[Request], results: dict[Key, Stored] | None = None) -> dict[Key, Stored]:
-        if self.counter is None:
-            self.counter = self.make_counter(self.model.spec)
-        run, spec = self.run_, self.model.spec
-        distinct = list({self.model.store_key(q, run.seed): q for q in requests}.values())
-        texts = [self.counter.format_prompt(q.messages) for q in distinct]
-        for q, length in zip(distinct, self.counter.count_tokens(texts), strict=True):
-            if length + q.max_tokens > spec.context_length:
-                self.over_context += 1  # the run stores an error for it, and generates nothing
-                continue
-            self.prompts += 1
-            self.judgments += q.n
-            self.prompt_tokens += length
-            if len(self.sample) < self.estimate:
-                self.sample.append(q)
-        return super().generate(requests, results)
-
-    def close(self) -> None:
-        if self.counter is not None:
-            self.counter.close()
-            self.counter = None
-
-    def summary(self, measured: Measured | None, *, kept: bool) -> ModelPlan:
-        """The model's plan; with ``measured`` (its sample), the estimate of its part of the run
-        that follows (``kept``: the sample is in the judgment store by then)."""
-        estimate = None
-        if measured is not None and measured.whole.generated and measured.whole.generate_seconds > 0:
-            whole = measured.whole
-            fixed, per_prompt = measured.batch_costs()
-            left = max(0, self.prompts - (len(self.sample) if kept else 0))
-            seconds = measured.run_seconds(left, self.model.spec.batch_size)
-            estimate = ModelEstimate(
-                prompts=len(self.sample),
-                judgments=whole.generated,
-                load_seconds=round(whole.load_seconds, 3),
-                warmup_seconds=round(measured.warmup_seconds, 3),
-                generate_seconds=round(whole.generate_seconds, 3),
-                judgments_per_second=whole.generated / whole.generate_seconds,
-                output_tokens_per_judgment=whole.output_tokens / whole.generated,
-                batch_seconds=round(fixed, 3),
-                prompt_seconds=round(per_prompt, 3),
-                seconds=round(seconds, 3),
-            )
-        return ModelPlan(
-            model=self.model.spec.name,
-            engine=self.model.spec.engine,
-            records=self.records,
-            prompts=self.prompts,
-            judgments=self.judgments,
-            cached=self.st.cached,
-            prompt_tokens=self.prompt_tokens,
-            over_context=self.over_context,
-            awaiting_extraction=self.awaiting,
-            adaptive_more=self.adaptive_more,
-            estimate=estimate,
+def _model_plan(counts: ModelCounts, sampled: int, measured: Measured | None, *, kept: bool) -> ModelPlan:
+    """A model's plan from what its dry passes counted; with ``measured`` (its sample of
+    ``sampled`` prompts), the estimate of its part of the run that follows (``kept``: the
+    sample is in the judgment store by then)."""
+    estimate = None
+    if measured is not None and measured.whole.generated and measured.whole.generate_seconds > 0:
+        whole = measured.whole
+        fixed, per_prompt = measured.batch_costs()
+        left = max(0, counts.prompts - (sampled if kept else 0))
+        seconds = measured.run_seconds(left, counts.spec.batch_size)
+        estimate = ModelEstimate(
+            prompts=sampled,
+            judgments=whole.generated,
+            load_seconds=round(whole.load_seconds, 3),
+            warmup_seconds=round(measured.warmup_seconds, 3),
+            generate_seconds=round(whole.generate_seconds, 3),
+            judgments_per_second=whole.generated / whole.generate_seconds,
+            output_tokens_per_judgment=whole.output_tokens / whole.generated,
+            batch_seconds=round(fixed, 3),
+            prompt_seconds=round(per_prompt, 3),
+            seconds=round(seconds, 3),
         )
-
-
-def _plan_pass(planner: _Planner, dataset: Dataset, total: int, progress: Progress | None) -> None:
-    name = planner.model.spec.name
-    task = progress.add_task(f"{name}: planning", total=total) if progress is not None else None
-    try:
-        for chunk in dataset.chunks(planner.run_.config.input.chunk_size):
-            planner.run(chunk)
-            if progress is not None and task is not None:
-                progress.advance(task, len(chunk))
-    finally:
-        planner.close()
-        if progress is not None and task is not None:
-            progress.update(task, description=f"{name}: planned")
+    return ModelPlan(
+        model=counts.spec.name,
+        engine=counts.spec.engine,
+        records=counts.records,
+        prompts=counts.prompts,
+        judgments=counts.generated,
+        cached=counts.cached,
+        prompt_tokens=counts.prompt_tokens,
+        over_context=counts.over_context,
+        awaiting_extraction=counts.awaiting,
+        adaptive_more=counts.adaptive_more,
+        estimate=estimate,
+    )

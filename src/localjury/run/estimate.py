@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING
 
 from localjury.engines.base import GenerateCall, Sampling
 from localjury.metrics.judging import Request
-from localjury.run.context import Run
-from localjury.run.generate import Worker
-from localjury.run.state import JuryModel, ModelStats
+from localjury.run.context import JuryModel, ModelCounts, RunContext
+from localjury.run.generate import EngineCalls, ModelPass
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -27,9 +26,9 @@ class Measured:
     """What a model did on its sample: the warm-up call, then two calls of the sample's requests."""
 
     warmup_seconds: float
-    first: ModelStats
+    first: ModelCounts
     """The first request's call alone."""
-    whole: ModelStats
+    whole: ModelCounts
     """All the sample's calls (the load included)."""
     prompts: int
 
@@ -62,7 +61,7 @@ class Measured:
         return seconds + self.whole.load_seconds + self.warmup_seconds
 
 
-def measure(run: Run, model: JuryModel, sample: list[Request], progress: Progress | None) -> Measured:
+def measure(ctx: RunContext, model: JuryModel, sample: list[Request], progress: Progress | None) -> Measured:
     """Time the model on the sample, through the run's own pass (its store keys and engine
     calls): after a warm-up call that pays the one-time costs (the schema's constraint index,
     the first forward passes: one output token of the first prompt, not stored), the first
@@ -70,26 +69,27 @@ def measure(run: Run, model: JuryModel, sample: list[Request], progress: Progres
     engine batch's time that does not grow with its prompts from the part that does."""
     name = model.spec.name
     task = progress.add_task(f"{name}: measuring", total=len(sample)) if progress is not None else None
-    stats = ModelStats(model.spec)
-    worker = Worker(run, model, stats=stats)
+    counts = ModelCounts(model.spec)
+    calls = EngineCalls(model, ctx.seed, ctx.factory)
+    timed = ModelPass(ctx, model, calls, ctx.store, counts)
 
     def fetch(part: list[Request]) -> None:
-        worker.fetch(part)
+        timed.fetch(part)
         if progress is not None and task is not None:
             progress.advance(task, len(part))
 
     try:
-        engine = worker.load()
+        engine = calls.load(counts)
         q = sample[0]
-        sampling = Sampling(q.temperature, model.top_p, 1, run.seed, q.first_sample)
+        sampling = Sampling(q.temperature, model.top_p, 1, ctx.seed, q.first_sample)
         started = time.perf_counter()
         engine.generate(GenerateCall([engine.format_prompt(q.messages)], 1, sampling, q.schema))
         warmup = time.perf_counter() - started
         fetch(sample[:1])
-        first = replace(stats)
+        first = replace(counts)
         fetch(sample[1:])
     finally:
-        worker.close()
+        calls.close()
         if progress is not None and task is not None:
             progress.update(task, description=f"{name}: measured")
-    return Measured(warmup, first, stats, len(sample))
+    return Measured(warmup, first, counts, len(sample))

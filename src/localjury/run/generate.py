@@ -1,106 +1,105 @@
-"""A model's pass over the data: look each request up in the judgment store, generate what
-is missing in as few engine calls as possible, and commit it chunk by chunk.
+"""A model's pass over the data: plan each chunk, look each request up in the judgment store,
+generate what is missing in as few engine calls as possible, and store it chunk by chunk.
 
-A pass loads its engine only when a chunk has something to generate, so a model whose
-prompts are all in the store is never loaded. The same :class:`Worker` runs a chunk on this
-process, a shard on a replica (with a :class:`MemoryStore`), and a dry pass on the driver of a
-sharded run (:class:`Probe`).
+A :class:`ModelPass` generates with a :class:`Calls`: the model's engine (:class:`EngineCalls`,
+loaded only when a chunk has something to generate, so a model whose prompts are all in the
+store is never loaded), or a dry pass's :class:`DryCalls`, which answers nothing and counts what
+it is asked. The same pass runs a chunk on this process, a shard on a replica (with a
+:class:`MemoryStore`), a dry run's pass and the probe of each shard on the driver of a sharded
+run (with :class:`DryCalls` and a :class:`ReadOnly` store).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
-from localjury.engines.base import Completion, Engine, GenerateCall, Sampling, Usage
+from localjury.engines.base import Engine, GenerateCall, PromptTokens, Sampling, Usage
 from localjury.errors import EngineError, RecordError
 from localjury.metrics.judging import Key, Request
+from localjury.models.registry import ModelSpec
 from localjury.records.record import Record
-from localjury.run.context import Run
-from localjury.run.plan import Planned, plan_chunk, read_first_steps
-from localjury.run.state import JuryModel, ModelStats
+from localjury.run.context import EngineFactory, JuryModel, ModelCounts, RunContext
+from localjury.run.plan import FirstStep, Planned, extraction_requests, first_steps, plan_chunk
 from localjury.store import GenerationStore, Stored
+from localjury.types import Completion
+
+#: What counts a model's prompt tokens in a dry run: its tokenizer alone, or an engine.
+TokenizerFactory = Callable[[ModelSpec], "PromptTokens | Engine"]
 
 
-class Worker:
-    """One model's pass: loads the engine only when a chunk has something to generate."""
+class Calls(Protocol):
+    """What a pass generates with."""
+
+    def generate(self, requests: list[Request], into: dict[Key, Stored], counts: ModelCounts) -> None:
+        """Put each request's samples (or why it could not run) into ``into``, counted in ``counts``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ModelPass:
+    """One model's pass: each chunk planned once (or its statement extractions listed, in the
+    extraction pass), its requests looked up in ``store`` and the missing ones generated with
+    ``calls`` and stored, counted in ``counts``."""
 
     def __init__(
-        self, run: Run, model: JuryModel, store: GenerationStore | None = None, stats: ModelStats | None = None
+        self, ctx: RunContext, model: JuryModel, calls: Calls, store: GenerationStore, counts: ModelCounts
     ) -> None:
-        self.run_ = run
+        self.ctx = ctx
         self.model = model
-        self.engine: Engine | None = None
-        self.store = store if store is not None else run.store
-        self.st = stats if stats is not None else run.stats[model.spec.name]
+        self.calls = calls
+        self.store = store
+        self.counts = counts
 
-    def load(self) -> Engine:
-        """The model's engine, loaded now if it is not yet (the load counted in its stats)."""
-        if self.engine is None:
-            t = time.perf_counter()
-            self.engine = self.run_.factory(self.model.spec)
-            self.st.load_seconds += time.perf_counter() - t
-        return self.engine
+    def extract(self, chunk: list[Record | RecordError]) -> None:
+        """The extraction pass's work on a chunk: its statement extractions, found or generated and stored."""
+        self.fetch(extraction_requests(first_steps(self.ctx, chunk)))
 
-    def close(self) -> None:
-        if self.engine is not None:
-            self.engine.close()
-            self.engine = None
+    def plan(self, chunk: list[Record | RecordError]) -> list[Planned]:
+        """The chunk's plan for this model, from the statement extractions the store holds."""
+        steps = first_steps(self.ctx, chunk)
+        plans = plan_chunk(self.ctx, steps, self._extractions(steps), [self.model])
+        name = self.model.spec.name
+        asked = {p.record.id for p in plans if p.requests.get(name)}
+        extractor = self.ctx.extractor
+        if extractor is not None and extractor.spec.name == name:  # the records it extracted statements from
+            asked.update(s.record.id for s in steps if s.request is not None)
+        self.counts.asked(len(asked))
+        return plans
 
-    def run(self, chunk: list[Record | RecordError]) -> None:
-        """Look up or generate every request of the chunk for this model."""
-        run, model = self.run_, self.model
-        plans = plan_chunk(run, chunk, [model], self.first_steps)
+    def judge(self, plans: list[Planned]) -> None:
+        """Find or generate every request of the plans; under adaptive strictness, the
+        remaining samples of the prompts whose first samples are not unanimous."""
         first: list[Request] = []
         rest: list[tuple[Request, Planned]] = []
         for plan in plans:
-            for requests in plan.requests.get(model.spec.name, []):
+            for requests in plan.requests.get(self.model.spec.name, []):
                 first.append(requests[0])
                 if len(requests) > 1:
                     rest.append((requests[1], plan))
         outputs = self.fetch(first)
         if rest:
-            self.fetch(self.undecided(rest, outputs))
-
-    def undecided(self, rest: list[tuple[Request, Planned]], outputs: Mapping[Key, Stored]) -> list[Request]:
-        """Adaptive strictness: the requests for the remaining samples of the prompts whose
-        first samples (in ``outputs``) are not unanimous."""
-        more = []
-        for req, plan in rest:
-            samples = outputs[req.key]
-            # A request that could not run has nothing more to draw.
-            if not isinstance(samples, str) and not plan.judging.unanimous(plan.record, plan.context, samples):
-                more.append(req)
-        return more
-
-    def first_steps(self, requests: list[Request]) -> Mapping[str, Stored]:
-        """The statement extractions: generated here on the extractor's own pass, else read."""
-        run, extractor = self.run_, self.run_.extractor
-        assert extractor is not None
-        if extractor is self.model:
-            found = self.fetch(requests)
-            return {extractor.store_key(q, run.seed): found[q.key] for q in requests}
-        return read_first_steps(run, self.store, requests)
+            self.fetch(self._undecided(rest, outputs))
 
     def fetch(self, requests: list[Request]) -> dict[Key, Stored]:
-        """Each request's samples: from the store, or generated now and stored."""
-        run, model = self.run_, self.model
-        keys = [model.store_key(q, run.seed) for q in requests]
-        found = {} if run.config.store.fresh else self.store.get_many(keys)
+        """Each request's samples: from the store, or generated now and stored (a dry pass's
+        :class:`DryCalls` answers none of them)."""
+        keys = [self.model.store_key(q, self.ctx.seed) for q in requests]
+        found = {} if self.ctx.config.store.fresh else self.store.get_many(keys)
         out: dict[Key, Stored] = {}
         missing: list[tuple[Request, str]] = []
         for q, key in zip(requests, keys, strict=True):
             if key in found:
                 out[q.key] = found[key]
-                stored = found[key]
-                if not isinstance(stored, str):
-                    self.st.cached += len(stored)
+                self.counts.found(found[key])
             else:
                 missing.append((q, key))
         if missing:
             new: dict[Key, Stored] = {}
             try:
-                self.generate([q for q, _ in missing], new)
+                self.calls.generate([q for q, _ in missing], new, self.counts)
             finally:
                 # Stored even when generation failed part way: what was generated before the
                 # failure (earlier calls, and the prompts an engine error says were answered) is
@@ -109,29 +108,81 @@ class Worker:
             out.update(new)
         return out
 
-    def generate(self, requests: list[Request], results: dict[Key, Stored] | None = None) -> dict[Key, Stored]:
-        """Run requests in as few engine calls as possible: one per distinct (n, first
-        sample, schema, token budget, temperature). Prompts over the model's context come
-        back as an error string. Identical prompts of a call are generated once.
+    def _extractions(self, steps: list[FirstStep]) -> dict[Key, Stored]:
+        found, missing = stored_extractions(self.ctx, self.store, steps)
+        self.counts.awaiting_extraction(missing)
+        return found
 
-        Args:
-            requests: What to generate.
-            results: Where to put each request's samples as soon as its call returns (also
-                filled with what a failing call had answered, see :attr:`EngineError.completed`).
-        """
-        results = {} if results is None else results
+    def _undecided(self, rest: list[tuple[Request, Planned]], outputs: Mapping[Key, Stored]) -> list[Request]:
+        """Adaptive strictness: the requests for the remaining samples of the prompts whose
+        first samples (in ``outputs``) are not unanimous."""
+        more = []
+        for req, plan in rest:
+            samples = outputs.get(req.key)
+            if samples is None:  # not drawn (a dry pass): the rest waits on them
+                self.counts.waiting_on_first(req.n)
+            # A request that could not run has nothing more to draw.
+            elif not isinstance(samples, str) and not plan.judging.unanimous(plan.record, plan.context, samples):
+                more.append(req)
+        return more
+
+
+def stored_extractions(
+    ctx: RunContext, store: GenerationStore, steps: list[FirstStep]
+) -> tuple[dict[Key, Stored], int]:
+    """What ``store`` holds of the steps' statement extractions, by request key, and how many it lacks."""
+    requests = extraction_requests(steps)
+    if not requests:
+        return {}, 0
+    extractor = ctx.extractor
+    assert extractor is not None  # a first step is the extractor's
+    keys = [extractor.store_key(q, ctx.seed) for q in requests]
+    found = store.get_many(keys)
+    held = {q.key: found[key] for q, key in zip(requests, keys, strict=True) if key in found}
+    return held, len(requests) - len(held)
+
+
+class EngineCalls:
+    """A model's engine as a pass generates with it: loaded at the first request that needs it,
+    each request run in as few engine calls as possible."""
+
+    def __init__(self, model: JuryModel, seed: int, factory: EngineFactory) -> None:
+        self.model = model
+        self.seed = seed
+        self.factory = factory
+        self.engine: Engine | None = None
+
+    def load(self, counts: ModelCounts) -> Engine:
+        """The model's engine, loaded now if it is not yet (the load counted in ``counts``)."""
+        if self.engine is None:
+            started = time.perf_counter()
+            self.engine = self.factory(self.model.spec)
+            counts.loaded(time.perf_counter() - started)
+        return self.engine
+
+    def close(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+
+    def generate(self, requests: list[Request], into: dict[Key, Stored], counts: ModelCounts) -> None:
+        """Run requests in one engine call per distinct (n, first sample, schema, token budget,
+        temperature); identical prompts of a call are generated once. A prompt over the model's
+        context gets an error string. ``into`` gets each request's samples as soon as its call
+        returns (also what a failing call had answered, see :attr:`EngineError.completed`)."""
         spec = self.model.spec
-        engine = self.load()
+        engine = self.load(counts)
         prompts = [engine.format_prompt(r.messages) for r in requests]
         lengths = engine.count_tokens(prompts)
         groups: dict[tuple[int, int, str, int, float], list[tuple[Request, str]]] = {}
         length_of = dict(zip(prompts, lengths, strict=True))
         for req, prompt, length in zip(requests, prompts, lengths, strict=True):
             if length + req.max_tokens > spec.context_length:
-                results[req.key] = (
+                into[req.key] = (
                     f"prompt is {length} tokens; with max_tokens {req.max_tokens} it exceeds "
                     f"context_length {spec.context_length} of model {spec.name!r}"
                 )
+                counts.too_long()
                 continue
             group = (req.n, req.first_sample, repr(sorted(req.schema.items())), req.max_tokens, req.temperature)
             groups.setdefault(group, []).append((req, prompt))
@@ -140,46 +191,75 @@ class Worker:
             # (the neutraliser writes their markers alike) and still hold different texts.
             unique = list(dict.fromkeys((p, req.quotes) for req, p in members))
             prompts_of = [p for p, _ in unique]
-            sampling = Sampling(
-                temperature=temp,
-                top_p=self.model.top_p,
-                max_tokens=budget,
-                seed=self.run_.seed,
-                first_sample=first_sample,
-            )
+            sampling = Sampling(temp, self.model.top_p, budget, self.seed, first_sample)
             # Quotes only when a prompt has some: an engine without quotes never sees them otherwise.
             quoted = [q or () for _, q in unique] if any(q is not None for _, q in unique) else None
             call = GenerateCall(prompts_of, n, sampling, members[0][0].schema, quoted)
-            t = time.perf_counter()
+            started = time.perf_counter()
             try:
                 outputs = engine.generate(call)
             except EngineError as exc:
-                self._keep(members, {(p, None): samples for p, samples in exc.completed.items()}, results)
+                completed: dict[tuple[str, tuple[str, ...] | None], list[Completion]] = {
+                    (p, None): samples for p, samples in exc.completed.items()
+                }
+                counts.drew(list(completed.values()), Usage(0), time.perf_counter() - started)
+                _keep(members, completed, into)
                 raise
-            finally:
-                self.st.generate_seconds += time.perf_counter() - t
+            seconds = time.perf_counter() - started
             usage = getattr(engine, "last_usage", None)  # an engine that does not report: counted here
             if usage is None:
                 usage = Usage(sum(length_of[p] for p in prompts_of))
-            self.st.prompt_tokens += usage.prompt_tokens
-            self.st.reused_tokens += usage.reused_tokens
-            self._keep(members, dict(zip(unique, outputs, strict=True)), results)
-        return results
+            counts.drew(outputs, usage, seconds)
+            _keep(members, dict(zip(unique, outputs, strict=True)), into)
 
-    def _keep(
-        self,
-        members: list[tuple[Request, str]],
-        by_prompt: Mapping[tuple[str, tuple[str, ...] | None], list[Completion]],
-        results: dict[Key, Stored],
-    ) -> None:
-        """Put the samples generated for a call's prompts (by prompt and quotable texts) into
-        ``results`` and count them."""
-        for req, prompt in members:
-            if (prompt, req.quotes) in by_prompt:
-                results[req.key] = by_prompt[(prompt, req.quotes)]
-        for samples in by_prompt.values():
-            self.st.generated += len(samples)
-            self.st.output_tokens += sum(c.n_tokens for c in samples)
+
+def _keep(
+    members: list[tuple[Request, str]],
+    by_prompt: Mapping[tuple[str, tuple[str, ...] | None], list[Completion]],
+    into: dict[Key, Stored],
+) -> None:
+    """Put the samples generated for a call's prompts (by prompt and quotable texts) into ``into``."""
+    for req, prompt in members:
+        if (prompt, req.quotes) in by_prompt:
+            into[req.key] = by_prompt[(prompt, req.quotes)]
+
+
+class DryCalls:
+    """What a dry pass generates with: nothing. It counts the requests it is asked (``asked``:
+    on the driver of a sharded run, a shard asking none has nothing to send out) and, with a
+    ``tokenizer``, their prompts as the engine would take them, each distinct prompt once: over
+    the model's context (the run stores an error for it and generates nothing) or to draw, the
+    first ``keep`` of those kept as the estimate's ``sample``."""
+
+    def __init__(self, model: JuryModel, seed: int, tokenizer: TokenizerFactory | None = None, keep: int = 0) -> None:
+        self.model = model
+        self.seed = seed
+        self.tokenizer = tokenizer
+        self.keep = keep
+        self.counter: PromptTokens | Engine | None = None
+        self.asked = 0
+        self.sample: list[Request] = []
+
+    def generate(self, requests: list[Request], into: dict[Key, Stored], counts: ModelCounts) -> None:
+        self.asked += len(requests)
+        if self.tokenizer is None:
+            return
+        if self.counter is None:
+            self.counter = self.tokenizer(self.model.spec)
+        distinct = list({self.model.store_key(q, self.seed): q for q in requests}.values())
+        texts = [self.counter.format_prompt(q.messages) for q in distinct]
+        for q, length in zip(distinct, self.counter.count_tokens(texts), strict=True):
+            if length + q.max_tokens > self.model.spec.context_length:
+                counts.too_long()
+                continue
+            counts.would_draw(q.n, length)
+            if len(self.sample) < self.keep:
+                self.sample.append(q)
+
+    def close(self) -> None:
+        if self.counter is not None:
+            self.counter.close()
+            self.counter = None
 
 
 class MemoryStore:
@@ -198,45 +278,19 @@ class MemoryStore:
         self.new.update(items)
 
 
-class _Lookups:
-    """The judgment store seen by a dry pass: reads go through and are remembered; nothing
-    is written."""
+class ReadOnly:
+    """The judgment store as a dry pass sees it: reads go through (and are remembered in
+    ``found``, when given one: what a shard's replica will need); nothing is written."""
 
-    def __init__(self, store: GenerationStore) -> None:
+    def __init__(self, store: GenerationStore, found: dict[str, Stored] | None = None) -> None:
         self.store = store
-        self.found: dict[str, Stored] = {}
+        self.found = found
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Stored]:
         found = self.store.get_many(keys)
-        self.found.update(found)
+        if self.found is not None:
+            self.found.update(found)
         return found
 
     def put_many(self, items: Mapping[str, Stored]) -> None:
         pass
-
-
-#: What a dry pass puts in place of a generation the store lacks.
-NOT_GENERATED = "not generated in the dry pass"
-
-
-class Probe(Worker):
-    """A dry pass of one model over one shard, on the driver of a sharded run: the same
-    requests as a real pass, looked up in the store and never generated. ``missing`` counts
-    the requests the store lacks (a request that depends on one of them, such as the
-    verification of statements not extracted yet, is not reached: the replica finds it);
-    ``found`` is what the replica will need from the store."""
-
-    def __init__(self, run: Run, model: JuryModel) -> None:
-        self.lookups = _Lookups(run.store)
-        super().__init__(run, model, store=self.lookups, stats=ModelStats(model.spec))
-        self.missing = 0
-
-    @property
-    def found(self) -> dict[str, Stored]:
-        return self.lookups.found
-
-    def generate(self, requests: list[Request], results: dict[Key, Stored] | None = None) -> dict[Key, Stored]:
-        self.missing += len(requests)
-        results = {} if results is None else results
-        results.update({q.key: NOT_GENERATED for q in requests})
-        return results

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,9 +13,9 @@ from localjury.metrics.judging import Judging
 from localjury.models._trust import check_remote_code
 from localjury.models.registry import DEFAULT_MODEL, ModelSpec, load_registry
 from localjury.records.neutralise import Neutraliser, tokenizer_markers
-from localjury.results.manifest import ModelRecord
+from localjury.results.manifest import ModelRecord, model_record
 from localjury.run.config import RunConfig
-from localjury.run.state import JuryModel
+from localjury.run.context import JuryModel
 
 if TYPE_CHECKING:
     from localjury.run.cluster.session import RaySession
@@ -91,13 +92,23 @@ def jury_specs(judgings: Sequence[Judging], config: RunConfig, session: RaySessi
     return specs
 
 
-def jury_models(
-    specs: list[ModelSpec], records: list[ModelRecord], judgings: Sequence[Judging], config: RunConfig
-) -> tuple[list[JuryModel], JuryModel | None]:
+@dataclass(frozen=True)
+class Jury:
+    """The jury as a run uses it."""
+
+    models: list[JuryModel]
+    extractor: JuryModel | None
+    """The model that extracts statements for composite metrics (None without one)."""
+    records: list[ModelRecord]
+    """Each model as the manifest records it (its files hashed), in the jury's order."""
+
+
+def jury_models(specs: list[ModelSpec], judgings: Sequence[Judging], config: RunConfig) -> Jury:
     """Each model as the run uses it (its identity is its files' hash, or what its server
-    reports, from ``records``), and the extractor of the composite metrics (None without one).
-    A model on a server has no tokenizer files here: its record text goes through the
-    generic chat markers only."""
+    reports), and the extractor of the composite metrics (None without one). A model on a
+    server has no tokenizer files here: its record text goes through the generic chat
+    markers only."""
+    records = [model_record(spec) for spec in specs]
     sampling = config.sampling
     jury = [
         JuryModel(
@@ -111,5 +122,5 @@ def jury_models(
         for spec, rec in zip(specs, records, strict=True)
     ]
     if not any(j.extracts for j in judgings):
-        return jury, None
-    return jury, next(m for m in jury if m.spec.name == (config.jury.extractor or specs[0].name))
+        return Jury(jury, None, records)
+    return Jury(jury, next(m for m in jury if m.spec.name == (config.jury.extractor or specs[0].name)), records)

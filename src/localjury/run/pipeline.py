@@ -1,7 +1,9 @@
-"""evaluate(): a run as a list of stages.
+"""evaluate(): a run as its stages, in one object, :class:`Run`.
 
-A run streams the dataset in chunks of ``chunk_size`` records and goes model by model (the
-extractor of the composite metrics first): for each chunk, every prompt the model has not
+A run streams the dataset in chunks of ``chunk_size`` records. When a metric extracts
+statements (a composite), a first pass has the extractor generate every record's extraction
+and store it like any other generation; then each model passes over the data in turn (the
+extractor first, its engine still loaded): for each chunk, every prompt the model has not
 already answered goes into ONE engine call per distinct (strictness, schema, token budget)
 with n = strictness, and what it generated is committed to the judgment store before the
 next chunk (see :mod:`localjury.store`). A model whose prompts are all in the store is not
@@ -13,10 +15,13 @@ Because a generation is keyed by its content and sampled from seeds derived from
 seed, prompt, sample index), a run killed at any point and run again — or run with one
 criterion changed — generates only what is missing and gives the same results.
 
-The stages and their modules: settings (:mod:`.config`), checks before any model loads
-(:mod:`.prepare`), requests (:mod:`.plan`, through each metric's judging,
-:mod:`localjury.metrics.judging`), model passes (:mod:`.generate`, or :mod:`.sharded` on Ray),
-results (:mod:`.assemble`), summary (:mod:`.summary`), files (:mod:`.result`).
+The stages, in the order :meth:`Run.evaluate` calls them: the metrics and settings settled
+once (:func:`~localjury.run.prepare.settle`); the checks before any model loads
+(:func:`~localjury.run.prepare.prepare`, the jury: :mod:`.jury`) and the output files refused
+or opened; the passes (:func:`run_passes`: :mod:`.generate`, planned by :mod:`.plan`, or
+:mod:`.cluster.sharded` on Ray); the results (:mod:`.assemble`); the summary, manifest and
+files (:mod:`.result`). A dry run (:mod:`.dry`) makes the same passes with an engine that
+answers nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,29 +39,29 @@ from typing import TYPE_CHECKING, Any
 from localjury.engines import load_engine
 from localjury.errors import CommitError, ConfigError
 from localjury.metrics.base import Metric
-from localjury.metrics.checklist import checklist_metrics
-from localjury.metrics.judging import Judging
-from localjury.metrics.profile import JudgeProfile, with_profile
-from localjury.metrics.rubric_file import rubric_file_metrics
+from localjury.metrics.profile import JudgeProfile
 from localjury.models.registry import ModelSpec
 from localjury.records.readers import Dataset, is_saved_dataset
+from localjury.results._commit import StagedFile
 from localjury.results._outputs import OutputSet
-from localjury.results.manifest import build_manifest, dataset_record, model_record
+from localjury.results.manifest import dataset_record
+from localjury.results.summary import MetricFigures
 from localjury.run.assemble import assemble_all
 from localjury.run.cluster.sharded import sharded_pass
 from localjury.run.config import RunConfig
-from localjury.run.context import Run
-from localjury.run.generate import Worker
-from localjury.run.jury import jury_models
-from localjury.run.prepare import count_records, prepare, protected_files
-from localjury.run.result import RunResult, commit, output_paths
-from localjury.run.state import EngineFactory, JuryModel
-from localjury.run.summary import summarize
-from localjury.store import JudgmentStore
+from localjury.run.context import EngineFactory, JuryModel, RunContext
+from localjury.run.generate import Calls, EngineCalls, ModelPass
+from localjury.run.jury import Jury, jury_models
+from localjury.run.prepare import Checked, Settled, count_records, prepare, protected_files, settle
+from localjury.run.result import RunResult, commit, manifest_of, output_paths, summarize
+from localjury.store import GenerationStore, JudgmentStore
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from localjury.errors import RecordError
+    from localjury.records.record import Record
+    from localjury.results.record_result import RecordResult
     from localjury.run.cluster.session import RaySession
 
 
@@ -128,211 +135,243 @@ def evaluate(
         EngineError: A model failed to load or generate (on a replica, too).
         TypeError: An unknown setting.
     """
-    config, metrics, inputs = _settle(metrics, models, config, inputs, profile, rubrics, settings)
-    session = _ray_session(config)
-    try:
-        wiring = _Wiring(out, summary, inputs, command, progress, engine_factory, output_set, session)
-        return _evaluate(records, metrics, config, wiring)
-    finally:
-        if session is not None:
-            session.close()
+    run = Run(records, metrics, models, config=config, settings=settings, profile=profile, rubrics=rubrics,
+              inputs=inputs, out=out, summary=summary, command=command, progress=progress,
+              engine_factory=engine_factory, output_set=output_set)  # fmt: skip
+    return run.evaluate()
 
 
-def _settle(
-    metrics: Sequence[Metric],
-    models: Sequence[str | ModelSpec] | None,
-    config: RunConfig | None,
-    inputs: Mapping[str, str | Path] | None,
-    profile: str | Path | JudgeProfile | None,
-    rubrics: str | Path | None,
-    settings: dict[str, Any],
-) -> tuple[RunConfig, list[Metric], Mapping[str, str | Path] | None]:
-    """The run's config, the metrics it judges and the files no output may overwrite: ``models``
-    and ``settings`` over ``config``; the rubric file's and then the judge profile's metrics and
-    files added (the profile's models are the jury when none is named); checklists expanded."""
-    if models is not None:
-        settings["models"] = models
-    if rubrics is not None:
-        metrics = [*metrics, *rubric_file_metrics(rubrics)]
-        inputs = {**(inputs or {}), "rubrics file": rubrics}
-    if profile is not None:
-        metrics, inputs, jury = with_profile(profile, metrics, inputs)
-        if jury and "models" not in settings and (config is None or config.jury.models is None):
-            settings["models"] = jury
-    config = (config or RunConfig()).replace(**settings)
-    return config, checklist_metrics(metrics, config.sampling.checklist), inputs
+@dataclass
+class Run:
+    """One :func:`evaluate` call: what it judges (its arguments), where the results go, and its
+    stages, which :meth:`evaluate` calls in order."""
 
+    records: str | Path | Iterable[Any]
+    metrics: Sequence[Metric]
+    models: Sequence[str | ModelSpec] | None = None
+    config: RunConfig | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    profile: str | Path | JudgeProfile | None = None
+    rubrics: str | Path | None = None
+    inputs: Mapping[str, str | Path] | None = None
+    out: str | Path | None = None
+    summary: str | Path | None = None
+    command: list[str] | None = None
+    progress: Progress | None = None
+    engine_factory: EngineFactory | None = None
+    output_set: OutputSet | None = None
+    started: float = field(default_factory=time.perf_counter)
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
-def _ray_session(config: RunConfig) -> RaySession | None:
-    """A session on the run's Ray cluster, or None for a run on this machine (Ray not imported)."""
-    if config.cluster is None:
-        return None
-    from localjury.run.cluster.session import RaySession
-
-    return RaySession(config.cluster)
-
-
-class _Wiring:
-    """What a call of evaluate() connects the run to, beside its settings."""
-
-    def __init__(
-        self,
-        out: str | Path | None,
-        summary: str | Path | None,
-        inputs: Mapping[str, str | Path] | None,
-        command: list[str] | None,
-        progress: Progress | None,
-        engine_factory: EngineFactory | None,
-        output_set: OutputSet | None,
-        session: RaySession | None,
-    ) -> None:
-        if output_set is not None and out is not None:
+    def evaluate(self) -> RunResult:
+        """Judge every record on every metric with every model: settle the metrics once, check
+        everything before any model loads, make the passes (the statement extraction, then one
+        per model), assemble the results and write them (see :func:`evaluate`)."""
+        settled = settle(self.metrics, self.models, config=self.config, inputs=self.inputs, profile=self.profile,
+                         rubrics=self.rubrics, **self.settings)  # fmt: skip
+        if self.output_set is not None and self.out is not None:
             raise ConfigError("give `out` or `output_set`, not both: a run writes one set of files")
-        self.outputs = output_paths(out, summary)
-        self.inputs = inputs or {}
-        self.command = command
-        self.progress = progress
-        self.engine_factory = engine_factory
-        self.output_set = output_set
-        self.session = session
-        self.started = time.perf_counter()
-        self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
+        with ExitStack() as opened:
+            session = opened.enter_context(_ray_session(settled.config))
+            checked = prepare(self.records, settled, session, self.engine_factory)
+            files = opened.enter_context(self._outputs(checked, settled))
+            read = _read(checked, settled.config)
+            ctx = opened.enter_context(self._context(checked, read.jury, settled.config, session))
+            if read.good:  # nothing to judge (empty dataset, or every record bad): load no model
+                self._passes(ctx, checked.dataset, read.total)
+            results_file = files.file(files.outputs["results file"]) if files is not None and files.outputs else None
+            results, figures = assemble_all(ctx, checked.dataset, results_file)
+            return self._write(ctx, read, results, figures, files, results_file)
 
+    @contextmanager
+    def _outputs(self, checked: Checked, settled: Settled) -> Iterator[OutputSet | None]:
+        """The run's files, refused before any model loads when one would overwrite an input: an
+        open set of files (without ``out``, an empty one), or None where the caller writes its
+        own (``output_set``: bench, calibrate)."""
+        config = settled.config
+        protected = protected_files(checked.dataset, config.store.path(), config, checked.specs, settled.inputs)
+        if self.output_set is not None:
+            self.output_set.check(protected)
+            yield None
+            return
+        with OutputSet(output_paths(self.out, self.summary), protected) as files:
+            yield files
 
-def _evaluate(
-    records: str | Path | Iterable[Any],
-    metrics: Sequence[Metric],
-    config: RunConfig,
-    wiring: _Wiring,
-) -> RunResult:
-    specs, dataset, judgings = prepare(records, metrics, config, wiring.session, wiring.engine_factory)
-    protected = protected_files(dataset, config.store.path(), config, specs, wiring.inputs)
-    if wiring.output_set is not None:  # the caller's files (bench, calibrate): checked here, written there
-        wiring.output_set.check(protected)
-        return _judge(records, judgings, config, wiring, specs, dataset, None)
-    with OutputSet(wiring.outputs, protected) as files:
-        return _judge(records, judgings, config, wiring, specs, dataset, files)
+    @contextmanager
+    def _context(
+        self, checked: Checked, jury: Jury, config: RunConfig, session: RaySession | None
+    ) -> Iterator[RunContext]:
+        """The run's context over its judgment store (a temporary one without a cache); an error
+        from here on says what the store kept for the next run."""
+        cache_path = config.store.path()
+        tmpdir = None if cache_path is not None else Path(tempfile.mkdtemp(prefix="localjury-"))
+        try:
+            store = JudgmentStore(cache_path or Path(tmpdir or ".") / "judgments.sqlite")
+        except BaseException:
+            if tmpdir is not None:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+            raise
+        factory = self.engine_factory or load_engine
+        ctx = RunContext(config, checked.judgings, jury.models, jury.extractor, store, factory, self.progress, session)
+        failed = True
+        try:
+            yield ctx
+            failed = False
+        except BaseException as exc:
+            exc.add_note(_kept_note(ctx, store, temporary=tmpdir is not None, exc=exc))
+            raise
+        finally:
+            store.close()
+            if tmpdir is not None and not (failed and store.kept):
+                shutil.rmtree(tmpdir, ignore_errors=True)
 
+    def _passes(self, ctx: RunContext, dataset: Dataset, total: int) -> None:
+        """The passes on each model's engine, loaded when a pass first needs it."""
+        engines = {m.spec.name: EngineCalls(m, ctx.seed, ctx.factory) for m in ctx.models}
+        run_passes(ctx, dataset, total, engines, ctx.store)
 
-def _judge(
-    records: str | Path | Iterable[Any],
-    judgings: list[Judging],
-    config: RunConfig,
-    wiring: _Wiring,
-    specs: list[ModelSpec],
-    dataset: Dataset,
-    files: OutputSet | None,
-) -> RunResult:
-    """Everything after the checks: the model passes, the results, and (with ``files``) the
-    results, summary and manifest committed together."""
-    cache_path = config.store.path()
-    # Hashed before it is read, and checked again at the end: the manifest describes the
-    # data the run judged, or the run fails.
-    on_disk = dataset.path is not None and (dataset.path.is_file() or is_saved_dataset(dataset.path))
-    dataset_before = dataset_record(dataset.path) if on_disk and dataset.path is not None else None
-    total, good = count_records(dataset, config)
-    manifests = [model_record(spec) for spec in specs]
-    jury, extractor = jury_models(specs, manifests, judgings, config)
-
-    tmpdir = None if cache_path is not None else Path(tempfile.mkdtemp(prefix="localjury-"))
-    store_path = cache_path or Path(tmpdir or ".") / "judgments.sqlite"
-    try:
-        store = JudgmentStore(store_path)
-    except BaseException:
-        if tmpdir is not None:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-        raise
-    factory = wiring.engine_factory or load_engine
-    run = Run(config, judgings, jury, extractor, store, factory, wiring.progress, wiring.session)
-    failed = True
-    try:
-        if good:  # nothing to judge (empty dataset, or every record bad): load no model
-            for model in jury_order(run):
-                model_pass(run, model, dataset, total)
-        outputs = wiring.outputs if files is not None else {}
-        results_file = files.file(outputs["results file"]) if files is not None and outputs else None
-        results, acc = assemble_all(run, dataset, results_file)
-        if dataset_before is not None and dataset_record(Path(dataset_before["path"])) != dataset_before:
+    def _write(
+        self,
+        ctx: RunContext,
+        read: _Read,
+        results: list[RecordResult],
+        figures: dict[str, MetricFigures],
+        files: OutputSet | None,
+        results_file: StagedFile | None,
+    ) -> RunResult:
+        """The summary and the manifest; with ``out``, the results, summary and manifest committed together."""
+        dataset = read.checked.dataset
+        if read.dataset is not None and dataset_record(Path(read.dataset["path"])) != read.dataset:
             raise ConfigError(
                 f"the dataset {dataset.path} changed while this run read it; nothing was written. "
                 "Run again once it no longer changes (what was judged is in the judgment store)"
             )
-        dataset_name = str(records) if isinstance(records, str | Path) else None
-        seconds = time.perf_counter() - wiring.started
-        run_summary = summarize(
-            run, acc, total, total - good, dataset=dataset_name, started_at=wiring.started_at, seconds=seconds
-        )
-        manifest = build_manifest(
-            command=wiring.command,
-            dataset=dataset_before,
-            seed=config.sampling.seed,
-            settings=config.manifest_settings(run_summary.extractor),
-            metrics=[metric_record(j) for j in run.judgings],
-            models=manifests,
-            cache=str(store_path) if config.store.use_cache else None,
-        )
-        result = RunResult(results=results, summary=run_summary, manifest=manifest)
+        name = str(self.records) if isinstance(self.records, str | Path) else None
+        summary = summarize(ctx, figures, read.total, read.total - read.good, dataset=name,
+                            started_at=self.started_at, seconds=time.perf_counter() - self.started)  # fmt: skip
+        cache = str(ctx.config.store.path()) if ctx.config.store.use_cache else None
+        manifest = manifest_of(ctx, summary, command=self.command, dataset=read.dataset, models=read.jury.records,
+                               cache=cache)  # fmt: skip
+        result = RunResult(results=results, summary=summary, manifest=manifest)
         if files is not None and results_file is not None:
-            result.manifest = commit(files, results_file, run_summary, manifest, outputs)
+            result.manifest = commit(files, results_file, summary, manifest, files.outputs)
             result.results_path = results_file.path
-        failed = False
         return result
-    except BaseException as exc:
-        exc.add_note(_kept_note(run, store, temporary=tmpdir is not None, exc=exc))
-        raise
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What a run reads before its passes."""
+
+    checked: Checked
+    dataset: dict[str, Any] | None
+    """The records' file as the manifest records it, hashed before the run reads it (checked
+    again at the end: the manifest describes the data the run judged, or the run fails)."""
+    total: int
+    good: int
+    jury: Jury
+
+
+def _read(checked: Checked, config: RunConfig) -> _Read:
+    """Hash the records' file, count the records (the first bad one raised, with
+    ``strict_input``) and hash each model's files."""
+    path = checked.dataset.path
+    on_disk = path is not None and (path.is_file() or is_saved_dataset(path))
+    before = dataset_record(path) if on_disk and path is not None else None
+    total, good = count_records(checked.dataset, config)
+    return _Read(checked, before, total, good, jury_models(checked.specs, checked.judgings, config))
+
+
+@contextmanager
+def _ray_session(config: RunConfig) -> Iterator[RaySession | None]:
+    """A session on the run's Ray cluster, or None for a run on this machine (Ray not imported)."""
+    if config.cluster is None:
+        yield None
+        return
+    from localjury.run.cluster.session import RaySession
+
+    session = RaySession(config.cluster)
+    try:
+        yield session
     finally:
-        store.close()
-        if tmpdir is not None and not (failed and store.kept):
-            shutil.rmtree(tmpdir, ignore_errors=True)
+        session.close()
 
 
-def metric_record(j: Judging) -> dict[str, Any]:
-    """A metric as the manifest records it."""
-    record = {"name": j.metric.name, "kind": j.kind, "description": j.metric.description, "strictness": j.k,
-              "tie_break": j.tie}  # fmt: skip
-    profile = j.metric.profile  # an AlignedCritic's judge profile: its hash
-    source = j.metric.source  # a rubric file's entry: the file's hash, its version
-    record = {**record, "source": source} if source else record
-    return {**record, "profile": profile} if profile else record
+def run_passes(
+    ctx: RunContext,
+    dataset: Dataset,
+    total: int,
+    calls: Mapping[str, Calls],
+    store: GenerationStore,
+    *,
+    planning: bool = False,
+) -> None:
+    """The run's passes over the data, in order: the statement extraction (when a metric
+    extracts), then one pass per model, the extractor's first while its engine is still loaded;
+    each model's ``calls`` closed after its pass. A dry run makes the same passes
+    (``planning``, :mod:`.dry`)."""
+    try:
+        if ctx.extractor is not None:
+            extractor = ctx.extractor
+            model_pass(ctx, extractor, calls[extractor.spec.name], store, dataset, total, extracting=True,
+                       planning=planning)  # fmt: skip
+        for model in ctx.in_pass_order():
+            model_pass(ctx, model, calls[model.spec.name], store, dataset, total, planning=planning)
+            calls[model.spec.name].close()  # freed before the next model loads
+    finally:
+        for c in calls.values():
+            c.close()
 
 
-def jury_order(run: Run) -> list[JuryModel]:
-    """The models in the order their passes run: the extractor first, since every model
-    judges the statements it extracted."""
-    return sorted(run.models, key=lambda m: m is not run.extractor)
-
-
-def model_pass(run: Run, model: JuryModel, dataset: Dataset, total: int | None) -> None:
-    """Run one model over every chunk, generating only what the store lacks (on this
-    process's engine, or sharded over the cluster's replicas)."""
-    progress = run.progress
-    task = progress.add_task(f"{model.spec.name}", total=total) if progress is not None else None
+def model_pass(
+    ctx: RunContext,
+    model: JuryModel,
+    calls: Calls,
+    store: GenerationStore,
+    dataset: Dataset,
+    total: int,
+    *,
+    extracting: bool = False,
+    planning: bool = False,
+) -> None:
+    """One pass of a model over every chunk (``extracting``: the extraction pass), generating
+    only what the store lacks: on this process, or sharded over the cluster's replicas
+    (``planning``: a dry run's pass, as its progress shows it)."""
+    name = model.spec.name
+    what = f"{name}: statements" if extracting else name
+    doing, done = (f"{what}: planning", f"{what}: planned") if planning else (what, f"{what}: done")
+    progress = ctx.progress
+    task = progress.add_task(doing, total=total) if progress is not None else None
 
     def advance(count: int) -> None:
         if progress is not None and task is not None:
             progress.advance(task, count)
 
     try:
-        if run.cluster is not None:
-            sharded_pass(run, run.cluster, model, dataset, total or 0, advance)
+        if ctx.cluster is not None:
+            sharded_pass(ctx, ctx.cluster, model, dataset, total, advance, extracting=extracting)
             return
-        worker = Worker(run, model)
-        try:
-            for chunk in dataset.chunks(run.config.input.chunk_size):
-                worker.run(chunk)
-                advance(len(chunk))
-        finally:
-            worker.close()
+        this = ModelPass(ctx, model, calls, store, ctx.counts[name])
+        for chunk in dataset.chunks(ctx.config.input.chunk_size):
+            _pass_chunk(this, chunk, extracting)
+            advance(len(chunk))
     finally:
         if progress is not None and task is not None:
-            progress.update(task, description=f"{model.spec.name}: done")
+            progress.update(task, description=done)
 
 
-def _kept_note(run: Run, store: JudgmentStore, *, temporary: bool, exc: BaseException) -> str:
+def _pass_chunk(this: ModelPass, chunk: list[Record | RecordError], extracting: bool) -> None:
+    if extracting:
+        this.extract(chunk)
+    else:
+        this.judge(this.plan(chunk))
+
+
+def _kept_note(ctx: RunContext, store: JudgmentStore, *, temporary: bool, exc: BaseException) -> str:
     """What a failed or interrupted run leaves for the next one: the judgments the store
     committed (not those generated: a write that failed kept none of its chunk), and whether
     its files were written."""
-    generated = sum(st.generated for st in run.stats.values())
+    generated = sum(c.generated for c in ctx.counts.values())
     kept = store.kept
     files = "" if isinstance(exc, CommitError) and exc.outcome != "previous" else "; no results file was written"
     where = f"the temporary store {store.path}" if temporary else f"the judgment store {store.path}"

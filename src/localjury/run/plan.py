@@ -1,25 +1,40 @@
-"""The requests of a chunk of records: records x metrics x models, in one place.
+"""The requests of a chunk of records: records x metrics x models, planned without I/O.
 
-:func:`plan_chunk` is what both a model's pass (:mod:`~localjury.run.generate`) and the
-assembly of results (:mod:`~localjury.run.assemble`) build: each (record, metric)'s error,
-or its first step's outcome (a composite's statements) and each model's requests, split in
-two under adaptive strictness. Because both build the same plan, the assembly finds in the
-store exactly what the passes put there.
+Planning is two pure steps around one read of the store. :func:`first_steps` gives each
+(record, metric) of the chunk its error, or its first step: a request to the extractor (a
+composite's statement extraction), which the extraction pass generates and stores like any
+other generation. A pass then reads those extractions from the store and hands them to
+:func:`plan_chunk`, which gives each (record, metric) its context (the statements) and each
+model's requests, split in two under adaptive strictness. A model's pass, the assembly of the
+results and a dry run each build a chunk's plan once and hand it on; because they build the
+same plan, the assembly finds in the store exactly what the passes put there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from localjury.errors import RecordError
-from localjury.metrics.judging import Judging, Request
+from localjury.metrics.judging import Judging, Key, Request
 from localjury.metrics.prompt_fit import over_bound
 from localjury.records.record import Record
-from localjury.run.context import Run
-from localjury.run.state import JuryModel
-from localjury.store import GenerationStore, Stored
+from localjury.run.context import JuryModel, RunContext
+from localjury.store import Stored
+
+
+@dataclass(frozen=True)
+class FirstStep:
+    """One (record, metric) of a chunk before any model is asked."""
+
+    record: Record
+    judging: Judging
+    error: str | None
+    """Why it cannot be judged (the record is over the jury's bound, or the metric's prompt
+    cannot be rendered for it); None when it can."""
+    request: Request | None
+    """Its first step, to the extractor (a composite's statement extraction); None without one."""
 
 
 @dataclass
@@ -37,55 +52,60 @@ class Planned:
     metric's two orders), one request, or two under adaptive strictness."""
 
 
-#: Looks up (or generates) first-step requests: store key -> stored generation.
-FirstSteps = Callable[[list["Request"]], Mapping[str, Stored]]
+def first_model(ctx: RunContext) -> JuryModel:
+    """The model a first step is asked of: the extractor, else the first model (a record's
+    error does not depend on the model)."""
+    return ctx.extractor or ctx.models[0]
 
 
-def read_first_steps(run: Run, store: GenerationStore, requests: list[Request]) -> Mapping[str, Stored]:
-    """What ``store`` holds of the first steps (the extractor's generations)."""
-    assert run.extractor is not None
-    return store.get_many(run.extractor.store_key(q, run.seed) for q in requests)
+def first_steps(ctx: RunContext, chunk: list[Record | RecordError]) -> list[FirstStep]:
+    """Every (record, metric) of the chunk's good records, in order, with its error or its first step."""
+    first = first_model(ctx)
+    steps: list[FirstStep] = []
+    for record in (e for e in chunk if isinstance(e, Record)):
+        # Before any prompt is rendered or tokenized, and against the whole jury (not the
+        # models of one pass), so that every pass and the assembly agree on the error.
+        too_long = over_bound(record, ctx.models)
+        for judging in ctx.judgings:
+            if too_long is not None:
+                steps.append(FirstStep(record, judging, too_long, None))
+                continue
+            try:
+                steps.append(FirstStep(record, judging, None, judging.first_step(record, first)))
+            except RecordError as exc:
+                steps.append(FirstStep(record, judging, str(exc), None))
+    return steps
+
+
+def extraction_requests(steps: list[FirstStep]) -> list[Request]:
+    """The first steps' requests to the extractor, in order."""
+    return [s.request for s in steps if s.request is not None]
 
 
 def plan_chunk(
-    run: Run, chunk: list[Record | RecordError], models: list[JuryModel], first_steps: FirstSteps
+    ctx: RunContext, steps: list[FirstStep], extracted: Mapping[Key, Stored], models: list[JuryModel]
 ) -> list[Planned]:
-    """Plan every (record, metric) of the chunk's good records, in order, for ``models``.
+    """Plan every (record, metric) of ``steps`` for ``models``.
 
-    ``first_steps`` resolves the first steps (the extractor's statement extractions) to what
-    the store holds; a pass of the extractor itself generates the missing ones there.
+    Args:
+        ctx: The run.
+        steps: The chunk's first steps (:func:`first_steps`).
+        extracted: What the store holds of the first steps' generations, by request key.
+        models: The models to plan requests for (one model's pass; all of them to assemble).
     """
-    first = run.extractor or run.models[0]  # a record's error does not depend on the model
+    by = first_model(ctx).spec.name
+    adaptive, on_overflow = ctx.config.sampling.adaptive, ctx.config.input.on_overflow
     plans: list[Planned] = []
-    steps: list[tuple[Planned, Request]] = []
-    for record in (e for e in chunk if isinstance(e, Record)):
-        # Before any prompt is rendered or tokenized, and against the whole jury (not the
-        # models of this pass), so that every pass and the assembly agree on the error.
-        too_long = over_bound(record, run.models)
-        for judging in run.judgings:
-            plan = Planned(record, judging, error=too_long)
-            plans.append(plan)
-            if too_long is not None:
-                continue
-            try:
-                step = judging.first_step(record, first)
-            except RecordError as exc:
-                plan.error = str(exc)
-                continue
-            if step is not None:
-                steps.append((plan, step))
-    if steps:
-        found = first_steps([q for _, q in steps])
-        by = first.spec.name
-        for plan, q in steps:
-            stored = found.get(first.store_key(q, run.seed))
-            context = plan.judging.read_first_step(plan.record, stored, by, run.lost.get((by, plan.record.id)))
+    for step in steps:
+        plan = Planned(step.record, step.judging, error=step.error)
+        plans.append(plan)
+        if step.request is not None:
+            stored = extracted.get(step.request.key)
+            context = step.judging.read_first_step(step.record, stored, by, ctx.lost.get((by, step.record.id)))
             if isinstance(context, str):
                 plan.error = context
             else:
                 plan.context = context
-    adaptive, on_overflow = run.config.sampling.adaptive, run.config.input.on_overflow
-    for plan in plans:
         if plan.error is not None or not plan.judging.judged(plan.context):
             continue
         for model in models:

@@ -1,46 +1,107 @@
-"""What a run checks and opens before any model loads: its metrics, its jury's files, the
-records, and the files no output may overwrite. :func:`~localjury.run.pipeline.evaluate`
-and :func:`~localjury.run.dry.dry_run` both start here."""
+"""What a run settles, checks and opens before any model loads: its metrics and settings
+(:func:`settle`), the metrics' judgings, its jury's files, the records, and the files no output
+may overwrite. :func:`~localjury.run.pipeline.evaluate`, :func:`~localjury.run.dry.dry_run` and
+``localjury run`` all start here."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury.errors import ConfigError, RecordError
 from localjury.metrics.base import Metric
+from localjury.metrics.checklist import checklist_metrics
 from localjury.metrics.judging import Judging, judging_for
+from localjury.metrics.profile import JudgeProfile, with_profile
+from localjury.metrics.rubric_file import rubric_file_metrics
 from localjury.models.registry import ModelSpec, localjury_home, registry_path
 from localjury.records.readers import Dataset
 from localjury.records.record import Record
 from localjury.run.config import RunConfig
+from localjury.run.context import EngineFactory
 from localjury.run.jury import jury_specs
-from localjury.run.state import EngineFactory
 
 if TYPE_CHECKING:
     from localjury.run.cluster.session import RaySession
 
 
+@dataclass(frozen=True)
+class Settled:
+    """A run's settings and what it judges, settled once."""
+
+    config: RunConfig
+    metrics: list[Metric]
+    """The metrics judged, in order: the rubric file's and the judge profile's after the
+    others, each checklist as its criteria."""
+    inputs: dict[str, str | Path]
+    """The files the run depends on beside its records, by what they are: no output may overwrite them."""
+
+
+def settle(
+    metrics: Sequence[Metric],
+    models: Sequence[str | ModelSpec] | None = None,
+    *,
+    config: RunConfig | None = None,
+    inputs: Mapping[str, str | Path] | None = None,
+    profile: str | Path | JudgeProfile | None = None,
+    rubrics: str | Path | None = None,
+    **settings: Any,
+) -> Settled:
+    """The run's settings (``models`` and ``settings`` over ``config``), the metrics it judges
+    (the rubric file's and then the judge profile's added; checklists expanded, and with the
+    ``checklist`` setting the Aspect Critics grouped) and the files no output may overwrite (the
+    rubric file and the profile added). The profile's models are the jury when none is named.
+    Settling settled metrics again changes nothing.
+
+    Raises:
+        ConfigError: An invalid setting, or a rubric file or profile that cannot be read.
+        TypeError: An unknown setting.
+    """
+    files = dict(inputs or {})
+    if models is not None:
+        settings["models"] = models
+    if rubrics is not None:
+        metrics = [*metrics, *rubric_file_metrics(rubrics)]
+        files["rubrics file"] = rubrics
+    if profile is not None:
+        metrics, files, jury = with_profile(profile, metrics, files)
+        if jury and settings.get("models") is None and (config is None or config.jury.models is None):
+            settings["models"] = jury
+    config = (config or RunConfig()).replace(**settings)
+    return Settled(config, checklist_metrics(metrics, config.sampling.checklist), files)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What a run checked and opened before reading its records."""
+
+    judgings: list[Judging]
+    """How each metric is judged, in order."""
+    specs: list[ModelSpec]
+    """The jury's models, each with the engine it runs on."""
+    dataset: Dataset
+
+
 def prepare(
     records: str | Path | Iterable[Any],
-    metrics: Sequence[Metric],
-    config: RunConfig,
+    settled: Settled,
     session: RaySession | None,
     engine_factory: EngineFactory | None,
-) -> tuple[list[ModelSpec], Dataset, list[Judging]]:
+) -> Checked:
     """Check the metrics and the jury (each model's files, unless an engine factory stands in
     for the engines) and open the records: what a run and a dry run do before reading them.
 
     Raises:
         ConfigError, ModelNotAvailableError: See :func:`~localjury.run.pipeline.evaluate`.
     """
-    judgings = check_metrics(metrics, config)
-    specs = jury_specs(judgings, config, session)
+    judgings = check_metrics(settled.metrics, settled.config)
+    specs = jury_specs(judgings, settled.config, session)
     if engine_factory is None:
         for spec in specs:
             spec.require_files(spec.engine)  # fail before loading anything, naming the fix
-    return specs, Dataset(records), judgings
+    return Checked(judgings, specs, Dataset(records))
 
 
 def check_metrics(metrics: Sequence[Metric], config: RunConfig) -> list[Judging]:

@@ -1,4 +1,5 @@
-"""What a run returns, :class:`RunResult`, and how its files are committed together."""
+"""What a run writes and returns: its summary (:func:`summarize`) and manifest
+(:func:`manifest_of`), its files committed together (:func:`commit`), and :class:`RunResult`."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from localjury._version import __version__
+from localjury.metrics.judging import Judging
 from localjury.results._commit import StagedFile
 from localjury.results._outputs import OutputSet
-from localjury.results.manifest import Manifest, manifest_path_for, output_record
+from localjury.results.manifest import Manifest, ModelRecord, build_manifest, manifest_path_for, output_record
 from localjury.results.record_result import RecordResult, read_results
-from localjury.results.summary import Summary, summary_path_for
+from localjury.results.summary import MetricFigures, Summary, summary_path_for
+from localjury.run.context import RunContext
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -109,3 +113,67 @@ def commit(
     files.file(outputs["manifest"], manifest.model_dump_json(indent=2) + "\n")
     files.commit()
     return manifest
+
+
+def summarize(
+    ctx: RunContext,
+    figures: dict[str, MetricFigures],
+    total: int,
+    errors: int,
+    *,
+    dataset: str | None,
+    started_at: str,
+    seconds: float,
+) -> Summary:
+    """The summary of a run over ``total`` records (``errors`` of them bad): each metric's
+    figures and each model's counters."""
+    sampling = ctx.config.sampling
+    return Summary(
+        localjury_version=__version__,
+        dataset=dataset,
+        records=total,
+        record_errors=errors,
+        seed=sampling.seed,
+        temperature=sampling.temperature,
+        max_tokens=sampling.max_tokens,
+        metrics=[
+            figures[j.metric.name].summary(j.metric.name, j.kind, j.metric.description, j.k, j.tie)
+            for j in ctx.judgings
+        ],
+        models=[counts.summary() for counts in ctx.counts.values()],
+        extractor=ctx.extractor.spec.name if ctx.extractor is not None else None,
+        started_at=started_at,
+        seconds=round(seconds, 3),
+    )
+
+
+def manifest_of(
+    ctx: RunContext,
+    summary: Summary,
+    *,
+    command: list[str] | None,
+    dataset: dict[str, Any] | None,
+    models: list[ModelRecord],
+    cache: str | None,
+) -> Manifest:
+    """The run's manifest: what it judged (``dataset``: the records' hash taken before the run
+    read them), with which settings, metrics and models (``models``: their files hashed)."""
+    return build_manifest(
+        command=command,
+        dataset=dataset,
+        seed=ctx.config.sampling.seed,
+        settings=ctx.config.manifest_settings(summary.extractor),
+        metrics=[metric_record(j) for j in ctx.judgings],
+        models=models,
+        cache=cache,
+    )
+
+
+def metric_record(j: Judging) -> dict[str, Any]:
+    """A metric as the manifest records it."""
+    record = {"name": j.metric.name, "kind": j.kind, "description": j.metric.description, "strictness": j.k,
+              "tie_break": j.tie}  # fmt: skip
+    profile = j.metric.profile  # an AlignedCritic's judge profile: its hash
+    source = j.metric.source  # a rubric file's entry: the file's hash, its version
+    record = {**record, "source": source} if source else record
+    return {**record, "profile": profile} if profile else record

@@ -17,7 +17,7 @@ from localjury.metrics.faithfulness import Faithfulness
 from localjury.metrics.judging import Request
 from localjury.models.registry import ModelSpec
 from localjury.records.record import Record
-from localjury.run.state import JuryModel
+from localjury.run.context import JuryModel
 from localjury.types import QUOTE_KEY
 from tests.fakes import factory, fake_registry, run_cli, spec
 

@@ -6,7 +6,7 @@ import json
 from localjury import AspectCritic, evaluate
 from localjury.engines.base import BatchEngine, Completion, GenerateCall, Sampling, Usage
 from localjury.results.summary import Summary
-from localjury.run.state import ModelStats
+from localjury.run.context import ModelCounts
 from tests.fakes import ScriptedEngine, factory, judgment, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
@@ -81,8 +81,8 @@ def test_batch_engine_counts_every_prompt_token_as_computed_when_its_backend_rep
 
 
 def test_replicas_counters_add_up():
-    total, shard = ModelStats(spec("A"), prompt_tokens=10, reused_tokens=4), ModelStats(spec("A"))
-    shard.prompt_tokens, shard.reused_tokens, shard.output_tokens = 7, 3, 5
+    total, shard = ModelCounts(spec("A"), prompt_tokens=10, reused_tokens=4), ModelCounts(spec("A"))
+    shard.drew([[Completion("{}", 5, True)]], Usage(prompt_tokens=7, reused_tokens=3), seconds=1.0)
     total.absorb(shard)
     assert (total.prompt_tokens, total.reused_tokens, total.output_tokens) == (17, 7, 5)
 

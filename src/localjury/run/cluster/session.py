@@ -3,17 +3,18 @@
 Needs the ``ray`` extra (``pip install 'localjury[ray]'``); nothing here imports Ray before
 :class:`RaySession` opens one, so a run without ``--cluster`` never loads it.
 
-How one model's pass goes (a jury goes model by model, each on its own pool):
+How one pass goes (the statement extraction, then a jury's models one by one, each pass on its
+own pool):
 
 1. The driver (run/cluster/sharded.py) reads the records with localjury's own reader (the same ids, per-record errors
-   and duplicate check as a local run), cuts them into shards and looks each shard's prompts
-   up in the judgment store. A shard with nothing to generate is done there; each of the
-   others goes into Ray's object store with the stored generations it needs.
+   and duplicate check as a local run), cuts them into shards, plans each shard once and looks
+   its prompts up in the judgment store. A shard with nothing to generate is done there; each
+   of the others goes into Ray's object store with its plan and the stored generations it needs.
 2. Ray Data carries the shards (``from_arrow_refs``) through ``map_batches`` into a fixed
    actor pool: one replica per GPU (per ``tensor_parallel_size x pipeline_parallel_size``
    GPUs, in a placement group, when a model is split), or CPU actors with ``cpus_per_replica``
    cores each. A replica loads the model once, checks that its files hash to what the
-   driver hashed, and runs the same per-chunk pass a local run does on each shard.
+   driver hashed, and runs the same pass a local run does on each shard's plan.
 3. Each shard's new generations stream back to the driver, which commits them to the
    judgment store as they arrive (so a killed run resumes, as a local one does); the results
    are then assembled exactly as in a local run. A replica whose process dies is restarted
@@ -33,6 +34,7 @@ import math
 import os
 import pickle
 import warnings
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -261,15 +263,18 @@ class RaySession:
 
 
 def _put_shards(shards: Iterable[tuple[Any, int]]) -> tuple[list[Any], list[int]]:
-    """Put each shard into Ray's object store as a one-row Arrow table (its index, pickled
-    payload and record count); return the references and the record counts, in order."""
+    """Put each shard into Ray's object store as a one-row Arrow table (its index, pickled and
+    compressed payload, and record count); return the references and the record counts, in
+    order. A shard's plan repeats each metric's instructions in every prompt: compressed, it is
+    smaller than its records (1,000 records judged on 2 criteria: 2.6 MB, 71 KB compressed)."""
     import pyarrow as pa
     import ray
 
     refs: list[Any] = []
     counts: list[int] = []
     for i, (payload, count) in enumerate(shards):
-        refs.append(ray.put(pa.table({"index": [i], "shard": [pickle.dumps(payload)], "records": [count]})))
+        shard = zlib.compress(pickle.dumps(payload), 1)
+        refs.append(ray.put(pa.table({"index": [i], "shard": [shard], "records": [count]})))
         counts.append(count)
     return refs, counts
 

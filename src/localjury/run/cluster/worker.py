@@ -7,6 +7,7 @@ import os
 import pickle
 import socket
 import traceback
+import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,8 +23,8 @@ CONNECT_TIMEOUT_S = 5.0
 
 
 class ShardFn(Protocol):
-    """What a replica runs: one shard (its records and the stored generations it needs) in,
-    the new generations and the replica's counters out."""
+    """What a replica runs: one shard (its plan and the stored generations it needs) in, the
+    new generations and the replica's counters out."""
 
     def __call__(self, shard: Any) -> Any: ...
 
@@ -49,7 +50,7 @@ class _Replica:
         errors: list[bytes | None] = []
         for payload in batch.column("shard").to_pylist():
             try:
-                results.append(pickle.dumps(self.fn(pickle.loads(payload))))
+                results.append(pickle.dumps(self.fn(pickle.loads(zlib.decompress(payload)))))
                 errors.append(None)
             except Exception as exc:  # back to the driver as data: it raises it, the pass stops
                 results.append(None)

@@ -154,10 +154,9 @@ def test_a_replica_with_other_model_files_refuses_to_run(tmp_path):
     the driver's hash (the store key's model identity) and refuses, before loading anything."""
     from localjury.run import RunConfig
     from localjury.run.cluster.sharded import ShardWorker
-    from localjury.run.context import Run
+    from localjury.run.context import JuryModel, RunContext
     from localjury.run.generate import MemoryStore
     from localjury.run.prepare import check_metrics
-    from localjury.run.state import JuryModel
 
     folder = tmp_path / "model"
     folder.mkdir()
@@ -168,7 +167,7 @@ def test_a_replica_with_other_model_files_refuses_to_run(tmp_path):
     )
     log = []
     judgings = check_metrics([DATED], RunConfig())
-    portable = Run(RunConfig(), judgings, [model], None, MemoryStore(), factory(respond, log))
+    portable = RunContext(RunConfig(), judgings, [model], None, MemoryStore(), factory(respond, log))
     with pytest.raises(EngineError, match=r"model 'm'.*hash to [0-9a-f]{12}, the driver's to 000000000000"):
         ShardWorker(portable, "m")
     assert log == []  # refused before loading
@@ -280,10 +279,9 @@ def test_cluster_options_are_checked_on_the_command_line(tmp_path, args, message
 
 def test_replicas_get_absolute_model_folders_and_ray_executor_for_split_models(tmp_path, monkeypatch):
     from localjury.run import RunConfig
-    from localjury.run.context import Run
+    from localjury.run.context import JuryModel, RunContext
     from localjury.run.generate import MemoryStore
     from localjury.run.prepare import check_metrics
-    from localjury.run.state import JuryModel
 
     monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path / "home"))
     embedded = ModelSpec(name="e", embedded="smollm2-135m-instruct", engine="vllm")
@@ -294,7 +292,9 @@ def test_replicas_get_absolute_model_folders_and_ray_executor_for_split_models(t
         vllm=VllmSettings(tensor_parallel_size=2, distributed_executor_backend="mp"),
     )
     models = [JuryModel(s, identity="unhashed", temperature=0.7, top_p=1.0, max_tokens=64) for s in (embedded, chosen)]
-    run_ = Run(RunConfig(), check_metrics([DATED], RunConfig()), models, models[0], MemoryStore(), factory(respond, []))
+    run_ = RunContext(
+        RunConfig(), check_metrics([DATED], RunConfig()), models, models[0], MemoryStore(), factory(respond, [])
+    )
     plain, split = run_.portable(MemoryStore()), run_.portable(MemoryStore(), split=True)
     e, c = plain.models
     assert e.spec.embedded is None and e.spec.path == str(tmp_path / "home" / "models" / "smollm2-135m-instruct")
