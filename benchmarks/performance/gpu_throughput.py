@@ -26,6 +26,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -139,11 +140,12 @@ def main(argv: list[str] | None = None) -> dict:
             base = Sampling(temperature=0.7, top_p=1.0, max_tokens=args.max_tokens, seed=args.seed)
             engine.generate(GenerateCall(prompts[:2], n=1, sampling=base, schema=schema))  # warm-up: schema compile
             for k in args.strictness:
-                modes = [("batched constrained", partial(engine.generate, GenerateCall(prompts, n=k, sampling=base, schema=schema)))]
+                batched = GenerateCall(prompts, n=k, sampling=base, schema=schema)
+                modes = [("batched constrained", partial(engine.generate, batched))]
                 if backend == "outlines" and prefix_caching:
                     naive_prompts = prompts[: args.naive_records or len(prompts)]
                     modes += [
-                        ("batched unconstrained", partial(engine.generate, GenerateCall(prompts, n=k, sampling=base, schema=None))),
+                        ("batched unconstrained", partial(engine.generate, replace(batched, schema=None))),
                         ("naive loop constrained", partial(naive, engine, naive_prompts, k, base, schema)),
                     ]
                 for name, run in modes:
