@@ -83,6 +83,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--engine", default="transformers", choices=["transformers", "vllm"])
     parser.add_argument("--all-cores", action="store_true", help="also run 1 replica with every core")
     parser.add_argument(
+        "--warm-up", type=int, default=2, help="records of the unmeasured local warm-up run first (0: none)"
+    )
+    parser.add_argument(
         "--shard-size", type=int, default=None, help="records per shard, the same in every Ray run (default records/4)"
     )
     parser.add_argument("--out", default=None, help="path stem for .json and .md (default results/ray_scaling[-vllm])")
@@ -102,7 +105,8 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     ray.init(num_cpus=cores, include_dashboard=False, logging_level="ERROR")
     try:
-        _one("warm-up", records[:2], args, None)  # file cache, imports, first-call costs: not measured
+        if args.warm_up > 0:
+            _one("warm-up", records[: args.warm_up], args, None)  # file cache, imports, first calls: not measured
         rows = [_one("local", records, args, None)]
         for replicas, per in [(1, 1), (2, 1)] + ([(1, cores)] if args.all_cores else []):
             cluster = RayCluster(replicas=replicas, cpus_per_replica=per, shard_size=shard)
@@ -130,6 +134,7 @@ def main(argv: list[str] | None = None) -> dict:
         "strictness": args.strictness,
         "seed": args.seed,
         "shard_size": shard,
+        "warm_up": args.warm_up,
         "rows": rows,
         "speedup_2x1_over_1x1": round(speedup, 3),
         "speedup_2x1_over_1x1_end_to_end": round(speedup_e2e, 3),
@@ -148,12 +153,13 @@ def main(argv: list[str] | None = None) -> dict:
 def markdown(report: dict) -> str:
     """The figures as the committed Markdown: one row per configuration, then the speed-ups."""
     cores, rows = report["machine"]["cores"], report["rows"]
+    warm_up = "after an unmeasured warm-up" if report.get("warm_up", 2) > 0 else "without a warm-up"
     lines = [
         f"# Ray scale-out: {report['model']} on {report['engine']}, {report['records']} records x strictness "
         f"{report['strictness']}",
         "",
         f"Machine: {cores} cores, no GPU. Ray {report['ray']}, localjury {report['localjury']}. Same records, seed "
-        f"{report['seed']}, no cache, in one run, after an unmeasured warm-up; every Ray run cuts the records into the "
+        f"{report['seed']}, no cache, in one run, {warm_up}; every Ray run cuts the records into the "
         f"same shards of {report['shard_size']}. Command: `{report['command']}`.  ",
         f"CPU: {report['cpu']}",
         "",

@@ -40,7 +40,9 @@ def both(tmp_path, engine, model):
         [DATED],
         [model],
         out=tmp_path / "sharded.jsonl",
-        cluster=RayCluster(replicas=2, cpus_per_replica=1, shard_size=2),
+        # 2 shards of 3 records, one for each replica at once (batches of another shape than the
+        # local run's 5 records)
+        cluster=RayCluster(replicas=2, cpus_per_replica=1, shard_size=3),
         **settings,
     )
     return local, sharded

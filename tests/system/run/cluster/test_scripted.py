@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from functools import partial
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from rich.console import Console
 
 from localjury import AspectCritic, Faithfulness, RayCluster, evaluate
+from localjury.engines.base import Completion, render_plain
 from localjury.errors import ConfigError, EngineError, MissingDependencyError
 from localjury.models.registry import ModelSpec, VllmSettings
 from localjury.results.tables import print_summary
@@ -25,6 +27,10 @@ from tests.fakes import ScriptedEngine, factory, judgment, spec
 pytestmark = [pytest.mark.system, pytest.mark.usefixtures("private_home")]
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'localjury[ray]')")
+
+#: The replicas unpickle the scripted engines from this test package, and run this checkout's
+#: localjury (not whichever one the environment has installed).
+RUNTIME_ENV = {"env_vars": {"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "RAY_USAGE_STATS_ENABLED": "0"}}
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
 POLITE = AspectCritic("polite", "The response is polite.")
@@ -68,9 +74,7 @@ def local_ray():
         num_cpus=2,
         include_dashboard=False,
         logging_level="ERROR",
-        # the replicas unpickle the scripted engine from this test package, and run this checkout's
-        # localjury (not whichever one the environment has installed)
-        runtime_env={"env_vars": {"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "RAY_USAGE_STATS_ENABLED": "0"}},
+        runtime_env=RUNTIME_ENV,
     )
     yield
     ray.shutdown()
@@ -361,49 +365,58 @@ def test_an_address_nobody_answers_at_fails_at_once(tmp_path):
     assert proc.returncode == 2 and "is not HOST:PORT (or auto)" in " ".join(proc.stderr.split())
 
 
-KILLABLE = r"""
-import hashlib, json, sys, time
-import ray
-from localjury import AspectCritic, RayCluster, evaluate
-from localjury.engines.base import Completion, render_plain
-from localjury.models.registry import ModelSpec
-
-SLEEP = float(sys.argv[3])  # captured by value: the replicas unpickle the engine from __main__
-
 class SlowEngine:
+    """Judges each prompt from its hash, after sleeping ``sleep`` seconds a call (long enough
+    shards to kill a run in the middle of)."""
+
     name = "slow"
-    def __init__(self, spec):
-        self.spec = spec
+
+    def __init__(self, spec, sleep=0.0):
+        self.spec, self.sleep = spec, sleep
+
     def format_prompt(self, messages):
         return render_plain(messages)
+
     def count_tokens(self, prompts):
         return [len(p) // 4 for p in prompts]
+
     def generate(self, call):
-        time.sleep(SLEEP)
+        time.sleep(self.sleep)
         out = []
         for p in call.prompts:
             h = int(hashlib.sha256(p.encode()).hexdigest()[:6], 16)
             verdicts = [(h >> j) % 2 for j in range(call.n)]
             out.append([Completion(json.dumps({"reason": "r", "verdict": v}), 5, True) for v in verdicts])
         return out
+
     def close(self):
         pass
 
-ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-result = evaluate(
-    [{"id": f"r{i}", "response": f"answer {i}"} for i in range(12)], [AspectCritic("d", "Has a year.")],
-    [ModelSpec(name="s", path="/nonexistent/s")], strictness=3, cache=sys.argv[1], out=sys.argv[2],
-    cluster=RayCluster(replicas=2, shard_size=2), engine_factory=SlowEngine,
-)
-print(json.dumps(result.summary.models[0].model_dump()))
+
+def killable_run(cache, out, sleep=0.0, cluster=None):
+    """The run the SIGKILL test kills (in a subprocess: KILLABLE), resumes and compares."""
+    return evaluate(
+        [{"id": f"r{i}", "response": f"answer {i}"} for i in range(12)], [AspectCritic("d", "Has a year.")],
+        [spec("s")], strictness=3, cache=cache, out=out, engine_factory=partial(SlowEngine, sleep=sleep),
+        cluster=cluster,
+    )  # fmt: skip
+
+
+# The driver starts its own local Ray: the SIGKILL of its process group takes both down.
+KILLABLE = r"""
+import sys
+import ray
+from localjury import RayCluster
+from tests.system.run.cluster.test_scripted import RUNTIME_ENV, killable_run
+
+ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", runtime_env=RUNTIME_ENV)
+killable_run(sys.argv[1], sys.argv[2], float(sys.argv[3]), RayCluster(replicas=2, shard_size=2))
 """
 
 
 def test_a_sharded_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_results(tmp_path):
-    import os
     import signal
     import sqlite3
-    import time
 
     script = tmp_path / "killable.py"
     script.write_text(KILLABLE)
@@ -419,8 +432,9 @@ def test_a_sharded_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_r
                 return 0
 
     # 6 shards of 2 records, 2 replicas, 4 s a shard: killed after the first commits.
+    env = {**os.environ, "PYTHONPATH": RUNTIME_ENV["env_vars"]["PYTHONPATH"]}
     proc = subprocess.Popen(
-        [sys.executable, str(script), str(store), str(out), "4"], start_new_session=True, cwd=tmp_path
+        [sys.executable, str(script), str(store), str(out), "4"], start_new_session=True, cwd=tmp_path, env=env
     )
     deadline = time.monotonic() + 120
     while rows() == 0 and time.monotonic() < deadline and proc.poll() is None:
@@ -431,19 +445,15 @@ def test_a_sharded_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_r
     proc.wait()
     assert 0 < committed < 12 and not out.exists()  # committed shards are whole; no half results file
 
-    resumed = subprocess.run(
-        [sys.executable, str(script), str(store), str(out), "0"], capture_output=True, text=True, cwd=tmp_path
-    )
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    summary = json.loads(resumed.stdout.strip().splitlines()[-1])
-    assert summary["cached"] >= committed * 3 and summary["judgments"] == 12 * 3
+    # The same command again (here on this module's Ray: the killed one is gone with its driver).
+    resumed = killable_run(store, out, cluster=RayCluster(replicas=2, shard_size=2))
+    summary = resumed.summary.models[0]
+    assert summary.cached >= committed * 3 and summary.judgments == 12 * 3
 
+    # The uninterrupted results: a fresh run's (a local one: a sharded run's results file is a
+    # local run's byte for byte, test_sharded_run_streams_the_same_files).
     fresh_out = tmp_path / "fresh.jsonl"
-    fresh = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "other.sqlite"), str(fresh_out), "0"],
-        capture_output=True, text=True, cwd=tmp_path,
-    )  # fmt: skip
-    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    killable_run(tmp_path / "other.sqlite", fresh_out)
     assert out.read_bytes() == fresh_out.read_bytes()
 
 
