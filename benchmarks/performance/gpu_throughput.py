@@ -101,6 +101,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cpu-kv-cache-gib", type=float, default=1.0)
     parser.add_argument(
+        "--eager-after-first",
+        action="store_true",
+        help="load the second and third engines in eager mode (no torch.compile): a tiny run that "
+        "goes through the compiled path once (default: all three compiled)",
+    )
+    parser.add_argument(
         "--out", default=None, help="path stem for .json and .md (default results/gpu_throughput-CONFIG)"
     )
     args = parser.parse_args(argv)
@@ -116,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
     engines = [("outlines", True), ("xgrammar", True), ("outlines", False)]
     with tempfile.TemporaryDirectory(prefix="localjury-gpu-bench-") as tmp:
         folder = model_folder(args.config, Path(tmp))
-        for backend, prefix_caching in engines:
+        for i, (backend, prefix_caching) in enumerate(engines):
             spec = ModelSpec(
                 name=f"{args.config}-dummy",
                 path=str(folder),
@@ -129,6 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
                     load_format="dummy",
                     cpu_kv_cache_gib=args.cpu_kv_cache_gib,
                     enable_prefix_caching=prefix_caching,
+                    enforce_eager=args.eager_after_first and i > 0,
                 ),
             )
             t = time.perf_counter()
