@@ -66,9 +66,9 @@ def test_cli_jury_of_both_embedded_models(smollm, gemma, tmp_path):
         "--fail-under",
         "conciseness=100%",
     ]
-    # In this process (typer's runner, which gives the CLI its own stdout and stderr): SmolLM2
-    # on transformers is the engine the test above loaded (the module keeps it), and no second
-    # interpreter imports torch and the engines again.
+    # In this process (typer's runner, which gives the CLI its own stdout and stderr): no second
+    # interpreter imports torch and the engines again, and the engines this module keeps loaded
+    # (tests/conftest.py, engines_loaded_once) serve the same models.yaml entries.
     proc = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert proc.exit_code in (0, 3), (proc.stderr, proc.exception)
     assert "Metrics" in proc.stdout and "Models" in proc.stdout and "1 bad" in proc.stdout
