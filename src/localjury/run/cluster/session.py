@@ -10,7 +10,7 @@ own pool):
    and duplicate check as a local run), cuts them into shards, plans each shard once and looks
    its prompts up in the judgment store. A shard with nothing to generate is done there; each
    of the others goes into Ray's object store with its plan and the stored generations it needs.
-2. Ray Data carries the shards (``from_arrow_refs``) through ``map_batches`` into a fixed
+2. Ray Data carries the shards (``from_items``, a row per block) through ``map_batches`` into a fixed
    actor pool: one replica per GPU (per ``tensor_parallel_size x pipeline_parallel_size``
    GPUs, in a placement group, when a model is split), or CPU actors with ``cpus_per_replica``
    cores each. A replica loads the model once, checks that its files hash to what the
@@ -248,35 +248,31 @@ class RaySession:
             EngineError: A replica failed to load its model or to generate, or replicas died
                 on more than ``LOST_SHARDS_TOLERATED`` of the shards.
         """
-        refs, counts = _put_shards(shards)
-        self.pool_size = min(placement.replicas, len(refs))
-        if not refs:
+        rows, counts = _shard_rows(shards)
+        self.pool_size = min(placement.replicas, len(rows))
+        if not rows:
             return
-        ds = _replica_dataset(refs, make_replica, placement, self.pool_size)
+        ds = _replica_dataset(rows, make_replica, placement, self.pool_size)
         # A shard whose every try died is dropped by Ray Data (and logged), up to this many;
         # one more abandons the pass. An error raised in a replica comes back as data
         # (_Replica.__call__) and is raised by _shard_outputs, as a local run raises it.
-        ds.context.max_errored_blocks = max(1, int(len(refs) * LOST_SHARDS_TOLERATED))
+        ds.context.max_errored_blocks = max(1, int(len(rows) * LOST_SHARDS_TOLERATED))
         done: set[int] = set()
         yield from _shard_outputs(ds, spec, done)
         yield from _lost_shards(counts, done)
 
 
-def _put_shards(shards: Iterable[tuple[Any, int]]) -> tuple[list[Any], list[int]]:
-    """Put each shard into Ray's object store as a one-row Arrow table (its index, pickled and
-    compressed payload, and record count); return the references and the record counts, in
-    order. A shard's plan repeats each metric's instructions in every prompt: compressed, it is
-    smaller than its records (1,000 records judged on 2 criteria: 2.6 MB, 71 KB compressed)."""
-    import pyarrow as pa
-    import ray
-
-    refs: list[Any] = []
+def _shard_rows(shards: Iterable[tuple[Any, int]]) -> tuple[list[dict[str, Any]], list[int]]:
+    """Each shard as a row (its index, pickled and compressed payload, and record count), and
+    the record counts, in order. A shard's plan repeats each metric's instructions in every
+    prompt: compressed, it is smaller than its records (1,000 records judged on 2 criteria:
+    2.6 MB, 71 KB compressed)."""
+    rows: list[dict[str, Any]] = []
     counts: list[int] = []
     for i, (payload, count) in enumerate(shards):
-        shard = zlib.compress(pickle.dumps(payload), 1)
-        refs.append(ray.put(pa.table({"index": [i], "shard": [shard], "records": [count]})))
+        rows.append({"index": i, "shard": zlib.compress(pickle.dumps(payload), 1), "records": count})
         counts.append(count)
-    return refs, counts
+    return rows, counts
 
 
 def _actor_options(placement: Placement) -> dict[str, Any]:
@@ -298,8 +294,13 @@ def _actor_options(placement: Placement) -> dict[str, Any]:
     return remote
 
 
-def _replica_dataset(refs: list[Any], make_replica: Callable[[], ShardFn], placement: Placement, pool_size: int) -> Any:
-    """The Ray dataset that runs the shards at ``refs`` through a pool of ``pool_size`` replicas."""
+def _replica_dataset(
+    rows: list[dict[str, Any]], make_replica: Callable[[], ShardFn], placement: Placement, pool_size: int
+) -> Any:
+    """The Ray dataset that runs the shard ``rows`` through a pool of ``pool_size`` replicas,
+    one row per block (``from_items`` puts each block into the object store and reads its
+    metadata on the driver; ``from_arrow_refs`` sent a task per block to read it, about 3 s of
+    each pass on one core)."""
     import ray
     from ray.data import ActorPoolStrategy
 
@@ -310,7 +311,7 @@ def _replica_dataset(refs: list[Any], make_replica: Callable[[], ShardFn], place
         # hence the pin in pyproject.toml) and has no named parameter for them yet; the
         # warning is for us, not for the user running a judgment.
         warnings.filterwarnings("ignore", message="`ray_remote_args(_fn)?` is deprecated")
-        return ray.data.from_arrow_refs(refs).map_batches(
+        return ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
             _Replica,
             fn_constructor_kwargs={"make": make_replica, "threads": threads},
             batch_size=None,  # one block = one shard = one batch

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pickle
 import socket
+import sys
 import traceback
 import zlib
 from collections.abc import Callable
@@ -36,11 +37,15 @@ class _Replica:
         if threads is not None:
             # Before the engine loads (vLLM's CPU worker fixes its thread count then): a CPU
             # replica uses the cores Ray gave it, not every core of the node.
+            # torch reads OMP_NUM_THREADS when it is imported, llama.cpp when its engine loads
+            # (engines/native/cpu.compute_threads); a replica that has already imported torch
+            # is told directly (one that never needs torch, on llama.cpp, never imports it:
+            # seconds of each replica's start).
             os.environ["OMP_NUM_THREADS"] = str(threads)
             os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
-            import torch
-
-            torch.set_num_threads(threads)
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                torch.set_num_threads(threads)
         self.fn = make()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
