@@ -157,7 +157,7 @@ class LlamaCppEngine(LocalDecoding):
         cparams.n_seq_max = sequences
         cparams.kv_unified = False
         cparams.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        cparams.n_threads = cparams.n_threads_batch = cpu.detect().threads
+        cparams.n_threads = cparams.n_threads_batch = cpu.compute_threads()
         try:
             self.ctx = _internals.LlamaContext(model=self.model, params=cparams, verbose=False)
         except Exception as exc:

@@ -81,6 +81,18 @@ def _threads() -> int:
         return os.cpu_count() or 1
 
 
+def compute_threads() -> int:
+    """The threads an engine computes with: the hardware threads this process may run on, at
+    most ``OMP_NUM_THREADS`` where that is set (torch reads it too; a replica of a sharded run
+    sets it to its ``cpus_per_replica``, so that replicas sharing a node do not each take
+    every core)."""
+    threads = detect().threads
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if value.isdigit() and int(value) > 0:
+        return min(threads, int(value))
+    return threads
+
+
 def _read_cpuinfo(path: Path = Path("/proc/cpuinfo")) -> tuple[str, frozenset[str]]:
     """The model name and flags of the first processor (x86 ``flags``, ARM ``Features``)."""
     try:

@@ -25,6 +25,18 @@ def test_amx_needs_tiles_and_a_tile_dtype(monkeypatch, flags, amx):
     assert ("amx_bf16" in cpu.describe()) is ("amx_bf16" in flags)
 
 
+@pytest.mark.parametrize(("omp", "expected"), [(None, 8), ("2", 2), ("64", 8), ("0", 8), ("four", 8)])
+def test_omp_num_threads_caps_the_engines_threads(monkeypatch, omp, expected):
+    """A replica of a sharded run sets OMP_NUM_THREADS to its share of the node's cores: llama.cpp
+    then takes that many threads, never more than the process may run on."""
+    monkeypatch.setattr(cpus, "_machine_cpu", lambda: cpus.Cpu(name="test", flags=frozenset(), threads=8))
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    assert cpus.compute_threads() == expected
+
+
 def test_the_cpu_key_changes_with_the_feature_set(monkeypatch):
     monkeypatch.setenv("LOCALJURY_CPU_FLAGS", XEON)
     xeon = cpus.detect().key
