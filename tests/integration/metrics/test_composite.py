@@ -35,8 +35,12 @@ def test_faithfulness_and_factual_accuracy_are_valid_per_statement_and_reproduci
     # example below runs on transformers.
     metrics = [Faithfulness(strictness=3), FactualAccuracy(strictness=3)]
     first = evaluate(RECORDS, metrics, ["smollm2-135m-instruct"], seed=5, use_cache=False, engine="llamacpp")
-    second = evaluate(RECORDS, metrics, ["smollm2-135m-instruct"], seed=5, use_cache=False, engine="llamacpp")
-    assert [r.model_dump() for r in first.results] == [r.model_dump() for r in second.results]
+    # Reproducible, and a record's statements and verdicts do not depend on what it was judged
+    # beside: the second record again, alone.
+    alone = evaluate(RECORDS[1:], metrics, ["smollm2-135m-instruct"], seed=5, use_cache=False, engine="llamacpp")
+    assert [r.model_dump() for r in alone.results] == [
+        r.model_dump() for r in first.results if r.record_id == RECORDS[1]["id"]
+    ]
     judged_statements = 0
     for row in first.results:
         assert row.error is None and row.extracted_by == "smollm2-135m-instruct"

@@ -126,23 +126,22 @@ def test_load_close_reload_in_one_process(smollm_gguf):
     assert [[c.text for c in o] for o in a] == [[c.text for c in o] for o in b]
 
 
-def test_a_jury_mixing_llamacpp_and_transformers(smollm_gguf, gemma, tmp_path):
+def test_a_jury_mixing_llamacpp_and_transformers(smollm_gguf, smollm, tmp_path):
+    # SmolLM2's GGUF on llama.cpp beside its safetensors on transformers, under another name (a
+    # jury's names are unique): the two engines in one run, at the smallest model's cost.
+    safetensors = smollm.model_copy(update={"name": "smollm2-safetensors", "engine": "transformers"})
+    jury = [smollm_gguf, safetensors]
     result = evaluate(
-        RECORDS,
-        [DATED],
-        [smollm_gguf, gemma],
-        strictness=3,
-        seed=0,
-        cache=tmp_path / "store.sqlite",
-        out=tmp_path / "r.jsonl",
+        RECORDS, [DATED], jury, strictness=3, seed=0, cache=tmp_path / "store.sqlite", out=tmp_path / "r.jsonl"
     )
     engines = {m.model: m.engine for m in result.summary.models}
-    assert engines == {"smollm2-135m-instruct": "llamacpp", "gemma-3-270m": "transformers"}
+    assert engines == {"smollm2-135m-instruct": "llamacpp", "smollm2-safetensors": "transformers"}
     rows = list(result.iter_results())
     assert len(rows) == 4 and all(len(r.models) == 2 for r in rows)
     assert all(len(m.votes) == 3 for r in rows for m in r.models)
-    again = evaluate(RECORDS, [DATED], [smollm_gguf, gemma], strictness=3, seed=0, cache=tmp_path / "store.sqlite")
+    again = evaluate(RECORDS, [DATED], jury, strictness=3, seed=0, cache=tmp_path / "store.sqlite")
     assert [r.model_dump() for r in again.results] == [r.model_dump() for r in rows]  # from the store
+    assert all(m.cached == m.judgments for m in again.summary.models)
 
 
 def test_auto_picks_llamacpp_for_a_gguf_path(smollm_gguf, tmp_path):

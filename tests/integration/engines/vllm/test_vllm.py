@@ -71,16 +71,17 @@ def test_load_release_and_load_again_gives_the_same_samples(smollm_eager):
                     GenerateCall([text], n=1, sampling=Sampling(0.0, 1.0, 128, 0), schema=metric.json_schema())
                 )
                 greedy[case] = (text, done[0])
-            # More prompt tokens than vLLM-CPU's step budget (4,096), seeded: with chunked
-            # prefill a partly prefilled request made vLLM rewind its generator's offset, which
-            # a CPU generator refuses ("CPU Generator does not use offset").
+            # More prompt tokens than vLLM-CPU's default step budget (4,096; five prompts of
+            # about 970 tokens), seeded: with chunked prefill a partly prefilled request made
+            # vLLM rewind its generator's offset, which a CPU generator refuses ("CPU Generator
+            # does not use offset").
             long = [
                 engine.format_prompt(DATED.messages(Record(id=f"l{i}", user_input="Sum up.", response=f"{i} " * 300)))
-                for i in range(16)
+                for i in range(5)
             ]
             assert sum(engine.count_tokens(long)) > 4096
             many = engine.generate(GenerateCall(long, n=2, sampling=Sampling(1.0, 1.0, 4, 3), schema=None))
-            assert [len(m) for m in many] == [2] * 16
+            assert [len(m) for m in many] == [2] * 5
         outputs.append(samples)
         refs.append(weakref.ref(engine.llm))
         engine.close()
