@@ -25,6 +25,7 @@ from localjury.errors import ConfigError, EngineError
 from localjury.models.registry import ModelSpec, ServerSettings, is_loopback, load_registry
 from localjury.results.verify import verify
 from localjury.types import Sampling
+from tests.fakes import judgment
 
 SCHEMA = AspectCritic("dated", "The response includes a year.").json_schema()
 RECORDS = [{"id": f"r{i}", "user_input": f"question {i}", "response": f"answer {i}"} for i in range(4)]
@@ -427,6 +428,35 @@ def test_output_that_does_not_parse_is_a_counted_abstention():
         result = evaluate(RECORDS[:1], [AspectCritic("dated", "d")], [served(fake.url)], strictness=2)
     model = result.results[0].models[0]
     assert model.abstentions == 2 and model.verdict is None and result.summary.models[0].abstentions == 2
+
+
+def test_a_servers_separate_reasoning_is_never_read_as_the_answer():
+    """A server with a reasoning parser (vLLM's, llama-server's) returns the thinking as
+    ``reasoning_content`` beside ``content``: the vote is the content's, even when the thinking
+    holds a verdict in JSON; a sample that spent its budget thinking (no content) abstains."""
+
+    def thinking(body):
+        said = {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {
+                "role": "assistant",
+                "content": judgment(1, "a year is given"),
+                "reasoning_content": judgment(0, "no year") + " </think>",
+            },
+        }
+        spent = {
+            "index": 1,
+            "finish_reason": "length",
+            "message": {"role": "assistant", "content": None, "reasoning_content": judgment(0, "still thinking")},
+        }
+        return 200, {"choices": [said, spent]}
+
+    with FakeServer(chat=thinking) as fake:
+        result = evaluate(RECORDS[:1], [AspectCritic("dated", "d")], [served(fake.url)], strictness=2)
+    (model,) = result.results[0].models
+    assert model.votes == [1, None] and model.reasons[0] == "a year is given"
+    assert [i.problem for i in model.invalid] == ["cut off by the token budget (max_tokens)"]
 
 
 def test_record_text_goes_through_the_generic_chat_markers():
