@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from localjury.errors import MetricError, RecordError
 from localjury.records.conversation import ChatMessage, Scope, last_response, last_turn_split
 from localjury.records.record import Record
+from localjury.records.thinking import answers_only
 
 InT = TypeVar("InT", bound=BaseModel)
 
@@ -50,8 +51,12 @@ def bind_input(
     sources: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
     scope: Scope = "last_turn",
+    thinking: bool = False,
 ) -> InT:
     """Fill a program's input model from a record.
+
+    A response's thinking (a leading ``<think>…</think>`` block: :mod:`localjury.records.thinking`)
+    is left out, the answer alone shown, unless ``thinking``.
 
     A conversation record (``messages``) fills an input field named ``conversation``: under
     ``scope="last_turn"`` its last assistant turn with text is the ``response`` (unless the
@@ -68,6 +73,8 @@ def bind_input(
         RecordError: The record lacks a field the input model requires (naming that field),
             or a value does not fit the input model.
     """
+    if not thinking:
+        record = answers_only(record, metric)
     values: dict[str, Any] = {}
     extra = {**conversation_values(model, record, metric, scope, sources), **(extra or {})}
     for name, info in model.model_fields.items():

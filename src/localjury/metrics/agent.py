@@ -162,7 +162,11 @@ class ToolResultFaithfulness(CompositeMetric):
                 location=record._location,
             )
         return bind_input(
-            self.verify.input_model, record, self.name, extra={"statements": list(statements), "context": results}
+            self.verify.input_model,
+            record,
+            self.name,
+            extra={"statements": list(statements), "context": results},
+            thinking=self.thinking,
         )
 
 

@@ -162,6 +162,9 @@ class AspectCritic(JudgeMetric):
         scope: For conversation records (``messages``): ``"last_turn"`` (default) judges the
             last assistant turn as the response, the earlier turns shown as its context;
             ``"conversation"`` judges the whole conversation (another instruction says so).
+        thinking: Show the judge a response's thinking (a reasoning model's leading
+            ``<think>…</think>`` block), for a criterion about the reasoning itself; by default
+            the judge sees the answer alone (:mod:`localjury.records.thinking`).
     """
 
     #: Whether a :class:`~localjury.metrics.checklist.Checklist` may judge this criterion
@@ -179,6 +182,7 @@ class AspectCritic(JudgeMetric):
         verdict_first: bool = False,
         evidence: bool = False,
         scope: Scope = "last_turn",
+        thinking: bool = False,
     ) -> None:
         if not definition or not definition.strip():
             raise MetricError(f"criterion {name!r} needs a non-empty definition")
@@ -211,6 +215,7 @@ class AspectCritic(JudgeMetric):
             scope=scope,
             quote_from=(("response", "conversation") if scope == "conversation" else ("response",)) if evidence else (),
         )
+        self.thinking = thinking
 
     def bind(self, record: Record) -> BaseModel:
         """The input for ``record``; RecordError when it has neither a response nor a conversation."""
@@ -269,7 +274,7 @@ class VerdictJudging(BaseJudging):
         fitted = fit_prompt(on_overflow, model, record, budget, render(record), render)
         key = (record.id, self.metric.name)
         # Quotes only of what the prompt shows: not of what a cut to fit the context removed.
-        quotes = tuple(text for _, text in self.metric.quotable(fitted.shown)) if self.metric.quote_from else None
+        quotes = tuple(q.text for q in self.metric.quotable(fitted.shown)) if self.metric.quote_from else None
         return [
             Request(
                 key,

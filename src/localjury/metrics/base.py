@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from localjury.errors import MetricError
 from localjury.metrics._binding import bind_input, check_inputs
-from localjury.metrics._quoted import locate_quotes, quotable_texts, quote_field
+from localjury.metrics._quoted import Quotable, locate_quotes, quotable_texts, quote_field
 from localjury.metrics._text_bounds import check_metric_texts
 from localjury.records.conversation import CONVERSATION_TAGS, ChatMessage, Scope, render_conversation
 from localjury.records.neutralise import DEFAULT, Neutraliser
@@ -221,6 +221,9 @@ class Metric:
     calibrators: Sequence[Calibrator] = ()
     """Its own fitted calibrations, one per model (a judge profile's); none by default, when a
     run's calibration file gives them."""
+    thinking: bool = False
+    """Whether the judge sees a response's thinking (a reasoning model's leading
+    ``<think>…</think>`` block); by default it is left out and the answer alone judged."""
 
     def __init__(self, name: str, *, strictness: int = 1, tie_break: TieBreak = "fail") -> None:
         if not name or not name.strip():
@@ -240,7 +243,7 @@ class Metric:
         """One line for summaries: the criterion, or what the metric measures."""
         return ""
 
-    def quotable(self, record: Record) -> list[tuple[str, str]]:
+    def quotable(self, record: Record) -> list[Quotable]:
         """The texts of ``record`` the metric's quotes may come from, each with its place in the
         record; none for a metric that asks for no quotes."""
         return []
@@ -336,6 +339,7 @@ class JudgeMetric(Metric):
             constants=self.constants,
             sources=self.sources,
             scope=self.scope,
+            thinking=self.thinking,
         )
 
     def messages(self, record: Record, neutralise: Neutraliser = DEFAULT) -> list[Message]:
@@ -347,7 +351,7 @@ class JudgeMetric(Metric):
         """The JSON schema the engine constrains every sample to."""
         return self.program.json_schema()
 
-    def quotable(self, record: Record) -> list[tuple[str, str]]:
+    def quotable(self, record: Record) -> list[Quotable]:
         """The texts of ``record`` this metric's quotes may come from, each with its place
         (:func:`quotable_texts`); empty for a metric that asks for no quotes."""
         if not self.quote_from:

@@ -183,7 +183,12 @@ class Checklist(Metric):
         """The checklist's input for ``record``; RecordError naming a missing field."""
         criteria = {c.name: c.definition for c in self.critics}
         inp = bind_input(
-            ChecklistInput, record, self.critics[0].name, constants={"criteria": criteria}, scope=self.scope
+            ChecklistInput,
+            record,
+            self.critics[0].name,
+            constants={"criteria": criteria},
+            scope=self.scope,
+            thinking=self.thinking,
         )
         if inp.response is None and inp.conversation is None:
             raise RecordError(

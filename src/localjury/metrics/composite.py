@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from localjury.errors import MetricError
-from localjury.metrics._quoted import locate_quotes, quotable_texts
+from localjury.metrics._quoted import Quotable, locate_quotes, quotable_texts
 from localjury.metrics.base import Message, Metric, PromptProgram, bind_input, check_inputs
 from localjury.metrics.evidence import MAX_QUOTES, QuoteText
 from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, invalid_samples, judges
@@ -199,7 +199,12 @@ class CompositeMetric(Metric):
     def extract_messages(self, record: Record, neutralise: Neutraliser = DEFAULT) -> list[Message]:
         """Messages that ask for the record's statements; RecordError naming a missing field."""
         inp = bind_input(
-            self.extract.input_model, record, self.name, constants=self.constants, sources=self.extract_sources
+            self.extract.input_model,
+            record,
+            self.name,
+            constants=self.constants,
+            sources=self.extract_sources,
+            thinking=self.thinking,
         )
         return self.extract.messages(inp, neutralise)
 
@@ -228,6 +233,7 @@ class CompositeMetric(Metric):
             constants=self.constants,
             sources=self.verify_sources,
             extra={"statements": list(statements)},
+            thinking=self.thinking,
         )
 
     def verify_messages(
@@ -241,7 +247,7 @@ class CompositeMetric(Metric):
         """The verification schema: exactly one verdict per statement."""
         return self.verify.json_schema(self.verify_input(record, statements))
 
-    def quotable(self, record: Record) -> list[tuple[str, str]]:
+    def quotable(self, record: Record) -> list[Quotable]:
         """The texts of ``record`` the verification's quotes may come from, each with its place;
         empty for a verification that does not quote."""
         if not self.quote_from:
@@ -320,7 +326,7 @@ class StatementsJudging(BaseJudging):
         schema = self.metric.verify_schema(record, statements)
         key = (record.id, self.metric.name)
         # Quotes only of what the prompt shows: not of what a cut to fit the context removed.
-        quotes = tuple(text for _, text in self.metric.quotable(fitted.shown)) if self.metric.quote_from else None
+        quotes = tuple(q.text for q in self.metric.quotable(fitted.shown)) if self.metric.quote_from else None
         return [Request(key, verify, schema, self.k, budget, model.temperature, turns_cut=cut, quotes=quotes)]
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:

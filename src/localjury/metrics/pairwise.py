@@ -152,7 +152,14 @@ class PairwiseCritic(Metric):
     def bind(self, record: Record, order: Order = "AB") -> PairInput:
         """The prompt's input for ``record`` in ``order``; RecordError naming a missing field."""
         sources = _SWAP if order == "BA" else None
-        return bind_input(PairInput, record, self.name, constants={"criterion": self.criterion}, sources=sources)
+        return bind_input(
+            PairInput,
+            record,
+            self.name,
+            constants={"criterion": self.criterion},
+            sources=sources,
+            thinking=self.thinking,
+        )
 
     def messages(self, record: Record, neutralise: Neutraliser = DEFAULT, order: Order = "AB") -> list[Message]:
         """The chat messages that ask the judge about ``record`` with its responses in ``order``."""

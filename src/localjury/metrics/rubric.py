@@ -190,7 +190,14 @@ class Rubric(Metric):
             RecordError: The record has no response (or conversation to take it from), or no
                 reference where the rubric needs one.
         """
-        inp = bind_input(RubricInput, record, self.name, constants={"rubric": self.rubric_text()}, scope=self.scope)
+        inp = bind_input(
+            RubricInput,
+            record,
+            self.name,
+            constants={"rubric": self.rubric_text()},
+            scope=self.scope,
+            thinking=self.thinking,
+        )
         if getattr(inp, "response", None) is None:
             raise RecordError(f"metric {self.name!r} needs this field", record_id=record.id, field="response")
         if self.needs_reference and getattr(inp, "reference", None) is None:

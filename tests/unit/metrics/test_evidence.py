@@ -143,7 +143,7 @@ def test_a_server_model_is_refused_before_anything_loads_or_connects():
 
 def test_the_record_texts_a_critic_may_quote():
     record = Record.model_validate(RECORDS[0])
-    assert AspectCritic("d", DATED, evidence=True).quotable(record) == [("response", RECORDS[0]["response"])]
+    assert AspectCritic("d", DATED, evidence=True).quotable(record) == [("response", RECORDS[0]["response"], 0)]
     assert AspectCritic("d", DATED).quotable(record) == []
 
 
@@ -286,10 +286,10 @@ def test_factual_accuracy_quotes_name_the_reference():
 
     record = Record.model_validate({"id": "r", "response": "It is 1879.", "reference": "Born 14 March 1879."})
     metric = FactualAccuracy(evidence=True)
-    assert metric.quotable(record) == [("reference", "Born 14 March 1879.")]
+    assert metric.quotable(record) == [("reference", "Born 14 March 1879.", 0)]
     faithful = Faithfulness(evidence=True)
     contexts = Record.model_validate({"id": "r", "response": "x", "retrieved_contexts": ["a", "", "c"]})
-    assert faithful.quotable(contexts) == [("retrieved_contexts[0]", "a"), ("retrieved_contexts[2]", "c")]
+    assert faithful.quotable(contexts) == [("retrieved_contexts[0]", "a", 0), ("retrieved_contexts[2]", "c", 0)]
 
 
 def test_vllm_quotes_only_on_its_guidance_backend_and_a_server_never():

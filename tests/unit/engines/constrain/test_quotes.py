@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from localjury.engines.constrain.quotes import chunks, has_quotes, quote_grammar
 from localjury.errors import ConfigError
-from localjury.metrics._quoted import locate_quotes
+from localjury.metrics._quoted import Quotable, locate_quotes
 from localjury.metrics.evidence import EvidenceJudgment
 from localjury.metrics.faithfulness import NLI_STATEMENT_QUOTED
 from localjury.types import QUOTE_KEY
@@ -188,7 +188,7 @@ def test_whatever_a_sampler_picks_every_quote_is_a_span_of_the_record(ll, byte_t
         pytest.fail("the walk did not end")
     value = EvidenceJudgment.model_validate_json(byte_tokenizer.decode(out))
     assert all(q in text for q in value.evidence)
-    assert not isinstance(locate_quotes(value.evidence, [("response", text)]), str)
+    assert not isinstance(locate_quotes(value.evidence, [Quotable("response", text)]), str)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -207,10 +207,13 @@ def test_every_span_of_whole_chunks_is_a_quote_and_reads_back_as_itself(ll, byte
 
 
 def test_locate_quotes_gives_offsets_and_names_a_quote_not_there():
-    texts = [("response", "It fell in 1989."), ("retrieved_contexts[0]", "Walls fall.")]
+    texts = [Quotable("response", "It fell in 1989."), Quotable("retrieved_contexts[0]", "Walls fall.")]
     located = locate_quotes(["1989", "Walls"], texts)
     assert [(q.field, q.start, q.end) for q in located] == [("response", 11, 15), ("retrieved_contexts[0]", 0, 5)]
-    assert texts[0][1][11:15] == "1989"
+    assert texts[0].text[11:15] == "1989"
+    # a text shown from where it starts in the record (after a response's thinking): offsets in the record's
+    (after,) = locate_quotes(["1989"], [Quotable("response", "It fell in 1989.", 20)])
+    assert (after.start, after.end) == (31, 35)
     assert locate_quotes(["1990"], texts) == "quotes what is not in the record: '1990'"
 
 

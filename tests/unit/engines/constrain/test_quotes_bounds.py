@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from localjury.engines.constrain.quotes import quote_grammar
-from localjury.metrics._quoted import locate_quotes
+from localjury.metrics._quoted import Quotable, locate_quotes
 from localjury.metrics.evidence import QUOTE_MAX_CHARS, EvidenceJudgment
 
 llguidance = pytest.importorskip("llguidance")
@@ -66,7 +66,8 @@ def test_a_word_longer_than_the_quote_bound_never_stalls_a_quote_that_opens(ll, 
     for seed in range(12):
         text = walk(matcher(ll, sources), ll, byte_tokenizer, seed, prefix='{"evidence": ["')
         value = EvidenceJudgment.model_validate_json(text)
-        assert value.evidence and not isinstance(locate_quotes(value.evidence, [("r", s) for s in sources]), str)
+        located = locate_quotes(value.evidence, [Quotable("r", s) for s in sources])
+        assert value.evidence and not isinstance(located, str)
 
 
 def test_a_long_word_is_quoted_by_its_prefix_or_one_piece_never_past_the_bound(ll, byte_tokenizer):

@@ -1,0 +1,93 @@
+"""A reasoning model's thinking in a record's text: the ``<think>…</think>`` block that Qwen3, QwQ,
+the DeepSeek-R1 distills and Phi-4-reasoning write before their answer. A metric judges the
+answer alone unless it asks to see the thinking (``thinking=True``)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from localjury.errors import RecordError
+from localjury.records.conversation import ChatMessage
+from localjury.records.record import Record
+
+OPEN, CLOSE = "<think>", "</think>"
+
+
+class Split(NamedTuple):
+    """A text cut into its thinking and its answer."""
+
+    thinking: str | None
+    """What was written between the tags (None: the text has no thinking block)."""
+    answer: str
+    """The rest: the text after the block, less the blank space that follows it."""
+    start: int
+    """Where the answer starts in the text (0 when there is no thinking)."""
+    closed: bool
+    """Whether the block was closed (an unclosed one ran out of tokens: no answer follows)."""
+
+
+def split_thinking(text: str) -> Split:
+    """Cut ``text`` into its leading thinking block and its answer.
+
+    Only a block that opens the text (after blank space) counts, and it ends at the first
+    ``</think>``: a model closes its thinking once, so what follows that close is the answer,
+    even if it mentions the tags (the judge is never kept from a part of the answer). A text
+    without an opening ``<think>`` is all answer: a template that writes the opening tag into
+    the prompt (the R1 distills') leaves its outputs with only the close, and those are judged
+    whole unless the tag is put back.
+    """
+    lead = len(text) - len(text.lstrip())
+    if not text.startswith(OPEN, lead):
+        return Split(None, text, 0, True)
+    inner = lead + len(OPEN)
+    end = text.find(CLOSE, inner)
+    if end < 0:
+        return Split(text[inner:], "", len(text), False)
+    after = end + len(CLOSE)
+    start = after + (len(text) - after - len(text[after:].lstrip()))
+    return Split(text[inner:end], text[start:], start, True)
+
+
+def answers_only(record: Record, metric: str) -> Record:
+    """``record`` with each response (``response``, ``response_a``, ``response_b``, assistant
+    turns) cut to its answer; the record itself when none holds a thinking block.
+
+    Raises:
+        RecordError: A response with thinking and no answer after it (a never-closed block:
+            its model's token budget ran out), naming the field.
+    """
+    update: dict[str, object] = {}
+    for field in ("response", "response_a", "response_b"):
+        value = getattr(record, field)
+        if value is not None and OPEN in value:
+            split = split_thinking(value)
+            if split.thinking is not None and not split.answer.strip():
+                raise RecordError(_no_answer(metric, split), record_id=record.id, field=field)
+            update[field] = split.answer
+    if record.messages is not None and any(_thinks(m) for m in record.messages):
+        turns = []
+        for i, message in enumerate(record.messages):
+            if not _thinks(message):
+                turns.append(message)
+                continue
+            split = split_thinking(message.content or "")
+            if not split.closed or not (split.answer.strip() or message.tool_calls):
+                raise RecordError(_no_answer(metric, split), record_id=record.id, field=f"messages[{i}]")
+            turns.append(message.model_copy(update={"content": split.answer or None}))
+        update["messages"] = turns
+    return record.model_copy(update=update) if update else record
+
+
+def _thinks(message: ChatMessage) -> bool:
+    return message.role == "assistant" and message.content is not None and OPEN in message.content
+
+
+def _no_answer(metric: str, split: Split) -> str:
+    if split.closed:
+        why = "nothing follows its </think>"
+    else:
+        why = "its <think> block is never closed (the model's token budget ran out?)"
+    return (
+        f"metric {metric!r} judges the answer after a response's thinking, and this one has none: {why}; "
+        "give the metric thinking=True to judge the thinking too"
+    )
