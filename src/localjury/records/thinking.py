@@ -43,8 +43,7 @@ def split_thinking(text: str) -> Split:
     end = text.find(CLOSE, inner)
     if end < 0:
         return Split(text[inner:], "", len(text), False)
-    after = end + len(CLOSE)
-    start = after + (len(text) - after - len(text[after:].lstrip()))
+    start = len(text) - len(text[end + len(CLOSE) :].lstrip())
     return Split(text[inner:end], text[start:], start, True)
 
 
@@ -61,7 +60,9 @@ def answers_only(record: Record, metric: str) -> Record:
         value = getattr(record, field)
         if value is not None and OPEN in value:
             split = split_thinking(value)
-            if split.thinking is not None and not split.answer.strip():
+            if split.thinking is None:
+                continue
+            if not split.answer.strip():
                 raise RecordError(_no_answer(metric, split), record_id=record.id, field=field)
             update[field] = split.answer
     if record.messages is not None and any(_thinks(m) for m in record.messages):
