@@ -2,10 +2,10 @@
 
 Run it (after scripts/setup and `localjury models pull smollm2-135m-instruct`):
 
-    .venv/bin/python examples/custom_metrics.py [--models smollm2-135m-instruct] [--out DIR]
+    .venv/bin/python examples/custom_metrics.py [--models smollm2-135m-instruct] [--out DIR] [--records N]
 
-It judges three records with the embedded model, prints each result, and writes
-results.jsonl and its summary to DIR (default out/custom_metrics).
+It judges three records (or the first N) with the embedded model, prints each result, and
+writes results.jsonl and its summary to DIR (default out/custom_metrics).
 """
 
 from __future__ import annotations
@@ -100,10 +100,11 @@ def main() -> None:
     parser.add_argument("--models", default="smollm2-135m-instruct", help="comma-separated jury")
     parser.add_argument("--out", type=Path, default=Path("out/custom_metrics"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--records", type=int, default=len(RECORDS), help="judge the first N records only")
     args = parser.parse_args()
 
     result = evaluate(
-        RECORDS,
+        RECORDS[: args.records],
         [answers_the_question, Faithfulness(strictness=3), reference_coverage],
         args.models.split(","),
         seed=args.seed,

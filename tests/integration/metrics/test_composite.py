@@ -64,8 +64,10 @@ def test_faithfulness_and_factual_accuracy_are_valid_per_statement_and_reproduci
 
 
 def test_custom_metrics_example_runs(smollm, tmp_path):
+    # One record of the three: each metric's result of a record is what the example shows
+    # (51 s for all three alone on an Intel Xeon, 2 cores).
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "custom_metrics.py"), "--out", str(tmp_path)],
+        [sys.executable, str(ROOT / "examples" / "custom_metrics.py"), "--out", str(tmp_path), "--records", "1"],
         capture_output=True,
         text=True,
         timeout=1800,  # it uses the default store: with no stored judgments it generates all of them
@@ -73,7 +75,7 @@ def test_custom_metrics_example_runs(smollm, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert [r["metric"] for r in rows[:3]] == ["answers_the_question", "faithfulness", "reference_coverage"]
-    assert len(rows) == 9 and all(r["error"] is None for r in rows)
+    assert len(rows) == 3 and all(r["error"] is None and r["record_id"] == "everest" for r in rows)
     single = [r for r in rows if r["metric"] == "answers_the_question"]
     assert all(len(r["models"][0]["votes"]) == 3 and r["statements"] is None for r in single)
     coverage = [r for r in rows if r["metric"] == "reference_coverage"]
