@@ -72,10 +72,12 @@ def generation_key(**parts: Any) -> str:
 def _encode(value: Stored) -> str:
     if isinstance(value, str):
         return json.dumps({"error": value})
-    samples = [
-        [c.text, c.n_tokens, c.finished] + ([list(c.verdict_probs)] if c.verdict_probs is not None else [])
-        for c in value
-    ]
+    samples = []
+    for c in value:
+        probs = list(c.verdict_probs) if c.verdict_probs is not None else None
+        # [text, tokens, finished], then the probabilities where there are some, then the thinking.
+        rest = [probs, c.thinking] if c.thinking is not None else [probs] if probs is not None else []
+        samples.append([c.text, c.n_tokens, c.finished, *rest])
     return json.dumps({"samples": samples}, ensure_ascii=False)
 
 
@@ -84,9 +86,15 @@ def _decode(text: str) -> Stored:
     if "error" in data:
         return str(data["error"])
     # A sample stored without verdict probabilities (older stores, engines that give none)
-    # has three fields.
+    # has three fields; one that thought, five (its probabilities may be null).
     return [
-        Completion(text=t, n_tokens=n, finished=f, verdict_probs=_probs(rest[0]) if rest else None)
+        Completion(
+            text=t,
+            n_tokens=n,
+            finished=f,
+            verdict_probs=_probs(rest[0]) if rest and rest[0] is not None else None,
+            thinking=rest[1] if len(rest) > 1 else None,
+        )
         for t, n, f, *rest in data["samples"]
     ]
 

@@ -49,6 +49,9 @@ class Completion:
     to 1 there, renormalised over the verdict tokens the schema allowed (its distribution at
     temperature 1, before top-p); for a rubric's score, the probability of each level of its
     scale (1..N, N figures). None when the engine cannot tell (see each engine)."""
+    thinking: str | None = None
+    """What the judge thought before its answer (``text``), under a thinking budget, or as a
+    server's reasoning parser separated it; None where it did not think."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,10 @@ class Usage:
 
 #: What a stored generation is: the samples, or why the prompt could not run at all.
 Stored = list[Completion] | str
+
+#: The delimiters of a reasoning model's thinking block (Qwen3, QwQ, the DeepSeek-R1 distills,
+#: Phi-4-reasoning), in a record's response and in a thinking judge's output.
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 ProgressFn = Callable[[int], None]
 """Called with the number of prompts just completed."""

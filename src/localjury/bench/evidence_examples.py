@@ -56,7 +56,7 @@ def _samples(row: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _predicted(row: dict[str, Any]) -> int | None:
+def predicted(row: dict[str, Any]) -> int | None:
     """The jury's prediction of a row, or its sole judge's."""
     if "jury_prediction" in row:
         return row["jury_prediction"]
@@ -72,7 +72,7 @@ def examples(items: Sequence[BenchItem], rows: Sequence[dict[str, Any]], shown: 
     for i, row in enumerate(rows):
         if not _samples(row):
             continue
-        chosen.append((_predicted(row) == row["gold"], i))
+        chosen.append((predicted(row) == row["gold"], i))
     out = []
     for _, i in sorted(chosen)[:shown]:
         row, record = rows[i], items[i].record
@@ -83,7 +83,7 @@ def examples(items: Sequence[BenchItem], rows: Sequence[dict[str, Any]], shown: 
             {
                 "record_id": row["record_id"],
                 "gold": row["gold"],
-                "prediction": _predicted(row),
+                "prediction": predicted(row),
                 "texts": {f: texts[f] for f in fields if f in texts} or {"response": texts.get("response", "")},
                 "samples": samples,
             }

@@ -143,6 +143,8 @@ class _Columns:
             "abstentions": j.abstentions if j else None,
             "reasons": j.reasons if j else None,
         }
+        if j is not None and j.thinking is not None:
+            cell["thinking"] = j.thinking
         if j is not None and j.evidence is not None:
             cell["evidence"] = [None if sample is None else [q.model_dump() for q in sample] for sample in j.evidence]
         if self.pairwise:

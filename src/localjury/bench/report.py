@@ -194,6 +194,10 @@ def markdown(fig: dict[str, Any]) -> str:
         from localjury.bench.evidence_examples import markdown_section as evidence_lines
 
         lines += evidence_lines(fig["evidence"])
+    if fig.get("thinking"):
+        from localjury.bench.thinking_examples import markdown_section as thinking_lines
+
+        lines += thinking_lines(fig["thinking"])
     lines += ["## Confusion matrices (rows: gold 0, 1; columns: predicted 0, 1)", ""]
     for name, j in fig["judges"].items():
         if j["confusion"]:
@@ -280,6 +284,10 @@ def html_report(fig: dict[str, Any]) -> str:
         from localjury.bench.evidence_examples import html_section as evidence_html
 
         graded += evidence_html(fig["evidence"])
+    if fig.get("thinking"):
+        from localjury.bench.thinking_examples import html_section as thinking_html
+
+        graded += thinking_html(fig["thinking"])
     title = f"Judge benchmark — {fig['benchmark']['format']}"
     return (
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>"

@@ -92,6 +92,10 @@ def run_bench(
             from localjury.bench.evidence_examples import examples
 
             figures["evidence"] = examples(labelled.items, rows)
+        if any("thinking" in m for row in rows for m in row["models"].values()):
+            from localjury.bench.thinking_examples import examples as thinking_examples
+
+            figures["thinking"] = thinking_examples(rows)
         write(files, outputs, rows, figures)
     return figures
 

@@ -88,6 +88,7 @@ FACES: dict[str, Face] = {
         "same results, store and files as a local run.",
     ),
     "cpus_per_replica": Face(flag="--replica-cpus"),
+    "thinking": Face(kind=str | None, metavar="TOKENS|off"),
 }
 
 

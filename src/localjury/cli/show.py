@@ -30,9 +30,13 @@ def show(
         list[str] | None, typer.Option("--metric", "-m", help="Show this metric (repeatable; default: all).")
     ] = None,
     failed: Annotated[bool, typer.Option("--failed", help="Only the judgments that did not pass.")] = False,
+    thinking: Annotated[
+        bool, typer.Option("--thinking", help="Print each sample's thinking whole (default: folded to its start).")
+    ] = False,
 ) -> None:
-    """Show each judgment: every model's verdict, each sample's vote, reason and quotes, and the
-    judged text with the quotes marked where they stand (runs with --evidence)."""
+    """Show each judgment: every model's verdict, each sample's vote, reason, quotes and
+    thinking (judges that think), and the judged text with the quotes marked where they stand
+    (runs with --evidence)."""
     from localjury.records.readers import iter_records
     from localjury.records.record import Record
     from localjury.results.manifest import manifest_path_for
@@ -61,7 +65,7 @@ def show(
         wanted = {r.record_id for r in rows}
         by_id = {e.id: e for e in iter_records(data) if isinstance(e, Record) and e.id in wanted}
     for row in rows:
-        out.print(judgment_view(row, by_id.get(row.record_id)))
+        out.print(judgment_view(row, by_id.get(row.record_id), thinking))
         out.print()
     if not rows:
         out.print("no judgment matches")

@@ -13,8 +13,9 @@ from localjury.engines.constrain.index_cache import Lru, tokenizer_key
 from localjury.engines.constrain.masks import MaskedRows, VerdictTokens
 from localjury.engines.constrain.quotes import has_quotes
 from localjury.engines.constrain.schemas import JsonSchemaIndex
+from localjury.engines.constrain.thinking import ThinkingBudget
 from localjury.engines.constrain.verdicts import Decision, decision_of
-from localjury.types import Completion
+from localjury.types import THINK_CLOSE, Completion
 
 #: Decision tokens by (tokenizer key, decision), shared by the engines of a process (their
 #: only state that changes is ``sized``'s memo, the same for every engine).
@@ -64,22 +65,29 @@ class LocalDecoding(BatchEngine):
         quotes: Sequence[Sequence[str]] | None,
         vocab: int,
         eos_ids: Sequence[int],
+        thinking: ThinkingBudget | None = None,
     ) -> MaskedRows | None:
         """The constraint of a batch of ``prompts`` prompts, ``n`` samples each (rows in prompt
         order): the schema's Outlines guides; or, where the schema has quotes and the call
         gives each prompt's quotable texts (``quotes``, one sequence per prompt of the batch),
-        llguidance matchers of each prompt's own grammar (:mod:`~localjury.engines.constrain.quotes`);
-        None without a schema. ``vocab`` is the width of the model's logits, ``eos_ids`` its
-        end tokens."""
+        or where the samples think first (``thinking``), llguidance matchers of each prompt's
+        own grammar (:mod:`~localjury.engines.constrain.grammars`); None without a schema.
+        ``vocab`` is the width of the model's logits, ``eos_ids`` its end tokens."""
         if schema is None:
             return None
-        if quotes is None or not has_quotes(schema):
+        quoted = quotes is not None and has_quotes(schema)
+        if not quoted and thinking is None:
             return self._index(schema).guides(prompts * n)
-        from localjury.engines.constrain.grammars import ll_tokenizer, quote_rows
+        from localjury.engines.constrain.grammars import Thinking, ll_tokenizer, quote_rows
 
         decision = decision_of(schema)
         verdicts = self._decision_tokens(decision) if decision is not None else None
-        return quote_rows(ll_tokenizer(self.tokenizer, vocab, eos_ids), schema, quotes, n, verdicts)
+        texts = quotes if quotes is not None and quoted else [()] * prompts
+        closing = None
+        if thinking is not None:
+            close = self.tokenizer("\n" + THINK_CLOSE, add_special_tokens=False)["input_ids"]
+            closing = Thinking(thinking, close)
+        return quote_rows(ll_tokenizer(self.tokenizer, vocab, eos_ids), schema, texts, n, verdicts, closing)
 
     def _completions(self, rows: list[tuple[list[int], bool]], guides: MaskedRows | None) -> list[Completion]:
         """The samples of one decoded batch, from each row's tokens and whether it ended, with

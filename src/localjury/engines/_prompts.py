@@ -31,6 +31,14 @@ class PromptFormatter:
         bos = tokenizer.bos_token
         adds_bos = bool(tokenizer("a").input_ids[:1] == [tokenizer.bos_token_id])
         self.plain_prefix = bos if (bos and not adds_bos and not self.use_chat) else ""
+        template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else ""
+        # A template with a thinking switch (Qwen3's) is told whether the judge thinks, where
+        # models.yaml says (``thinking``: a budget or off); unset, the template's own default.
+        self.template_kwargs: dict[str, bool] = (
+            {"enable_thinking": bool(spec.thinking)}
+            if spec.thinking is not None and "enable_thinking" in template
+            else {}
+        )
 
     def format(self, messages: Sequence[Message]) -> str:
         """Apply the chat template (with the generation prompt) or the plain format."""
@@ -40,6 +48,7 @@ class PromptFormatter:
                     [{"role": m["role"], "content": m["content"]} for m in messages],
                     tokenize=False,
                     add_generation_prompt=True,
+                    **self.template_kwargs,
                 )
             )
         return self.plain_prefix + render_plain(messages)

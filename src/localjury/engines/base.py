@@ -4,10 +4,11 @@ schema), n texts per prompt out."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 from localjury.engines._prompts import PromptFormatter, render_plain
+from localjury.engines.constrain.thinking import ThinkingBudget, with_thinking
 from localjury.errors import ConfigError
 from localjury.models.registry import ModelSpec
 from localjury.types import Completion, Message, ProgressFn, Sampling, Usage
@@ -50,6 +51,10 @@ class GenerateCall:
     has quotable texts: an engine that cannot constrain quotes never sees them otherwise."""
     progress: ProgressFn | None = None
     """Called with the number of prompts done, as they are done."""
+    thinking: ThinkingBudget | None = None
+    """Each sample thinks first, within this budget, then answers under ``schema``
+    (:mod:`~localjury.engines.constrain.thinking`); ``sampling.max_tokens`` stays the answer's.
+    None: as the model's ``thinking`` setting says (:meth:`BatchEngine.generate` sets it)."""
 
 
 class Engine(Protocol):
@@ -118,6 +123,9 @@ class BatchEngine(PromptTokens):
     """
 
     name: ClassVar[str]
+    thinks: ClassVar[bool] = True
+    """Whether the backend constrains a thinking block before the answer (a call's
+    ``thinking``); the server engine leaves thinking to the server."""
     last_usage: Usage | None = None
     """What the last :meth:`generate` call did with its prompts' tokens. A backend's
     ``_generate`` sets it from what it computed; when it does not, every prompt token counts
@@ -138,7 +146,16 @@ class BatchEngine(PromptTokens):
         if not call.prompts:
             self.last_usage = Usage(prompt_tokens=0)
             return []
-        outputs = self._generate(call)
+        thinking = call.thinking
+        if thinking is None and self.spec.thinking:
+            thinking = ThinkingBudget.of(call.prompts[0], self.spec.thinking)
+        if thinking is not None and self.thinks and call.schema is not None:
+            # The answer keeps its own max_tokens: the thinking and its close come on top.
+            sampling = replace(call.sampling, max_tokens=call.sampling.max_tokens + thinking.extra_tokens())
+            call = replace(call, sampling=sampling, thinking=thinking)
+            outputs = [[with_thinking(c) for c in samples] for samples in self._generate(call)]
+        else:
+            outputs = self._generate(replace(call, thinking=None))
         if self.last_usage is None:
             self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(call.prompts)))
         return outputs

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from localjury._files import read_yaml
 from localjury.engines._catalog import EngineName, is_served, loads
@@ -81,6 +81,11 @@ class ModelSpec(BaseModel):
     """Nucleus sampling threshold."""
     max_tokens: int = Field(512, gt=0)
     """Output token budget per sample; a sample cut off by it is an abstention."""
+    thinking: int | None = Field(None, ge=0)
+    """Thinking before the verdict (:mod:`~localjury.engines.constrain.thinking`): a budget of
+    tokens each sample may think in a ``<think>`` block before its constrained answer (on top
+    of ``max_tokens``); ``off`` (0) tells a chat template with an ``enable_thinking`` switch not
+    to think; unset, the template as it is and the answer from the first token."""
     batch_size: int = Field(16, gt=0)
     """Prompts per forward batch (each expands to ``strictness`` rows)."""
     trust_remote_code: bool = False
@@ -92,6 +97,12 @@ class ModelSpec(BaseModel):
     purpose: Literal["judge", "pipeline"] = "judge"
     """``judge``: measured good enough to judge (see docs/getting-started.md's figures); ``pipeline``: too
     small to judge, shipped to exercise the whole pipeline on any machine."""
+
+    @field_validator("thinking", mode="before")
+    @classmethod
+    def _thinking_off(cls, value: object) -> object:
+        # YAML reads `thinking: off` as False.
+        return 0 if value is False or value == "off" else value
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:

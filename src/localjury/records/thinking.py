@@ -9,8 +9,7 @@ from typing import NamedTuple
 from localjury.errors import RecordError
 from localjury.records.conversation import ChatMessage
 from localjury.records.record import Record
-
-OPEN, CLOSE = "<think>", "</think>"
+from localjury.types import THINK_CLOSE, THINK_OPEN
 
 
 class Split(NamedTuple):
@@ -37,13 +36,13 @@ def split_thinking(text: str) -> Split:
     whole unless the tag is put back.
     """
     lead = len(text) - len(text.lstrip())
-    if not text.startswith(OPEN, lead):
+    if not text.startswith(THINK_OPEN, lead):
         return Split(None, text, 0, True)
-    inner = lead + len(OPEN)
-    end = text.find(CLOSE, inner)
+    inner = lead + len(THINK_OPEN)
+    end = text.find(THINK_CLOSE, inner)
     if end < 0:
         return Split(text[inner:], "", len(text), False)
-    start = len(text) - len(text[end + len(CLOSE) :].lstrip())
+    start = len(text) - len(text[end + len(THINK_CLOSE) :].lstrip())
     return Split(text[inner:end], text[start:], start, True)
 
 
@@ -58,7 +57,7 @@ def answers_only(record: Record, metric: str) -> Record:
     update: dict[str, object] = {}
     for field in ("response", "response_a", "response_b"):
         value = getattr(record, field)
-        if value is not None and OPEN in value:
+        if value is not None and THINK_OPEN in value:
             split = split_thinking(value)
             if split.thinking is None:
                 continue
@@ -80,7 +79,7 @@ def answers_only(record: Record, metric: str) -> Record:
 
 
 def _thinks(message: ChatMessage) -> bool:
-    return message.role == "assistant" and message.content is not None and OPEN in message.content
+    return message.role == "assistant" and message.content is not None and THINK_OPEN in message.content
 
 
 def _no_answer(metric: str, split: Split) -> str:

@@ -216,7 +216,9 @@ def model_record(spec: ModelSpec, *, memo: bool = True) -> ModelRecord:
         EngineError: A model's server does not answer.
         ConfigError: It does not serve the entry's model.
     """
-    settings = spec.model_dump(mode="json", exclude={"name", "description"})
+    # An entry without a thinking setting records none (manifests stay as they were before it).
+    unset = {"thinking"} if spec.thinking is None else set()
+    settings = spec.model_dump(mode="json", exclude={"name", "description", *unset})
     if spec.base_url is not None:
         served = served_model(spec)
         return ModelRecord(

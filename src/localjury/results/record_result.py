@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class InvalidSample(BaseModel):
@@ -97,6 +97,10 @@ class ModelJudgment(BaseModel):
     evidence: list[list[Quote] | None] | None = None
     """Judges asked for quoted evidence (``--evidence``): per sample, its quotes located in the
     record (null where the sample abstained); an empty list where it found nothing to quote."""
+    thinking: list[str | None] | None = Field(None, exclude_if=lambda value: value is None)
+    """A judge that thinks (``thinking`` in models.yaml, or a server's reasoning parser): each
+    sample's thinking, in the order the samples were drawn (null where a sample wrote none).
+    Left out of the results of a judge that does not think."""
 
 
 class StatementJudgment(BaseModel):

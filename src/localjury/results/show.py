@@ -130,15 +130,35 @@ def marked_html(text: str, quotes: Iterable[Quote]) -> str:
     return "".join(parts)
 
 
-def _samples(m: ModelJudgment) -> Text:
+#: Characters of a sample's thinking that ``show`` prints folded (all of it with ``--thinking``).
+FOLDED_THINKING = 100
+
+
+def _thought(thinking: str, full: bool) -> Text:
+    """A sample's thinking, folded to its start (with its length in words) unless ``full``."""
+    words = len(thinking.split())
+    line = Text(f"\n    thinking ({words} words): ", style="dim")
+    flat = " ".join(thinking.split())
+    if full:
+        line.append(escape_controls(thinking.strip()), style="dim italic")
+    else:
+        cut = flat if len(flat) <= FOLDED_THINKING else flat[:FOLDED_THINKING].rsplit(" ", 1)[0] + " …"
+        line.append(escape_controls(cut), style="dim italic")
+    return line
+
+
+def _samples(m: ModelJudgment, full_thinking: bool = False) -> Text:
     lines = Text()
     for j, vote in enumerate(m.votes):
         reason = m.reasons[j] if j < len(m.reasons) else None
         quotes = (m.evidence or [])[j] if j < len(m.evidence or []) else None
+        thinking = (m.thinking or [])[j] if j < len(m.thinking or []) else None
         lines.append(f"  sample {j + 1}: ", style="dim")
         lines.append("abstained" if vote is None else f"vote {vote}", style="red" if vote is None else "")
         if reason:
             lines.append(f" - {escape_controls(reason)}")
+        if thinking:
+            lines.append(_thought(thinking, full_thinking))
         if quotes is not None:
             lines.append("\n    quotes: ", style="dim")
             lines.append("(none)" if not quotes else "; ".join(f"“{escape_controls(q.text)}”" for q in quotes))
@@ -148,9 +168,10 @@ def _samples(m: ModelJudgment) -> Text:
     return lines
 
 
-def judgment_view(result: RecordResult, record: Record | None) -> Group:
-    """``result`` for the terminal: its score, each model's verdict and samples, then each
-    text of ``record`` that a quote comes from, the quotes marked (offsets alone without it)."""
+def judgment_view(result: RecordResult, record: Record | None, full_thinking: bool = False) -> Group:
+    """``result`` for the terminal: its score, each model's verdict and samples (a judge's
+    thinking folded to its start, whole with ``full_thinking``), then each text of ``record``
+    that a quote comes from, the quotes marked (offsets alone without it)."""
     head = Text(f"{result.record_id} · {result.metric} · score ", style="bold")
     head.append("-" if result.score is None else f"{result.score:.3f}")
     if result.error:
@@ -159,7 +180,7 @@ def judgment_view(result: RecordResult, record: Record | None) -> Group:
     for m in result.models:
         verdict = "abstains" if m.verdict is None and m.score is None else f"verdict {m.verdict}, score {m.score}"
         parts.append(Text(f"{m.model}: {verdict}" + (f"  ({escape_controls(m.error)})" if m.error else "")))
-        parts.append(_samples(m))
+        parts.append(_samples(m, full_thinking))
     quotes = quotes_of(result)
     fields = sorted({q.field for q in quotes})
     texts: Mapping[str, str] = texts_of(record) if record is not None else {}

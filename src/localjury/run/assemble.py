@@ -111,5 +111,8 @@ def _judge(
                 saved += k - len(samples)
         prompts.append(samples)
     judgment, detail = plan.judging.judge(name, plan.record, plan.context, prompts)
+    thinking = [c.thinking for samples in prompts for c in samples]
+    if any(t is not None for t in thinking):
+        judgment = judgment.model_copy(update={"thinking": thinking})
     ctx.counts[name].judged(judgment, used=sum(len(s) for s in prompts), saved=saved)
     return judgment, detail

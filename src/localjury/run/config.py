@@ -157,6 +157,16 @@ class JuryConfig(_Group):
     """vllm, transformers or llamacpp for every model (default: each models.yaml entry's engine; auto: vLLM
     where a CUDA device and vLLM are present, else llamacpp for a .gguf path, else transformers); an entry
     with base_url always runs on its server."""
+    thinking: int | None = Field(None, ge=0)
+    """Tokens each sample of every model may think in a <think> block before its answer, or off (0) to
+    switch thinking off in a chat template that has the switch (Qwen3); default: each models.yaml
+    entry's thinking."""
+
+    @field_validator("thinking", mode="before")
+    @classmethod
+    def _thinking_off(cls, value: object) -> object:
+        return 0 if value is False or value == "off" else value
+
     extractor: str | None = None
     """The jury model that extracts statements for composite metrics (default: the first model)."""
     trust_remote_code: list[str] = Field(default_factory=list)
@@ -173,10 +183,21 @@ GROUPS: dict[str, type[_Group]] = {
     "jury": JuryConfig,
 }
 _GROUP_OF = {field: group for group, cls in GROUPS.items() for field in cls.model_fields}
-#: Settings the manifest records elsewhere (seed, models, cache) or that do not change a
-#: result (where the store is, whether it is reused, how bad input is reported, which models
-#: may run their own code: a run without that leave stops before it starts).
-_NOT_IN_MANIFEST = {"seed", "models", "registry", "trust_remote_code", "cache", "use_cache", "fresh", "strict_input"}
+#: Settings the manifest records elsewhere (seed, models, cache; thinking in each model's
+#: settings) or that do not change a result (where the store is, whether it is reused, how bad
+#: input is reported, which models may run their own code: a run without that leave stops
+#: before it starts).
+_NOT_IN_MANIFEST = {
+    "seed",
+    "models",
+    "registry",
+    "trust_remote_code",
+    "cache",
+    "use_cache",
+    "fresh",
+    "strict_input",
+    "thinking",
+}
 
 
 class RunConfig(_Group):

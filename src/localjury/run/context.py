@@ -58,6 +58,7 @@ class JuryModel:
             seed=seed,
             **({"revision": req.revision} if req.revision is not None else {}),
             **({"quotes": list(req.quotes)} if req.quotes is not None else {}),
+            **({"thinking": self.spec.thinking} if self.spec.thinking is not None else {}),
             **sample_key(self.spec),  # what the engine draws its own way (vLLM's guidance backend)
         )
 

@@ -69,7 +69,8 @@ def jury_specs(judgings: Sequence[Judging], config: RunConfig, session: RaySessi
     if len(set(seen)) != len(seen):
         raise ConfigError(f"a model is named twice in the jury: {', '.join(seen)}")
     resolve = session.resolve_engine if session is not None else resolve_engine
-    specs = [spec.model_copy(update={"engine": resolve(spec, jury.engine)}) for spec in specs]
+    thinking = {"thinking": jury.thinking} if jury.thinking is not None else {}
+    specs = [spec.model_copy(update={"engine": resolve(spec, jury.engine), **thinking}) for spec in specs]
     k = max(j.k for j in judgings)
     for spec in specs:
         temp = spec.temperature if config.sampling.temperature is None else config.sampling.temperature

@@ -205,7 +205,8 @@ class LlamaCppEngine(LocalDecoding):
             for idx in batches:
                 rngs = sample_generators(sampling.seed, [prompts[i] for i in idx], n, sampling.first_sample)
                 batch_quotes = [quotes[i] for i in idx] if quotes is not None else None
-                guides = self._rows(call.schema, len(idx), n, batch_quotes, self.n_vocab, sorted(self.eog))
+                eog = sorted(self.eog)
+                guides = self._rows(call.schema, len(idx), n, batch_quotes, self.n_vocab, eog, call.thinking)
                 rows = self._run_batch([encoded[i] for i in idx], prefix, n, sampling, guides, rngs)
                 for row, completion in enumerate(self._completions(rows, guides)):
                     results[idx[row // n]].append(completion)

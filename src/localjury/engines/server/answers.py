@@ -107,6 +107,11 @@ class Message(_Part):
 
     content: StrictStr | None = None
     """The output's text; null reads as empty (an abstention)."""
+    reasoning_content: StrictStr | None = None
+    """A reasoning model's thinking, where the server's reasoning parser separates it (vLLM,
+    llama-server): kept beside the answer, never read as the answer."""
+    reasoning: StrictStr | None = None
+    """The same, under the name newer vLLM servers give it."""
 
 
 class Choice(_Part):
@@ -219,7 +224,9 @@ class Answers:
         decision = decision_of(schema) if schema is not None else None
         out = []
         for choice in sorted(answer.choices, key=lambda c: c.index or 0):
-            text = choice.message.content if choice.message is not None else None
+            message = choice.message
+            text = message.content if message is not None else None
+            thinking = (message.reasoning_content or message.reasoning) if message is not None else None
             steps = choice.logprobs.content if choice.logprobs is not None else None
             if steps:
                 n_tokens = len(steps)
@@ -233,6 +240,7 @@ class Answers:
                     n_tokens=n_tokens,
                     finished=choice.finish_reason == "stop",
                     verdict_probs=verdict_probs(steps, decision) if steps and schema is not None else None,
+                    thinking=thinking,
                 )
             )
         return out

@@ -87,6 +87,8 @@ OWN_FIELDS = frozenset(
 
 class ServerEngine(BatchEngine):
     """Judge with a model served by an OpenAI-compatible server (see the module docstring).
+    A reasoning model thinks as its server lets it: the thinking its reasoning parser separates
+    (``reasoning_content``) is kept beside the answer, never read as the answer.
 
     Args:
         spec: The models.yaml entry: ``base_url``, ``served_model`` and the ``server:`` block.
@@ -97,6 +99,7 @@ class ServerEngine(BatchEngine):
     """
 
     name: ClassVar[str] = "server"
+    thinks: ClassVar[bool] = False
 
     def __init__(self, spec: ModelSpec) -> None:
         _check_extra_body(spec)

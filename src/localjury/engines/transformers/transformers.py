@@ -142,7 +142,7 @@ class TransformersEngine(LocalDecoding):
                 with torch.inference_mode():
                     ids, mask, cache = self._prefill_batch([encoded[i] for i in idx], prefix_len, prefix_cache, n)
                     batch_quotes = [quotes[i] for i in idx] if quotes is not None else None
-                    guides = self._rows(call.schema, len(idx), n, batch_quotes, vocab, self.eos_ids)
+                    guides = self._rows(call.schema, len(idx), n, batch_quotes, vocab, self.eos_ids, call.thinking)
                     rows = self._decode(ids, mask, cache, sampling, guides, rngs)
             except Exception as exc:
                 raise EngineError(f"generation failed: {exc}", engine=self.name, model=self.spec.name) from exc

@@ -28,8 +28,8 @@ def _sample_key(spec: Entry) -> dict[str, Any]:
 
 
 def _quotes_refusal(spec: Entry | None) -> str | None:
-    if spec is None or spec.vllm.structured_outputs_backend == "guidance":
-        return None
+    if spec is None or spec.vllm.structured_outputs_backend == "guidance" or spec.thinking:
+        return None  # a judge that thinks loads on the guidance backend
     return (
         "quoted evidence needs vLLM's guidance backend (llguidance) to hold each prompt's quotes to its record, "
         f"and this model's is {spec.vllm.structured_outputs_backend!r}: set vllm: {{structured_outputs_backend: "

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from localjury._hashing import content_hash
 from localjury.engines._prompts import PromptFormatter
 from localjury.engines.base import BatchEngine, Completion, GenerateCall, Usage
+from localjury.engines.constrain.thinking import answer_start
 from localjury.engines.constrain.verdicts import TOP_LOGPROBS, decision_of, verdict_probs_from_top
 from localjury.errors import EngineError
 from localjury.models.registry import ModelSpec
@@ -37,6 +38,12 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("VLLM_REGEX_COMPILATION_TIMEOUT_S", "120")
 
 _GIB = 1 << 30
+
+
+def _backend(spec: ModelSpec) -> str:
+    """The structured-output backend the model loads with: llguidance (``guidance``) for a
+    judge that thinks (its budgeted thinking block is an llguidance grammar), else models.yaml's."""
+    return "guidance" if spec.thinking else spec.vllm.structured_outputs_backend
 
 
 def request_seed(seed: int, prompt: str, first_sample: int) -> int:
@@ -84,7 +91,7 @@ class VllmEngine(BatchEngine):
                 "enforce_eager": settings.enforce_eager,
                 "enable_prefix_caching": settings.enable_prefix_caching,
                 "load_format": settings.load_format,
-                "structured_outputs_config": {"backend": settings.structured_outputs_backend},
+                "structured_outputs_config": {"backend": _backend(spec)},
             }
             if settings.distributed_executor_backend is not None:
                 kwargs["distributed_executor_backend"] = settings.distributed_executor_backend
@@ -118,9 +125,16 @@ class VllmEngine(BatchEngine):
         from localjury.engines.constrain.quotes import has_quotes
 
         prompts, n, sampling, schema, quotes = call.prompts, call.n, call.sampling, call.schema, call.quotes
-        guidance = self.spec.vllm.structured_outputs_backend == "guidance"
+        guidance = _backend(self.spec) == "guidance"
         if schema is not None and quotes is not None and has_quotes(schema) and not guidance:
             raise EngineError(str(quotes_refusal(self.name, self.spec)), engine=self.name, model=self.spec.name)
+        if call.thinking is not None and not guidance:
+            raise EngineError(
+                "a thinking budget needs vLLM's guidance backend: load the model with thinking set in models.yaml "
+                "(or structured_outputs_backend: guidance)",
+                engine=self.name,
+                model=self.spec.name,
+            )
         if schema is not None and guidance:
             # The schema as localjury's own grammar (the separators the prompts' examples use, as
             # the other engines' constraint allows), not vLLM's JSON of it, whose whitespace is free.
@@ -128,7 +142,7 @@ class VllmEngine(BatchEngine):
             from localjury.engines.constrain.grammars import checked_grammar
 
             texts = quotes if quotes is not None else [()] * len(prompts)
-            constraints = [StructuredOutputsParams(grammar=checked_grammar(schema, t)) for t in texts]
+            constraints = [StructuredOutputsParams(grammar=checked_grammar(schema, t, call.thinking)) for t in texts]
         else:
             constraints = [StructuredOutputsParams(json=schema) if schema is not None else None] * len(prompts)
         ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
@@ -188,7 +202,8 @@ class VllmEngine(BatchEngine):
             [(lp.decoded_token if lp.decoded_token is not None else decode([t]), lp.logprob) for t, lp in step.items()]
             for step in output.logprobs
         ]
-        return verdict_probs_from_top(tokens, tops, decision_of(schema))
+        start = answer_start(tokens) if self.spec.thinking else 0  # a verdict in the thinking is not the answer's
+        return verdict_probs_from_top(tokens[start:], tops[start:], decision_of(schema))
 
     def close(self) -> None:
         """Shut the engine down and free its (GPU) memory, so the next model of a jury fits."""

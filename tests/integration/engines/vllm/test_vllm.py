@@ -13,6 +13,8 @@ pytest.importorskip("vllm", reason="vLLM not installed (scripts/test installs th
 from localjury import AspectCritic, evaluate
 from localjury.engines import load_engine
 from localjury.engines.base import GenerateCall, Sampling
+from localjury.engines.constrain.thinking import ThinkingBudget
+from localjury.engines.pool import keep_loaded
 from localjury.errors import ConfigError
 from localjury.records.record import Record
 from tests.integration.reference import DECISION_CASES, assert_same_samples
@@ -125,14 +127,28 @@ def test_load_release_and_load_again_gives_the_same_samples(smollm_eager):
         assert sample.verdict_probs == pytest.approx(tuple(probs), abs=1e-2), case
 
 
-def test_quoted_evidence_on_the_guidance_backend(smollm_eager):
+def test_quoted_evidence_and_thinking_on_the_guidance_backend(smollm_eager):
     """Each prompt's own grammar (its response's spans) on vLLM's guidance backend (llguidance):
-    every quote is an exact span of its record; another backend is refused, naming the setting."""
+    every quote is an exact span of its record; another backend is refused, naming the setting.
+    On the same load, a thinking budget: each sample thinks, then answers under the schema."""
     guided = smollm_eager.model_copy(
         update={"vllm": smollm_eager.vllm.model_copy(update={"structured_outputs_backend": "guidance"})}
     )
     critic = AspectCritic("dated", "The response must include a specific date or year.", evidence=True, strictness=2)
-    result = evaluate(RECORDS, [critic], [guided], engine="vllm", use_cache=False, seed=0)
+    with keep_loaded({"vllm"}):
+        result = evaluate(RECORDS, [critic], [guided], engine="vllm", use_cache=False, seed=0)
+        engine = load_engine(guided, "vllm")  # the load the run kept
+        prompt = engine.format_prompt(DATED.messages(Record(**RECORDS[0])))
+        sampling = Sampling(temperature=1.0, top_p=1.0, max_tokens=96, seed=3)
+        thinking = ThinkingBudget.of(prompt, 12)
+        call = GenerateCall([prompt], n=2, sampling=sampling, schema=DATED.json_schema(), thinking=thinking)
+        (samples,) = engine.generate(call)
+        assert engine.generate(call) == [samples]  # the same seed, the same samples
+        for sample in samples:
+            # vLLM ends the block at the budget (llguidance's max_tokens), the close written or not.
+            assert sample.thinking and "</think>" not in sample.text
+            assert sample.finished and json.loads(sample.text)["verdict"] in (0, 1)
+            assert len(engine.tokenizer(sample.thinking)["input_ids"]) <= 12 + 16 + 1
     responses = {r["id"]: r["response"] for r in RECORDS}
     for row in result.results:
         (m,) = row.models

@@ -433,7 +433,8 @@ def test_output_that_does_not_parse_is_a_counted_abstention():
 def test_a_servers_separate_reasoning_is_never_read_as_the_answer():
     """A server with a reasoning parser (vLLM's, llama-server's) returns the thinking as
     ``reasoning_content`` beside ``content``: the vote is the content's, even when the thinking
-    holds a verdict in JSON; a sample that spent its budget thinking (no content) abstains."""
+    holds a verdict in JSON; a sample that spent its budget thinking (no content) abstains. Each
+    sample's thinking is kept with it, in the results."""
 
     def thinking(body):
         said = {
@@ -457,6 +458,7 @@ def test_a_servers_separate_reasoning_is_never_read_as_the_answer():
     (model,) = result.results[0].models
     assert model.votes == [1, None] and model.reasons[0] == "a year is given"
     assert [i.problem for i in model.invalid] == ["cut off by the token budget (max_tokens)"]
+    assert model.thinking == [judgment(0, "no year") + " </think>", judgment(0, "still thinking")]
 
 
 def test_record_text_goes_through_the_generic_chat_markers():
