@@ -89,6 +89,14 @@ EvidenceOpt = Annotated[
         "faithfulness and factual_accuracy for quotes of the context on each statement.",
     ),
 ]
+ReadThinkingOpt = Annotated[
+    bool,
+    typer.Option(
+        "--read-thinking",
+        help="Let --aspect and --criterion judges read each response's <think> block (a reasoning model's "
+        "thinking) with its answer; by default they judge the answer alone.",
+    ),
+]
 ProfileOpt = Annotated[
     Path | None,
     typer.Option(
@@ -153,6 +161,7 @@ def run(
     metric: MetricOpt = [],  # noqa: B006
     verdict_first: VerdictFirstOpt = False,
     evidence: EvidenceOpt = False,
+    read_thinking: ReadThinkingOpt = False,
     profile: ProfileOpt = None,
     out_path: OutOpt = Path("results.jsonl"),
     summary: SummaryOpt = None,
@@ -178,7 +187,7 @@ def run(
 
     settings = dict(settings or {})
     metrics = metrics_of_options(aspect, criterion, criteria, metric, pairwise, verdict_first=verdict_first,
-                                 evidence=evidence)  # fmt: skip
+                                 evidence=evidence, thinking=read_thinking)  # fmt: skip
     files = (("criteria file", criteria), ("calibration file", settings["calibration"]))
     inputs: dict[str, str | Path] = {k: v for k, v in files if v is not None}
     gates = [Gate.parse(text) for text in fail_under or []]

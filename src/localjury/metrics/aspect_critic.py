@@ -233,6 +233,7 @@ class AspectCritic(JudgeMetric):
         tie_break: TieBreak = "fail",
         verdict_first: bool = False,
         evidence: bool = False,
+        thinking: bool = False,
     ) -> AspectCritic:
         """Return a predefined aspect by name.
 
@@ -248,6 +249,7 @@ class AspectCritic(JudgeMetric):
             tie_break=tie_break,
             verdict_first=verdict_first,
             evidence=evidence,
+            thinking=thinking,
         )
 
     def __repr__(self) -> str:

@@ -50,13 +50,15 @@ def parse_metric(
     strictness: int = 1,
     verdict_first: bool = False,
     evidence: bool = False,
+    thinking: bool = False,
 ) -> Metric:
     """One metric from its text: the one parser behind ``run``'s ``--aspect``,
     ``--criterion``, ``--metric`` and ``--pairwise``, ``bench``'s, ``calibrate``'s and
     ``align``'s ``--metric``, and criteria in code. ``kind`` says what the text may name
-    (:data:`MetricKind`). Aspects and criteria take ``strictness``, ``verdict_first`` and
-    ``evidence``; a composite takes ``evidence`` (its verifications quote the contexts); a
-    pairwise criterion takes ``strictness``.
+    (:data:`MetricKind`). Aspects and criteria take ``strictness``, ``verdict_first``,
+    ``evidence`` and ``thinking`` (the judge reads a response's thinking block); a composite
+    takes ``evidence`` (its verifications quote the contexts); a pairwise criterion takes
+    ``strictness``.
 
     Raises:
         ConfigError: The text is not what ``kind`` expects; the message names the option
@@ -66,7 +68,9 @@ def parse_metric(
     if kind in ("any", "named") and text in NAMED_METRICS:
         return named_metric(text, evidence=evidence)
     if kind in ("any", "aspect") and text in PREDEFINED_ASPECTS:
-        return AspectCritic.predefined(text, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
+        return AspectCritic.predefined(
+            text, strictness=strictness, verdict_first=verdict_first, evidence=evidence, thinking=thinking
+        )
     named = named_criterion(text) if kind in ("any", "criterion", "pairwise") else None
     if named is not None:
         _check_texts(named, f"{'pairwise ' if kind == 'pairwise' else ''}criterion")
@@ -75,7 +79,9 @@ def parse_metric(
 
         return PairwiseCritic(*named, strictness=strictness)
     if named is not None:
-        return AspectCritic(*named, strictness=strictness, verdict_first=verdict_first, evidence=evidence)
+        return AspectCritic(
+            *named, strictness=strictness, verdict_first=verdict_first, evidence=evidence, thinking=thinking
+        )
     raise ConfigError(_UNPARSED[kind](text))
 
 
@@ -122,20 +128,23 @@ def metrics_of_options(
     *,
     verdict_first: bool = False,
     evidence: bool = False,
+    thinking: bool = False,
 ) -> list[Metric]:
     """The metrics of ``run``'s options, in this order: the predefined aspects, the criteria,
     the criteria file's, the named metrics (composites, agent-run metrics, rubrics), the
     pairwise criteria (a rubric file's and a judge profile's come after them, added by
     :func:`localjury.run.prepare.settle`). ``verdict_first`` and ``evidence`` shape the
     answers of the aspects and criteria (``--verdict-first``, ``--evidence``), ``evidence``
-    a composite's too.
+    a composite's too; with ``thinking`` the aspects and criteria read a response's thinking
+    block with its answer (``--read-thinking``).
 
     Raises:
         ConfigError: An unknown aspect or named metric, a criterion not ``NAME=TEXT``, or
             a bad criteria file.
     """
-    metrics = [parse_metric(name, "aspect", verdict_first=verdict_first, evidence=evidence) for name in aspects]
-    metrics += [parse_metric(item, "criterion", verdict_first=verdict_first, evidence=evidence) for item in criteria]
+    shape = dict(verdict_first=verdict_first, evidence=evidence, thinking=thinking)
+    metrics = [parse_metric(name, "aspect", **shape) for name in aspects]
+    metrics += [parse_metric(item, "criterion", **shape) for item in criteria]
     if criteria_file is not None:
         metrics += criteria_metrics(criteria_file)
     metrics += [parse_metric(name, "named", evidence=evidence) for name in named]

@@ -126,3 +126,13 @@ def test_a_run_judges_the_answers_and_reports_the_all_thinking_record_alone():
     assert rows["dated"].score == 1.0 and rows["undated"].score == 0.0
     assert rows["cut"].score is None and "never closed" in rows["cut"].error and "response" in rows["cut"].error
     assert not any("no idea" in p or "I think" in p or "let me" in p for p in prompts)
+
+
+def test_read_thinking_lets_the_aspects_and_criteria_read_the_thinking():
+    """``run --read-thinking``: every --aspect and --criterion judge reads the thinking."""
+    from localjury.metrics.spec import metrics_of_options
+
+    record = Record(id="r", user_input="When?", response="<think>Year 1787 in my notes.</think>It fell.")
+    for reads in (False, True):
+        metrics = metrics_of_options(["conciseness"], [f"dated={DATED}"], thinking=reads)
+        assert [("1787" in prompt_text(m, record)) for m in metrics] == [reads, reads]
