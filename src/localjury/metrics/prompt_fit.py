@@ -55,14 +55,15 @@ def fit_prompt(
     render: Callable[[Record], list[Message]],
 ) -> Fitted:
     """Under ``on_overflow="truncate"``, fit the prompt to the model's context, leaving
-    ``budget`` output tokens: first cut a conversation's middle turns (:func:`cut_conversation`),
-    then the record's retrieved contexts (longest first, each cut marked in the text). The
-    estimate is by characters (CHARS_PER_TOKEN), so it needs no tokenizer and every pass
-    builds the same prompt; a prompt still too long after it is the model's error for that
-    record. Returns the prompt, the number of turns cut, and the record as the prompt shows it."""
+    ``budget`` output tokens (and a thinking budget's): first cut a conversation's middle
+    turns (:func:`cut_conversation`), then the record's retrieved contexts (longest first,
+    each cut marked in the text). The estimate is by characters (CHARS_PER_TOKEN), so it
+    needs no tokenizer and every pass builds the same prompt; a prompt still too long after it
+    is the model's error for that record. Returns the prompt, the number of turns cut, and
+    the record as the prompt shows it."""
     if on_overflow != "truncate" or not (record.retrieved_contexts or record.messages):
         return Fitted(messages, 0, record)
-    allowed = int((model.spec.context_length - budget) * CHARS_PER_TOKEN)
+    allowed = int((model.spec.context_length - model.spec.output_tokens(budget)) * CHARS_PER_TOKEN)
 
     def fits(shorter: Record) -> bool:
         try:

@@ -14,10 +14,10 @@ import hashlib
 import os
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from localjury._files import read_yaml
 from localjury.engines._catalog import EngineName, is_served, loads
@@ -34,6 +34,15 @@ DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct"
 PACKAGED_REGISTRY = Path(__file__).parents[1] / "models.yaml"  # src/localjury/models.yaml
 #: The GGUF file's name in a pulled model's folder (the llamacpp engine loads it).
 GGUF_NAME = "model.gguf"
+
+
+Thinking = Annotated[
+    int | None,
+    # `off` (YAML reads `thinking: off` as False) is 0: no thinking.
+    BeforeValidator(lambda value: 0 if value is False or value == "off" else value),
+]
+"""A thinking setting: None (unset), 0 (``off``) or a budget of tokens (:attr:`ModelSpec.thinking`;
+each field that takes one bounds it at 0)."""
 
 
 class ModelSpec(BaseModel):
@@ -81,7 +90,7 @@ class ModelSpec(BaseModel):
     """Nucleus sampling threshold."""
     max_tokens: int = Field(512, gt=0)
     """Output token budget per sample; a sample cut off by it is an abstention."""
-    thinking: int | None = Field(None, ge=0)
+    thinking: Thinking = Field(None, ge=0)
     """Thinking before the verdict (:mod:`~localjury.engines.constrain.thinking`): a budget of
     tokens each sample may think in a ``<think>`` block before its constrained answer (on top
     of ``max_tokens``); ``off`` (0) tells a chat template with an ``enable_thinking`` switch not
@@ -97,12 +106,6 @@ class ModelSpec(BaseModel):
     purpose: Literal["judge", "pipeline"] = "judge"
     """``judge``: measured good enough to judge (see docs/getting-started.md's figures); ``pipeline``: too
     small to judge, shipped to exercise the whole pipeline on any machine."""
-
-    @field_validator("thinking", mode="before")
-    @classmethod
-    def _thinking_off(cls, value: object) -> object:
-        # YAML reads `thinking: off` as False.
-        return 0 if value is False or value == "off" else value
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSpec:
@@ -134,6 +137,15 @@ class ModelSpec(BaseModel):
                 "if that is meant"
             )
         return self
+
+    def output_tokens(self, max_tokens: int) -> int:
+        """The most tokens a sample may write: ``max_tokens`` for its answer and, with a thinking
+        budget, its thinking and the close (what a prompt must leave room for in the context)."""
+        if not self.thinking:
+            return max_tokens
+        from localjury.engines.constrain.thinking import ThinkingBudget
+
+        return max_tokens + ThinkingBudget(self.thinking).extra_tokens()
 
     @property
     def is_served(self) -> bool:

@@ -18,7 +18,7 @@ from localjury._setting_bounds import Bounded
 from localjury.errors import ConfigError
 from localjury.metrics.base import MAX_STRICTNESS
 from localjury.metrics.judging import OverflowPolicy
-from localjury.models.registry import ModelSpec, localjury_home
+from localjury.models.registry import ModelSpec, Thinking, localjury_home
 from localjury.run.cluster import RayCluster
 from localjury.votes.calibration import CalibrationFile, load_calibration
 from localjury.votes.voting import SCORINGS, Scoring, TieBreak, check_tie_break
@@ -157,15 +157,10 @@ class JuryConfig(_Group):
     """vllm, transformers or llamacpp for every model (default: each models.yaml entry's engine; auto: vLLM
     where a CUDA device and vLLM are present, else llamacpp for a .gguf path, else transformers); an entry
     with base_url always runs on its server."""
-    thinking: int | None = Field(None, ge=0)
+    thinking: Thinking = Field(None, ge=0)
     """Tokens each sample of every model may think in a <think> block before its answer, or off (0) to
     switch thinking off in a chat template that has the switch (Qwen3); default: each models.yaml
     entry's thinking."""
-
-    @field_validator("thinking", mode="before")
-    @classmethod
-    def _thinking_off(cls, value: object) -> object:
-        return 0 if value is False or value == "off" else value
 
     extractor: str | None = None
     """The jury model that extracts statements for composite metrics (default: the first model)."""

@@ -177,9 +177,10 @@ class EngineCalls:
         groups: dict[tuple[int, int, str, int, float], list[tuple[Request, str]]] = {}
         length_of = dict(zip(prompts, lengths, strict=True))
         for req, prompt, length in zip(requests, prompts, lengths, strict=True):
-            if length + req.max_tokens > spec.context_length:
+            if length + spec.output_tokens(req.max_tokens) > spec.context_length:
+                thinking = f" and thinking {spec.thinking}" if spec.thinking else ""
                 into[req.key] = (
-                    f"prompt is {length} tokens; with max_tokens {req.max_tokens} it exceeds "
+                    f"prompt is {length} tokens; with max_tokens {req.max_tokens}{thinking} it exceeds "
                     f"context_length {spec.context_length} of model {spec.name!r}"
                 )
                 counts.too_long()
@@ -249,7 +250,7 @@ class DryCalls:
         distinct = list({self.model.store_key(q, self.seed): q for q in requests}.values())
         texts = [self.counter.format_prompt(q.messages) for q in distinct]
         for q, length in zip(distinct, self.counter.count_tokens(texts), strict=True):
-            if length + q.max_tokens > self.model.spec.context_length:
+            if length + self.model.spec.output_tokens(q.max_tokens) > self.model.spec.context_length:
                 counts.too_long()
                 continue
             counts.would_draw(q.n, length)

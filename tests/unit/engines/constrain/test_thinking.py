@@ -171,3 +171,18 @@ def test_the_setting_reads_off_as_zero_and_refuses_a_negative_budget():
     assert RunConfig.of(thinking="off").jury.thinking == 0 and RunConfig.of(thinking="128").jury.thinking == 128
     with pytest.raises(ValueError, match="thinking"):
         ModelSpec(name="q", path="/q", thinking=-1)
+
+
+def test_a_prompt_leaves_room_for_the_thinking_in_the_context():
+    """A prompt that fits with the answer's max_tokens alone, not with a thinking budget too, is
+    that record's error (naming the budget), found before anything is generated."""
+    from localjury import AspectCritic, evaluate
+    from tests.fakes import factory, judgment, spec
+
+    record = [{"id": "r", "response": "word " * 300}]  # 534 words with the prompt: the scripted engine's tokens
+    critic = AspectCritic("dated", "The response must include a specific date or year.")
+    settings = dict(engine_factory=factory(lambda m, p, j: judgment(1), []), use_cache=False, max_tokens=64)
+    fits = evaluate(record, [critic], [spec("A", context_length=700)], **settings)
+    assert fits.results[0].models[0].error is None
+    over = evaluate(record, [critic], [spec("A", context_length=700, thinking=256)], **settings)
+    assert "with max_tokens 64 and thinking 256 it exceeds context_length 700" in over.results[0].models[0].error
