@@ -2,11 +2,11 @@
 speed: Qwen2.5-Coder-1.5B (llama.cpp) with budgets 0 (no thinking block), 128 and 512 tokens,
 k=3, seed 0, on HaluEval general, TruthfulQA and the demo's labelled cases, in one run.
 
-    python benchmarks/quality/thinking_budget.py [--budgets 0,128,512] [--limit 40] [--sets halueval-general,truthfulqa,demo]
+    python benchmarks/quality/thinking_budget.py [--budgets 0,128,512] [--limit 40] [--sets SET,...]
 
 Runs ``localjury bench`` per (set, budget) into benchmarks/results/thinking_budget/SET-BUDGET/
-(a folder already there is read, not run again) and the demo's two criteria through
-``evaluate``, then writes benchmarks/results/thinking_budget.{json,md}: Cohen's κ with its 95%
+and the demo's two criteria through ``evaluate`` into demo-BUDGET.json (what is already there is
+read, not run again), then writes benchmarks/results/thinking_budget.{json,md}: Cohen's κ with its 95%
 bootstrap CI, accuracy, AUROC of the graded score, abstained samples, the mean words of
 thinking, and seconds per judgment (k samples), with the CPU. The 1.5B is not a reasoning model:
 this measures whether a budget helps a judge that was never trained to think, not what a
@@ -24,6 +24,7 @@ from typing import Any
 
 from localjury import AspectCritic, evaluate
 from localjury.bench.run import run_bench
+from localjury.bench.stats import bootstrap_ci, kappas
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
 from _figures import RESULTS, ROOT, provenance, save, table
@@ -55,12 +56,14 @@ def bench_set(name: str, budget: int, limit: int) -> dict[str, Any]:
     rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
     judge = metrics["judges"][MODEL]
     cells = [r["models"][MODEL] for r in rows]
+    decided = [(r["gold"], c["prediction"]) for r, c in zip(rows, cells, strict=True) if c["prediction"] is not None]
     votes = [v for c in cells for v in c.get("votes") or []]
     thoughts = [t for c in cells for t in c.get("thinking") or [] if t is not None]
     seconds = json.loads(timing.read_text())["seconds"]
     return {
         "kappa": judge["kappa"],
-        "kappa_ci": judge["kappa_ci"],
+        # From the predictions, so that every folder's interval is computed the same way.
+        "kappa_ci": bootstrap_ci([g for g, _ in decided], [p for _, p in decided], kappas, seed=0),
         "accuracy": judge["accuracy"],
         "auroc": (judge.get("graded") or {}).get("auroc"),
         "abstained": sum(v is None for v in votes),
@@ -71,7 +74,10 @@ def bench_set(name: str, budget: int, limit: int) -> dict[str, Any]:
 
 
 def demo(budget: int) -> dict[str, Any]:
-    """The demo's labelled cases at one budget: how many the judge gets right."""
+    """The demo's labelled cases at one budget: how many the judge gets right (read if there)."""
+    saved = OUT / f"demo-{budget}.json"
+    if saved.is_file():
+        return json.loads(saved.read_text())
     data = [json.loads(line) for line in DEMO.read_text().splitlines()]
     metrics = [
         AspectCritic("mentions_date", "The response must include a specific date or year."),
@@ -87,7 +93,7 @@ def demo(budget: int) -> dict[str, Any]:
     )
     votes = [v for r in result.results for m in r.models for v in m.votes]
     thoughts = [t for r in result.results for m in r.models for t in m.thinking or [] if t is not None]
-    return {
+    figures = {
         "right": right,
         "labelled": len(EXPECTED),
         "abstained": sum(v is None for v in votes),
@@ -95,6 +101,9 @@ def demo(budget: int) -> dict[str, Any]:
         "thinking_words": sum(len(t.split()) for t in thoughts) / len(thoughts) if thoughts else 0.0,
         "seconds_per_judgment": seconds / len(result.results),
     }
+    OUT.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(figures) + "\n")
+    return figures
 
 
 def main() -> None:

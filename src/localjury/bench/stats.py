@@ -82,7 +82,33 @@ def bootstrap_ci(
             rng=np.random.default_rng(seed),
         )
     low, high = _clean(res.confidence_interval.low), _clean(res.confidence_interval.high)
-    return None if low is None or high is None else (low, high)
+    if low is None or high is None:
+        return _defined_ci(np.asarray(gold), np.asarray(pred), statistic, seed, resamples)
+    return low, high
+
+
+#: The share of resamples a statistic may be undefined on (κ of a resample with one class of
+#: gold labels) for :func:`_defined_ci` to give an interval of the others.
+MAX_UNDEFINED = 0.1
+
+
+def _defined_ci(
+    gold: np.ndarray,
+    pred: np.ndarray,
+    statistic: Callable[[np.ndarray, np.ndarray, int], np.ndarray],
+    seed: int,
+    resamples: int,
+) -> tuple[float, float] | None:
+    """The percentile interval of the resamples where the statistic is defined, where scipy's
+    is NaN because a few are not (a small or unbalanced sample: some resamples hold one class
+    of gold labels, where κ is undefined); None when more than :data:`MAX_UNDEFINED` are."""
+    rows = np.random.default_rng(seed).integers(0, len(gold), size=(resamples, len(gold)))
+    values = np.asarray(statistic(gold[rows], pred[rows], -1), dtype=float)
+    defined = values[np.isfinite(values)]
+    if len(defined) < (1 - MAX_UNDEFINED) * resamples:
+        return None
+    low, high = np.percentile(defined, [2.5, 97.5])
+    return float(low), float(high)
 
 
 def _accuracy(gold: Sequence[int], pred: Sequence[int]) -> float:

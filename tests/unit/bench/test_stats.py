@@ -182,3 +182,17 @@ def test_vectorised_kappa_accuracy_and_auroc_equal_scikit_learns(seed):
             assert np.isnan(old[0]) or np.isnan(old[1])
         else:
             assert new == pytest.approx(old, abs=1e-9)
+
+
+def test_kappa_has_an_interval_where_a_few_resamples_hold_one_class_only():
+    """40 records, 3 of them positive and found: about 4% of resamples hold no positive at all,
+    where κ is undefined; the interval is that of the others (it was none: scipy's is NaN)."""
+    import numpy as np
+
+    gold = [1, 1, 1] + [0] * 37
+    pred = [1, 1, 1] + [0] * 35 + [1, 1]
+    low, high = stats.bootstrap_ci(gold, pred, stats.kappas, seed=0)
+    kappa = stats.kappas(np.array(gold), np.array(pred))
+    assert -1 <= low < kappa < high <= 1
+    # Where most resamples are undefined, still none: one positive in 40.
+    assert stats.bootstrap_ci([1] + [0] * 39, [1] + [0] * 39, stats.kappas, seed=0) is None
