@@ -125,7 +125,8 @@ class BatchEngine(PromptTokens):
     name: ClassVar[str]
     thinks: ClassVar[bool] = True
     """Whether the backend constrains a thinking block before the answer (a call's
-    ``thinking``); the server engine leaves thinking to the server."""
+    ``thinking``); the server engine leaves thinking to the server, with the budget's tokens
+    added to its ``max_tokens``."""
     last_usage: Usage | None = None
     """What the last :meth:`generate` call did with its prompts' tokens. A backend's
     ``_generate`` sets it from what it computed; when it does not, every prompt token counts
@@ -154,6 +155,10 @@ class BatchEngine(PromptTokens):
             sampling = replace(call.sampling, max_tokens=call.sampling.max_tokens + thinking.extra_tokens())
             call = replace(call, sampling=sampling, thinking=thinking)
             outputs = [[with_thinking(c) for c in samples] for samples in self._generate(call)]
+        elif thinking is not None and call.schema is not None:
+            # A server thinks its own way: its thinking gets the budget's room beside the answer's.
+            sampling = replace(call.sampling, max_tokens=call.sampling.max_tokens + thinking.tokens)
+            outputs = self._generate(replace(call, sampling=sampling, thinking=None))
         else:
             outputs = self._generate(replace(call, thinking=None))
         if self.last_usage is None:

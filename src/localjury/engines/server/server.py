@@ -125,7 +125,14 @@ class ServerEngine(BatchEngine):
             self.mode = None  # found out by the first request
         self.honours_n: bool | None = {"n": True, "seeded": False, "auto": None}[settings.sample_requests]
         self.tokenize: str | None = None
-        self.extra = {**PLAIN_SAMPLING[self.flavour], **settings.extra_body}
+        # A thinking setting switches a template's thinking (Qwen3's enable_thinking) where the
+        # server takes template arguments (vLLM, llama.cpp's server); extra_body may say otherwise.
+        switch = (
+            {"chat_template_kwargs": {"enable_thinking": bool(spec.thinking)}}
+            if spec.thinking is not None and self.flavour in ("vllm", "llama.cpp")
+            else {}
+        )
+        self.extra = {**PLAIN_SAMPLING[self.flavour], **switch, **settings.extra_body}
         self._lock = threading.Lock()
         self.answers = Answers(self.client.base_url, self.name, spec.name)
 

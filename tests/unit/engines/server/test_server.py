@@ -122,7 +122,7 @@ class FakeServer:
 
 
 def served(url: str, **settings: Any) -> ModelSpec:
-    top = {k: settings.pop(k) for k in ("served_model", "max_tokens", "temperature") if k in settings}
+    top = {k: settings.pop(k) for k in ("served_model", "max_tokens", "temperature", "thinking") if k in settings}
     return ModelSpec(name="served", base_url=url, server=ServerSettings(**settings), **top)
 
 
@@ -459,6 +459,21 @@ def test_a_servers_separate_reasoning_is_never_read_as_the_answer():
     assert model.votes == [1, None] and model.reasons[0] == "a year is given"
     assert [i.problem for i in model.invalid] == ["cut off by the token budget (max_tokens)"]
     assert model.thinking == [judgment(0, "no year") + " </think>", judgment(0, "still thinking")]
+
+
+def test_a_thinking_setting_switches_the_servers_template_and_gives_its_thinking_room():
+    """A served reasoning model thinks as its server lets it: the setting reaches the template's
+    switch (vLLM's and llama.cpp's chat_template_kwargs), a budget adds its tokens to max_tokens
+    (a sample's thinking does not eat its answer's), and extra_body still has the last word."""
+    with FakeServer(models=[{"id": "judge", "owned_by": "vllm"}]) as fake:
+        for setting, switch, tokens in ((None, None, 96), (0, False, 96), (256, True, 96 + 256)):
+            evaluate(RECORDS[:1], [AspectCritic("d", "d")], [served(fake.url, thinking=setting, max_tokens=96)])
+            body = fake.chats()[-1]
+            assert body.get("chat_template_kwargs", {}).get("enable_thinking") is switch
+            assert body["max_tokens"] == tokens
+        mine = {"chat_template_kwargs": {"enable_thinking": False}}
+        evaluate(RECORDS[1:2], [AspectCritic("d", "d")], [served(fake.url, thinking=256, extra_body=mine)])
+        assert fake.chats()[-1]["chat_template_kwargs"] == {"enable_thinking": False}
 
 
 def test_record_text_goes_through_the_generic_chat_markers():
