@@ -78,7 +78,7 @@ class LocalDecoding(BatchEngine):
         quoted = quotes is not None and has_quotes(schema)
         if not quoted and thinking is None:
             return self._index(schema).guides(prompts * n)
-        from localjury.engines.constrain.grammars import Thinking, ll_tokenizer, quote_rows
+        from localjury.engines.constrain.grammars import Thinking, grammar_rows, ll_tokenizer
 
         decision = decision_of(schema)
         verdicts = self._decision_tokens(decision) if decision is not None else None
@@ -87,7 +87,7 @@ class LocalDecoding(BatchEngine):
         if thinking is not None:
             close = self.tokenizer("\n" + THINK_CLOSE, add_special_tokens=False)["input_ids"]
             closing = Thinking(thinking, close)
-        return quote_rows(ll_tokenizer(self.tokenizer, vocab, eos_ids), schema, texts, n, verdicts, closing)
+        return grammar_rows(ll_tokenizer(self.tokenizer, vocab, eos_ids), schema, texts, n, verdicts, closing)
 
     def _completions(self, rows: list[tuple[list[int], bool]], guides: MaskedRows | None) -> list[Completion]:
         """The samples of one decoded batch, from each row's tokens and whether it ended, with

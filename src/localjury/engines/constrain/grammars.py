@@ -100,7 +100,7 @@ def checked_grammar(schema: dict[str, Any], texts: Sequence[str], thinking: Thin
     return grammar
 
 
-class QuoteRows(MaskedRows):
+class GrammarRows(MaskedRows):
     """One llguidance matcher per row of a decoding batch (``matchers``: a prompt's, copied for
     each of its samples).
 
@@ -112,6 +112,10 @@ class QuoteRows(MaskedRows):
     it refuses) stays in error: its mask then allows the end token alone, so that row ends where
     it is (its sample abstains, as output that does not parse) and the batch's other rows go
     on; ``failed`` holds why, by row of the starting batch.
+
+    With ``thinking``, each row's thinking tokens are counted (from the end of the opening the
+    grammar writes); where a row's budget is spent, its mask allows only the next token of the
+    close (``thinking.close_ids``) until it is written, after the last byte of a character.
     """
 
     def __init__(
@@ -142,7 +146,7 @@ class QuoteRows(MaskedRows):
         for row, matcher in enumerate(self.matchers):
             matcher.unsafe_compute_mask_ptr(ptr + row * width * 4, width * 4)
             if matcher.is_error():
-                self._fail(row, f"the quote grammar failed: {matcher.get_error()}")
+                self._fail(row, f"the grammar failed: {matcher.get_error()}")
         if self._thinking is not None:
             words = np.ctypeslib.as_array((ctypes.c_uint32 * (len(self.matchers) * width)).from_address(ptr))
             for row, closing in enumerate(self._closing):
@@ -153,7 +157,7 @@ class QuoteRows(MaskedRows):
     def _advance_row(self, row: int, token: int) -> None:
         matcher = self.matchers[row]
         if not matcher.consume_token(token):  # the matcher is in error now: the row ends at the next step
-            self._fail(row, f"a sampled token left the quote grammar: {matcher.get_error()}")
+            self._fail(row, f"a sampled token left the grammar: {matcher.get_error()}")
         self._tails[row] = (self._tails[row] + self.tokenizer.decode_bytes([token]))[-32:]
         if self._thinking is not None and self._left[row] >= 0:
             self._think(row)
@@ -204,14 +208,14 @@ def _whole_characters(text: bytes) -> bool:
     return size == 1 or follow >= size - 1
 
 
-def quote_rows(
+def grammar_rows(
     tokenizer: Any,
     schema: dict[str, Any],
     quotes: Sequence[Sequence[str]],
     n: int,
     verdicts: VerdictTokens | None,
     thinking: Thinking | None = None,
-) -> QuoteRows:
+) -> GrammarRows:
     """The rows of a batch of prompts, ``n`` samples each, each prompt's quotes only from its
     own texts (``quotes``, one sequence of texts per prompt), each sample thinking first where
     ``thinking`` is given; a prompt whose grammar llguidance refuses is judged without quotes
@@ -228,4 +232,4 @@ def quote_rows(
                     "llguidance refused a prompt's quote grammar (%s); that prompt is judged without quotes", refused
                 )
         matchers += [compiled[key].deep_copy() for _ in range(n)]
-    return QuoteRows(tokenizer, matchers, verdicts, thinking)
+    return GrammarRows(tokenizer, matchers, verdicts, thinking)

@@ -5,7 +5,7 @@ distribution) read where a row writes its decision.
 :class:`MaskedRows` is what the decode loops of the transformers and llama.cpp engines call
 each step (``mask``, ``advance``, ``select``); its subclasses write each row's bitmask:
 Outlines' guides over a compiled JSON-schema index (:class:`~localjury.engines.constrain.schemas.GuidedRows`),
-or llguidance matchers over a per-prompt grammar (:class:`~localjury.engines.constrain.grammars.QuoteRows`).
+or llguidance matchers over a per-prompt grammar (:class:`~localjury.engines.constrain.grammars.GrammarRows`).
 A bitmask row holds token ``t`` at bit ``t % 32`` of int32 word ``t // 32``, the layout both
 libraries write.
 """

@@ -12,7 +12,7 @@ One llguidance Lark grammar holds the form on every engine that constrains with 
 The ``think`` lexeme is lazy: it ends at the first ``</think>`` the model writes, and the answer
 follows. The budget: the decode loops of transformers and llama.cpp write the close
 (``\n</think>``, the model's own tokens) for a sample that has thought ``BUDGET`` tokens
-without closing (:class:`~localjury.engines.constrain.grammars.QuoteRows`); vLLM cannot write
+without closing (:class:`~localjury.engines.constrain.grammars.GrammarRows`); vLLM cannot write
 tokens for a sample, so there llguidance's ``max_tokens`` ends the block, without its close, 16
 tokens later. The thinking is free text: the model's special tokens (its end token, chat
 markers) are not text, so it cannot end the sample or open a turn from inside it; a JSON

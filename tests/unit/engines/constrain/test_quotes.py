@@ -222,10 +222,10 @@ def test_a_quote_of_digits_is_never_read_as_the_verdict(byte_tokenizer, ll):
     as it does at the verdict: the decision figures are read at the verdict's key only."""
     import torch
 
-    from localjury.engines.constrain.grammars import quote_rows
+    from localjury.engines.constrain.grammars import grammar_rows
     from localjury.engines.constrain.masks import VerdictTokens
 
-    rows = quote_rows(ll, SCHEMA, [["in 2010 and 2011"]], 1, VerdictTokens(byte_tokenizer))
+    rows = grammar_rows(ll, SCHEMA, [["in 2010 and 2011"]], 1, VerdictTokens(byte_tokenizer))
     for token in byte_tokenizer.encode('{"evidence": ["2010"], "reason": "r", "verdict": 1}'):
         logits = torch.zeros(1, ll.vocab_size)
         logits[0, byte_tokenizer.convert_tokens_to_ids("1")] = 1.0

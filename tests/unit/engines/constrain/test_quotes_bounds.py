@@ -18,7 +18,7 @@ from localjury.metrics._quoted import Quotable, locate_quotes
 from localjury.metrics.evidence import QUOTE_MAX_CHARS, EvidenceJudgment
 
 llguidance = pytest.importorskip("llguidance")
-from localjury.engines.constrain.grammars import quote_rows  # noqa: E402
+from localjury.engines.constrain.grammars import grammar_rows  # noqa: E402
 
 SCHEMA = EvidenceJudgment.model_json_schema()
 BASE64 = "QUJD" * 100  # the issue's record: one word of 400 characters, over the 160 of a quote
@@ -139,7 +139,7 @@ def test_a_grammar_llguidance_refuses_costs_only_its_prompt_its_quotes(ll, byte_
     schema's with empty quote arrays; the batch's other prompts keep theirs."""
     monkeypatch.setattr("localjury.engines.constrain.quotes.QUOTE_SOURCE_CHARS", 10**7, raising=False)
     huge = ". " * 100_000  # a grammar of a megabyte: past llguidance's initial lexer limit
-    rows = quote_rows(ll, SCHEMA, [[huge], ["It fell in 1989."]], 2, None)
+    rows = grammar_rows(ll, SCHEMA, [[huge], ["It fell in 1989."]], 2, None)
     assert len(rows.matchers) == 4
     refused, kept = rows.matchers[0], rows.matchers[2]
     assert not refused.is_error() and not kept.is_error()
@@ -158,11 +158,11 @@ def test_a_grammar_llguidance_refuses_costs_only_its_prompt_its_quotes(ll, byte_
 def test_a_matcher_that_fails_mid_decode_ends_its_row_and_the_others_go_on(ll, byte_tokenizer):
     import torch
 
-    rows = quote_rows(ll, SCHEMA, [["It fell in 1989."], ["It fell in 1989."]], 1, None)
+    rows = grammar_rows(ll, SCHEMA, [["It fell in 1989."], ["It fell in 1989."]], 1, None)
     first = byte_tokenizer.encode("{")[0]
     rows.mask(torch.zeros(2, ll.vocab_size))
     rows.advance([byte_tokenizer.encode("x")[0], first], [False, False])  # row 0 writes what its grammar refuses
     logits = rows.mask(torch.zeros(2, ll.vocab_size))
     assert torch.isfinite(logits[0]).nonzero().flatten().tolist() == [byte_tokenizer.eos_token_id]  # row 0 ends
     assert torch.isfinite(logits[1]).sum() >= 1 and not torch.isfinite(logits[1])[byte_tokenizer.eos_token_id]
-    assert list(rows.failed) == [0] and "left the quote grammar" in rows.failed[0]
+    assert list(rows.failed) == [0] and "left the grammar" in rows.failed[0]

@@ -9,7 +9,7 @@ import torch
 
 from localjury.engines._prompts import PromptFormatter
 from localjury.engines.base import Completion
-from localjury.engines.constrain.grammars import Thinking, quote_rows
+from localjury.engines.constrain.grammars import Thinking, grammar_rows
 from localjury.engines.constrain.masks import VerdictTokens
 from localjury.engines.constrain.quotes import quote_grammar
 from localjury.engines.constrain.thinking import ThinkingBudget, answer_start, split_answer, with_thinking
@@ -64,7 +64,7 @@ def test_a_prompt_that_opens_the_block_is_continued_inside_it(ll, byte_tokenizer
 
 def rows_of(ll, tokenizer, budget: int, n: int = 1, verdicts=None):
     close = tokenizer.encode(CLOSE)
-    return quote_rows(ll, SCHEMA, [()], n, verdicts, Thinking(ThinkingBudget(budget), close))
+    return grammar_rows(ll, SCHEMA, [()], n, verdicts, Thinking(ThinkingBudget(budget), close))
 
 
 def walk(rows, tokenizer, seed: int, steps: int = 600) -> list[int]:
