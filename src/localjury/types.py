@@ -73,6 +73,16 @@ Stored = list[Completion] | str
 #: The delimiters of a reasoning model's thinking block (Qwen3, QwQ, the DeepSeek-R1 distills,
 #: Phi-4-reasoning), in a record's response and in a thinking judge's output.
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+#: Tokens the close of a thinking block and the blank space after it may take beyond its budget:
+#: at most one a byte of ``\n</think>`` and a few more.
+THINK_CLOSE_TOKENS = 16
+
+
+def thinking_tokens(budget: int) -> int:
+    """The most tokens a sample with a thinking ``budget`` writes beside its answer: the
+    thinking, its close and the blank space after it."""
+    return budget + 2 * THINK_CLOSE_TOKENS
+
 
 ProgressFn = Callable[[int], None]
 """Called with the number of prompts just completed."""

@@ -27,6 +27,7 @@ from localjury.models._engine_settings import ServerSettings, VllmSettings, is_l
 from localjury.models._gguf_tokenizer import save_gguf_tokenizer
 from localjury.models._safetensors import safetensors_problem
 from localjury.models._trust import check_shadowing
+from localjury.types import thinking_tokens
 
 #: The judge when none is named: the best embedded judge measured on the demo's labelled cases
 #: (benchmarks/results/demo_panel.md). `localjury models pull` fetches it.
@@ -141,11 +142,7 @@ class ModelSpec(BaseModel):
     def output_tokens(self, max_tokens: int) -> int:
         """The most tokens a sample may write: ``max_tokens`` for its answer and, with a thinking
         budget, its thinking and the close (what a prompt must leave room for in the context)."""
-        if not self.thinking:
-            return max_tokens
-        from localjury.engines.constrain.thinking import ThinkingBudget
-
-        return max_tokens + ThinkingBudget(self.thinking).extra_tokens()
+        return max_tokens + (thinking_tokens(self.thinking) if self.thinking else 0)
 
     @property
     def is_served(self) -> bool:

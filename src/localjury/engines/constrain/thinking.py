@@ -33,13 +33,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from localjury.types import THINK_CLOSE, THINK_OPEN, Completion
+from localjury.types import THINK_CLOSE, THINK_CLOSE_TOKENS, THINK_OPEN, Completion, thinking_tokens
 
 #: What follows the close before the answer, as Qwen3 and the R1 distills write it.
 AFTER_CLOSE = "\n\n"
-#: Tokens the close and the blank space after it may take beyond the budget: at most one a
-#: byte of ``\n</think>`` (which a decode loop writes at the budget) and a few more.
-CLOSE_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -64,7 +61,7 @@ class ThinkingBudget:
         return "\n".join(
             [
                 f"start: {opening}think {_lark(AFTER_CLOSE)} answer",
-                f"think[lazy, max_tokens={self.tokens + CLOSE_TOKENS}]: /(?s:.*)<\\/think>/",
+                f"think[lazy, max_tokens={self.tokens + THINK_CLOSE_TOKENS}]: /(?s:.*)<\\/think>/",
                 "answer:" + head[len("start:") :],
                 rules,
             ]
@@ -73,7 +70,7 @@ class ThinkingBudget:
     def extra_tokens(self) -> int:
         """Tokens a sample may take beyond the answer's ``max_tokens``: the thinking, its close
         and the blank space after it."""
-        return self.tokens + 2 * CLOSE_TOKENS
+        return thinking_tokens(self.tokens)
 
 
 def _lark(text: str) -> str:
