@@ -186,3 +186,17 @@ def test_a_prompt_leaves_room_for_the_thinking_in_the_context():
     assert fits.results[0].models[0].error is None
     over = evaluate(record, [critic], [spec("A", context_length=700, thinking=256)], **settings)
     assert "with max_tokens 64 and thinking 256 it exceeds context_length 700" in over.results[0].models[0].error
+
+
+def test_the_setting_keys_the_store(tmp_path):
+    """Samples drawn with a budget are found again with it, never by the model without it or
+    with another budget (nor the other way round)."""
+    from localjury import AspectCritic, evaluate
+    from tests.fakes import factory, judgment, spec
+
+    critic = AspectCritic("dated", "The response must include a specific date or year.")
+    settings = dict(engine_factory=factory(lambda m, p, j: judgment(1), []), cache=tmp_path / "s.sqlite")
+    runs = [(64, 0), (None, 0), (0, 0), (128, 0), (64, 1), (None, 1)]
+    for thinking, cached in runs:
+        result = evaluate([{"id": "r", "response": "In 1989."}], [critic], [spec("A", thinking=thinking)], **settings)
+        assert result.summary.models[0].cached == cached, thinking
