@@ -114,3 +114,19 @@ def test_any_text_is_one_list_item_that_reads_as_itself(text):
     assert page.tags == {"ul", "li", "strong"}
     t = text.strip()  # as a list item drops it
     assert words("".join(page.text)) == words(f"model {t}: {t} {t}: end")
+
+
+def test_the_report_shows_each_samples_thinking_collapsed_the_misjudged_records_first():
+    from localjury.bench.thinking_examples import examples, html_section, markdown_section
+
+    def row(rid, gold, prediction, thinking):
+        cell = {"votes": [prediction] * 2, "reasons": ["r <b>", None], "prediction": prediction, "thinking": thinking}
+        return {"record_id": rid, "gold": gold, "models": {"A": cell}}
+
+    rows = [row("right", 1, 1, ["It has a date.", None]), row("wrong", 0, 1, ["<i>1989</i> is a year.", "x"])]
+    shown = examples([*rows, {"record_id": "none", "gold": 1, "models": {"A": {"votes": [1]}}}])
+    assert [ex["record_id"] for ex in shown] == ["wrong", "right"]  # a record without thinking is not shown
+    page = html_section(shown)
+    assert page.count("<details class='thinking'>") == 4 and "&lt;i&gt;1989&lt;/i&gt; is a year." in page
+    assert "<summary>thinking (4 words)</summary>" in page and "r &lt;b&gt;" in page
+    assert "- **wrong**: gold 0, predicted 1" in "\n".join(markdown_section(shown))
