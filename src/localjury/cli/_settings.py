@@ -194,7 +194,7 @@ def own_settings(source: type[BaseModel]) -> tuple[str, ...]:
 
 
 #: The settings every command that loads models takes (``bench``, ``calibrate``, ``align``; ``run`` takes more).
-JURY_SETTINGS = ("models", "seed", "registry", "trust_remote_code", "use_cache")
+JURY_SETTINGS = ("models", "seed", "registry", "trust_remote_code", "use_cache", "thinking")
 
 #: ``--registry`` for the commands that take no other setting (``models``, ``doctor``).
 RegistryOpt = option("registry").annotation

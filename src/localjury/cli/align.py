@@ -87,7 +87,11 @@ def align(
     settings = settings or {}
     specs = _jury(settings)
     config = AlignConfig.of(
-        **(align_settings or {}), seed=settings["seed"], registry=settings["registry"], use_cache=settings["use_cache"]
+        **(align_settings or {}),
+        seed=settings["seed"],
+        registry=settings["registry"],
+        use_cache=settings["use_cache"],
+        thinking=settings["thinking"],
     )
     with _interruptible(), _progress(quiet) as progress:
         profile = build_profile(data, specs, out_path, config, judge=judge, fmt=fmt, progress=progress)

@@ -72,7 +72,7 @@ def bench(
     ray_cluster = cluster_of(cluster, address=address, replicas=replicas, cpus_per_replica=replica_cpus)
     config = BenchConfig.of(
         **(bench_settings or {}), seed=settings["seed"], registry=settings["registry"],
-        use_cache=settings["use_cache"], cluster=ray_cluster,
+        use_cache=settings["use_cache"], thinking=settings["thinking"], cluster=ray_cluster,
     )  # fmt: skip
     with _interruptible(), _progress(quiet) as progress:
         figures = run_bench(data, fmt, specs, out_dir, config, progress=progress)
@@ -114,7 +114,7 @@ def calibrate(
     names = [s.name for s in specs]
     config = CalibrateConfig.of(
         **(calibrate_settings or {}), seed=settings["seed"], registry=settings["registry"],
-        use_cache=settings["use_cache"],
+        use_cache=settings["use_cache"], thinking=settings["thinking"],
     )  # fmt: skip
     with _interruptible(), _progress(quiet) as progress:
         result = fit_calibration(data, specs, out_path, config, fmt=fmt, progress=progress)
