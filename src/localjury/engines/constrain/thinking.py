@@ -94,13 +94,15 @@ def split_answer(text: str) -> tuple[str, str]:
 
 
 def answer_start(tokens: list[str]) -> int:
-    """The index of the first token after the thinking's close, in a sample's decoded tokens
-    (their count where it never closed)."""
-    text = ""
+    """The index of the token a sample's answer (:func:`split_answer`'s) starts in, among its
+    decoded tokens (their count where it has no answer): where its verdict may be read."""
+    text = "".join(tokens)
+    offset = len(text) - len(split_answer(text)[1])
+    at = 0
     for i, token in enumerate(tokens):
-        text += token
-        if THINK_CLOSE in text:
-            return i + 1
+        at += len(token)
+        if at > offset:
+            return i
     return len(tokens)
 
 

@@ -177,7 +177,9 @@ class VllmEngine(BatchEngine):
                     text=o.text,
                     n_tokens=len(o.token_ids),
                     finished=o.finish_reason == "stop",
-                    verdict_probs=self._verdict_probs(o, schema) if schema is not None else None,
+                    verdict_probs=self._verdict_probs(o, schema, call.thinking is not None)
+                    if schema is not None
+                    else None,
                 )
                 for o in sorted(out.outputs, key=lambda o: o.index)
             ]
@@ -190,10 +192,10 @@ class VllmEngine(BatchEngine):
             call.progress(len(prompts))
         return results
 
-    def _verdict_probs(self, output: Any, schema: dict[str, Any]) -> tuple[float, ...] | None:
+    def _verdict_probs(self, output: Any, schema: dict[str, Any], thought: bool) -> tuple[float, ...] | None:
         """The sample's verdict probabilities from its top-20 raw log-probabilities per token
         (vLLM computes them before the structured-output mask and the temperature), at each
-        place it wrote the decision its schema asks for."""
+        place it wrote the decision its schema asks for (in its answer, after any thinking)."""
         if not output.logprobs:
             return None
         decode = self.tokenizer.decode
@@ -202,7 +204,7 @@ class VllmEngine(BatchEngine):
             [(lp.decoded_token if lp.decoded_token is not None else decode([t]), lp.logprob) for t, lp in step.items()]
             for step in output.logprobs
         ]
-        start = answer_start(tokens) if self.spec.thinking else 0  # a verdict in the thinking is not the answer's
+        start = answer_start(tokens) if thought else 0  # a verdict in the thinking is not the answer's
         return verdict_probs_from_top(tokens[start:], tops[start:], decision_of(schema))
 
     def close(self) -> None:

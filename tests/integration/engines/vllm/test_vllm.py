@@ -148,6 +148,7 @@ def test_quoted_evidence_and_thinking_on_the_guidance_backend(smollm_eager):
             # vLLM ends the block at the budget (llguidance's max_tokens), the close written or not.
             assert sample.thinking and "</think>" not in sample.text
             assert sample.finished and json.loads(sample.text)["verdict"] in (0, 1)
+            assert sample.verdict_probs is not None and len(sample.verdict_probs) == 1  # the answer's verdict
             assert len(engine.tokenizer(sample.thinking)["input_ids"]) <= 12 + 16 + 1
     responses = {r["id"]: r["response"] for r in RECORDS}
     for row in result.results:

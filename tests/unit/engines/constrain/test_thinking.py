@@ -126,8 +126,10 @@ def test_a_sample_splits_into_its_thinking_and_its_answer(text, thinking, answer
     assert (sample.thinking, sample.text, sample.n_tokens, sample.verdict_probs) == (thinking, answer, 40, (0.7,))
 
 
-def test_the_answer_starts_after_the_token_that_closes_the_thinking():
-    assert answer_start(["<think>", "\nno", " </", "think", ">\n\n", "{"]) == 5
+def test_the_answer_starts_in_the_token_after_the_thinking():
+    assert answer_start(["<think>", "\nno", " </", "think", ">\n\n", "{", '"v']) == 5
+    assert answer_start(["<think>", "\nno", " </", "think", ">\n\n{", '"v']) == 4  # the close and the answer's "{"
+    assert answer_start(["<think>", "\nno", " \n\n", "{", '"v']) == 3  # vLLM's unclosed block
     assert answer_start(["<think>", "\nstill"]) == 2
 
 
