@@ -51,7 +51,8 @@ def bench_set(name: str, budget: int, limit: int) -> dict[str, Any]:
     if not (folder / "metrics.json").is_file():
         started = time.perf_counter()
         run_bench(SETS[name], name, [MODEL], folder, strictness=3, limit=limit, sample_seed=0, seed=0, thinking=budget)
-        timing.write_text(json.dumps({"seconds": time.perf_counter() - started}) + "\n")
+        seconds = time.perf_counter() - started
+        save(timing.with_suffix(""), {"seconds": seconds}, f"{name}, budget {budget}: {seconds:.0f} s")
     metrics = json.loads((folder / "metrics.json").read_text())
     rows = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
     judge = metrics["judges"][MODEL]
@@ -101,8 +102,7 @@ def demo(budget: int) -> dict[str, Any]:
         "thinking_words": sum(len(t.split()) for t in thoughts) / len(thoughts) if thoughts else 0.0,
         "seconds_per_judgment": seconds / len(result.results),
     }
-    OUT.mkdir(parents=True, exist_ok=True)
-    saved.write_text(json.dumps(figures) + "\n")
+    save(saved.with_suffix(""), figures, f"demo, budget {budget}: {right}/{len(EXPECTED)} right")
     return figures
 
 

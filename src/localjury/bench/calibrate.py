@@ -28,8 +28,10 @@ def _figures(
 ) -> dict[str, Any]:
     c = stats.classification(gold, verdicts, seed=seed)
     p = stats.probabilistic(gold, scores, seed=seed)
-    keep = ("accuracy", "balanced_accuracy", "kappa", "kappa_ci")
-    return {**{k: c[k] for k in keep}, "brier": p["brier"], "ece": p["ece"], "auroc": p["auroc"]}
+    keep = ("accuracy", "balanced_accuracy", "kappa")
+    # As the calibration file stores them (JSON): the interval a list.
+    ci = list(c["kappa_ci"]) if c["kappa_ci"] is not None else None
+    return {**{k: c[k] for k in keep}, "kappa_ci": ci, "brier": p["brier"], "ece": p["ece"], "auroc": p["auroc"]}
 
 
 def _fit(
