@@ -5,7 +5,7 @@ label, the records the judges got wrong first (where a reader most needs to see 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from localjury.bench._markdown import md_text
@@ -95,24 +95,53 @@ def _quotes(example: dict[str, Any], field: str) -> list[Quote]:
     return [Quote(**q) for s in example["samples"] for q in s["quotes"] or [] if q["field"] == field]
 
 
+def html_heading(example: dict[str, Any]) -> str:
+    """An example's heading in the report: its record, gold label and prediction."""
+    esc = html.escape
+    return f"<h3>{esc(example['record_id'])}: gold {example['gold']}, predicted {esc(str(example['prediction']))}</h3>"
+
+
+def html_vote(sample: dict[str, Any]) -> str:
+    """A sample's vote and reason in the report."""
+    vote = "abstained" if sample["vote"] is None else f"vote {sample['vote']}"
+    return vote + (f" — {html.escape(sample['reason'])}" if sample.get("reason") else "")
+
+
+def html_examples(
+    title: str,
+    note: str,
+    shown: Sequence[dict[str, Any]],
+    shows: Callable[[dict[str, Any]], str],
+    item: Callable[[dict[str, Any]], str],
+) -> str:
+    """A report section of examples: its title and note, then per record its heading, what
+    ``shows`` shows of it, and one list item per sample (``item``'s)."""
+    parts = [f"<h2>{html.escape(title, quote=False)}</h2><p class='note'>{html.escape(note, quote=False)}</p>"]
+    for ex in shown:
+        items = "".join(f"<li>{item(s)}</li>" for s in ex["samples"])
+        parts.append(f"{html_heading(ex)}{shows(ex)}<ul class='samples'>{items}</ul>")
+    return "".join(parts)
+
+
 def html_section(shown: Sequence[dict[str, Any]]) -> str:
     """The report's HTML section: each record's texts with the quotes marked, then its samples."""
     esc = html.escape
-    parts = ["<h2>Quoted evidence in context</h2><p class='note'>The records the judges got wrong first. "
-             "Marked: every span any sample quoted (each an exact span of the text).</p>"]  # fmt: skip
-    for ex in shown:
-        parts.append(f"<h3>{esc(ex['record_id'])}: gold {ex['gold']}, predicted {esc(str(ex['prediction']))}</h3>")
-        for field, text in ex["texts"].items():
-            parts.append(f"<p class='quoted'><b>{esc(field)}</b>: {marked_html(text, _quotes(ex, field))}</p>")
-        items = []
-        for s in ex["samples"]:
-            about = f" on “{esc(s['statement'])}”" if s.get("statement") else ""
-            quotes = "; ".join(f"“{esc(q['text'])}”" for q in s["quotes"] or []) or "(none)"
-            vote = "abstained" if s["vote"] is None else f"vote {s['vote']}"
-            reason = f" — {esc(s['reason'])}" if s.get("reason") else ""
-            items.append(f"<li>{esc(s['model'])}{about}: {vote}{reason}<br>quotes: {quotes}</li>")
-        parts.append("<ul class='samples'>" + "".join(items) + "</ul>")
-    return "".join(parts)
+
+    def texts(ex: dict[str, Any]) -> str:
+        return "".join(
+            f"<p class='quoted'><b>{esc(field)}</b>: {marked_html(text, _quotes(ex, field))}</p>"
+            for field, text in ex["texts"].items()
+        )
+
+    def item(s: dict[str, Any]) -> str:
+        about = f" on “{esc(s['statement'])}”" if s.get("statement") else ""
+        quotes = "; ".join(f"“{esc(q['text'])}”" for q in s["quotes"] or []) or "(none)"
+        return f"{esc(s['model'])}{about}: {html_vote(s)}<br>quotes: {quotes}"
+
+    note = (
+        "The records the judges got wrong first. Marked: every span any sample quoted (each an exact span of the text)."
+    )
+    return html_examples("Quoted evidence in context", note, shown, texts, item)
 
 
 def markdown_section(shown: Sequence[dict[str, Any]]) -> list[str]:

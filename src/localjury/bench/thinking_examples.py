@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from localjury.bench._markdown import md_text
-from localjury.bench.evidence_examples import SHOWN, predicted
+from localjury.bench.evidence_examples import SHOWN, html_examples, html_vote, predicted
 
 
 def _samples(row: dict[str, Any]) -> list[dict[str, Any]]:
@@ -47,21 +47,16 @@ def examples(rows: Sequence[dict[str, Any]], shown: int = SHOWN) -> list[dict[st
 def html_section(shown: Sequence[dict[str, Any]]) -> str:
     """The report's HTML section: each record's samples, each one's thinking collapsed."""
     esc = html.escape
-    parts = ["<h2>The judges' thinking</h2><p class='note'>The records the judges got wrong first; "
-             "open a sample's thinking to read it.</p>"]  # fmt: skip
-    for ex in shown:
-        parts.append(f"<h3>{esc(ex['record_id'])}: gold {ex['gold']}, predicted {esc(str(ex['prediction']))}</h3>")
-        items = []
-        for s in ex["samples"]:
-            vote = "abstained" if s["vote"] is None else f"vote {s['vote']}"
-            reason = f" — {esc(s['reason'])}" if s.get("reason") else ""
-            thought = s["thinking"] or ""
-            items.append(
-                f"<li>{esc(s['model'])}: {vote}{reason}<details class='thinking'>"
-                f"<summary>thinking ({len(thought.split())} words)</summary>{esc(thought)}</details></li>"
-            )
-        parts.append("<ul class='samples'>" + "".join(items) + "</ul>")
-    return "".join(parts)
+
+    def item(s: dict[str, Any]) -> str:
+        thought = s["thinking"] or ""
+        return (
+            f"{esc(s['model'])}: {html_vote(s)}<details class='thinking'>"
+            f"<summary>thinking ({len(thought.split())} words)</summary>{esc(thought)}</details>"
+        )
+
+    note = "The records the judges got wrong first; open a sample's thinking to read it."
+    return html_examples("The judges' thinking", note, shown, lambda ex: "", item)
 
 
 def markdown_section(shown: Sequence[dict[str, Any]]) -> list[str]:
