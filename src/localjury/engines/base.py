@@ -149,7 +149,7 @@ class BatchEngine(PromptTokens):
             return []
         thinking = call.thinking
         if thinking is None and self.spec.thinking:
-            thinking = ThinkingBudget.of(call.prompts[0], self.spec.thinking)
+            thinking = ThinkingBudget.of(call.prompts[0], self.spec.thinking, getattr(self, "tokenizer", None))
         if thinking is not None and self.thinks and call.schema is not None:
             # The answer keeps its own max_tokens: the thinking and its close come on top.
             sampling = replace(call.sampling, max_tokens=call.sampling.max_tokens + thinking.extra_tokens())

@@ -13,8 +13,9 @@ The ``think`` lexeme is lazy: it ends at the first ``</think>`` the model writes
 follows. The budget: the decode loops of transformers and llama.cpp write the close
 (``\n</think>``, the model's own tokens) for a sample that has thought ``BUDGET`` tokens
 without closing (:class:`~localjury.engines.constrain.grammars.GrammarRows`); vLLM cannot write
-tokens for a sample, so there llguidance's ``max_tokens`` ends the block, without its close, 16
-tokens later. The thinking is free text: the model's special tokens (its end token, chat
+tokens for a sample, so there llguidance's ``max_tokens`` ends the block 16 tokens later: with
+the close token where the delimiters are the tokenizer's own tokens (see :meth:`ThinkingBudget.grammar`),
+without it where they are text. The thinking is free text: the model's special tokens (its end token, chat
 markers) are not text, so it cannot end the sample or open a turn from inside it; a JSON
 verdict written in the thinking is thinking, never the answer (the decision is read where the
 answer writes it). Where the prompt already opens the block (the DeepSeek-R1 distills'
@@ -32,6 +33,7 @@ Phi-4-reasoning); gpt-oss's harmony channels are not.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from localjury.types import THINK_CLOSE, THINK_CLOSE_TOKENS, THINK_OPEN, Completion, thinking_tokens
 
@@ -39,33 +41,54 @@ from localjury.types import THINK_CLOSE, THINK_CLOSE_TOKENS, THINK_OPEN, Complet
 AFTER_CLOSE = "\n\n"
 
 
+def think_tags(tokenizer: Any) -> tuple[int, int] | None:
+    """The ids of ``<think>`` and ``</think>`` where a Hugging Face tokenizer holds each as one
+    added token (Qwen3's, the R1 distills'); None where they are plain text to it."""
+    added = tokenizer.get_added_vocab() if hasattr(tokenizer, "get_added_vocab") else {}
+    if THINK_OPEN in added and THINK_CLOSE in added:
+        return added[THINK_OPEN], added[THINK_CLOSE]
+    return None
+
+
 @dataclass(frozen=True)
 class ThinkingBudget:
     """How a call's samples think: at most ``tokens`` tokens, in a block the prompt may
-    already open (``opened``)."""
+    already open (``opened``), its delimiters the tokenizer's own tokens where it has them
+    (``tags``: their ids)."""
 
     tokens: int
     opened: bool = False
+    tags: tuple[int, int] | None = None
 
     @staticmethod
-    def of(prompt: str, tokens: int) -> ThinkingBudget:
-        """The budget of a call whose prompts are rendered like ``prompt``."""
-        return ThinkingBudget(tokens, prompt.rstrip().endswith(THINK_OPEN))
+    def of(prompt: str, tokens: int, tokenizer: Any = None) -> ThinkingBudget:
+        """The budget of a call whose prompts are rendered like ``prompt`` by ``tokenizer``."""
+        tags = think_tags(tokenizer) if tokenizer is not None else None
+        return ThinkingBudget(tokens, prompt.rstrip().endswith(THINK_OPEN), tags)
 
     def grammar(self, answer: str) -> str:
-        """``answer`` (a Lark grammar, its ``start`` the answer) behind the thinking block."""
+        """``answer`` (a Lark grammar, its ``start`` the answer) behind the thinking block.
+
+        llguidance takes a tokenizer's added tokens for special ones, not text: where the
+        delimiters are such tokens, the grammar names them by id (``<[id]>``), and the block is
+        any text up to the close token, which llguidance writes itself at its limit."""
         head, _, rules = answer.partition("\n")
         if not head.startswith("start:"):
             raise ValueError("the answer's grammar must open with its start rule")
-        opening = "" if self.opened else f"{_lark(THINK_OPEN + chr(10))} "
-        return "\n".join(
-            [
-                f"start: {opening}think {_lark(AFTER_CLOSE)} answer",
-                f"think[lazy, max_tokens={self.tokens + THINK_CLOSE_TOKENS}]: /(?s:.*)<\\/think>/",
-                "answer:" + head[len("start:") :],
-                rules,
+        limit = self.tokens + THINK_CLOSE_TOKENS
+        if self.tags is not None:
+            opening = "" if self.opened else f'<[{self.tags[0]}]> "\\n" '
+            block = [
+                f"start: {opening}think <[{self.tags[1]}]> {_lark(AFTER_CLOSE)} answer",
+                f"think[max_tokens={limit}]: /(?s:.*)/",
             ]
-        )
+        else:
+            opening = "" if self.opened else f"{_lark(THINK_OPEN + chr(10))} "
+            block = [
+                f"start: {opening}think {_lark(AFTER_CLOSE)} answer",
+                f"think[lazy, max_tokens={limit}]: /(?s:.*)<\\/think>/",
+            ]
+        return "\n".join([*block, "answer:" + head[len("start:") :], rules])
 
     def extra_tokens(self) -> int:
         """Tokens a sample may take beyond the answer's ``max_tokens``: the thinking, its close

@@ -4,6 +4,7 @@ and what a thinking setting changes (prompts, the store) and does not."""
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -202,3 +203,41 @@ def test_the_setting_keys_the_store(tmp_path):
     for thinking, cached in runs:
         result = evaluate([{"id": "r", "response": "In 1989."}], [critic], [spec("A", thinking=thinking)], **settings)
         assert result.summary.models[0].cached == cached, thinking
+
+
+@pytest.fixture(scope="module")
+def tagged(byte_tokenizer):
+    """The byte tokenizer with ``<think>`` and ``</think>`` added as tokens (as Qwen3's has them),
+    and its llguidance tokenizer, which takes added tokens for special ones."""
+    import copy
+
+    import llguidance.hf
+
+    tokenizer = copy.deepcopy(byte_tokenizer)
+    tokenizer.add_tokens(["<think>", "</think>"], special_tokens=False)
+    return tokenizer, llguidance.hf.from_tokenizer(tokenizer, n_vocab=len(tokenizer))
+
+
+def test_delimiters_that_are_tokens_are_named_by_id_and_the_close_comes_at_the_budget(tagged):
+    """Where the delimiters are the tokenizer's own tokens, the sample opens with the open token
+    (not its letters), may close with the close token at any point, and at the budget writes it."""
+    from localjury.engines.constrain.thinking import think_tags
+
+    tokenizer, ll = tagged
+    opening, closing = think_tags(tokenizer)
+    assert think_tags(object()) is None  # not a Hugging Face tokenizer: plain text
+    budget = ThinkingBudget.of("<|assistant|>", 5, tokenizer)
+    assert budget.tags == (opening, closing)
+    m = matcher(ll, budget)
+    allowed = np.unpackbits(np.frombuffer(m.compute_bitmask(), dtype=np.uint8), bitorder="little")
+    assert allowed[opening] and not allowed[tokenizer.encode("<")[0]]
+    close = tokenizer("\n</think>", add_special_tokens=False)["input_ids"]
+    assert close[-1] == closing
+    for seed in range(4):
+        rows = grammar_rows(ll, SCHEMA, [()], 1, None, Thinking(budget, close))
+        tokens = walk(rows, tokenizer, seed)
+        assert tokens[0] == opening and closing in tokens
+        at = tokens.index(closing)
+        assert 1 + 1 + 5 <= at <= 1 + 1 + 5 + 4  # the open token and its line break, 5 thought, then the close
+        _, answer = split_answer(tokenizer.decode(tokens))
+        assert Judgment.model_validate_json(answer)
