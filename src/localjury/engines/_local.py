@@ -13,7 +13,7 @@ from localjury.engines.constrain.index_cache import Lru, tokenizer_key
 from localjury.engines.constrain.masks import MaskedRows, VerdictTokens
 from localjury.engines.constrain.quotes import has_quotes
 from localjury.engines.constrain.schemas import JsonSchemaIndex
-from localjury.engines.constrain.thinking import ThinkingBudget
+from localjury.engines.constrain.thinking_budget import ThinkingBudget
 from localjury.engines.constrain.verdicts import Decision, decision_of
 from localjury.types import THINK_CLOSE, Completion
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 from localjury.engines._prompts import PromptFormatter, render_plain
-from localjury.engines.constrain.thinking import ThinkingBudget, with_thinking
+from localjury.engines.constrain.thinking_budget import ThinkingBudget, with_thinking
 from localjury.errors import ConfigError
 from localjury.models.registry import ModelSpec
 from localjury.types import Completion, Message, ProgressFn, Sampling, Usage
@@ -53,7 +53,7 @@ class GenerateCall:
     """Called with the number of prompts done, as they are done."""
     thinking: ThinkingBudget | None = None
     """Each sample thinks first, within this budget, then answers under ``schema``
-    (:mod:`~localjury.engines.constrain.thinking`); ``sampling.max_tokens`` stays the answer's.
+    (:mod:`~localjury.engines.constrain.thinking_budget`); ``sampling.max_tokens`` stays the answer's.
     None: as the model's ``thinking`` setting says (:meth:`BatchEngine.generate` sets it)."""
 
 

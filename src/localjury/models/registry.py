@@ -92,7 +92,7 @@ class ModelSpec(BaseModel):
     max_tokens: int = Field(512, gt=0)
     """Output token budget per sample; a sample cut off by it is an abstention."""
     thinking: Thinking = Field(None, ge=0)
-    """Thinking before the verdict (:mod:`~localjury.engines.constrain.thinking`): a budget of
+    """Thinking before the verdict (:mod:`~localjury.engines.constrain.thinking_budget`): a budget of
     tokens each sample may think in a ``<think>`` block before its constrained answer (on top
     of ``max_tokens``); ``off`` (0) tells a chat template with an ``enable_thinking`` switch not
     to think; unset, the template as it is and the answer from the first token."""

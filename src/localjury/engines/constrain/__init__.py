@@ -6,7 +6,7 @@
   and on disk;
 - :mod:`~localjury.engines.constrain.quotes`: the grammar that holds quoted evidence to a
   record's own text (pure string work);
-- :mod:`~localjury.engines.constrain.thinking`: a budgeted thinking block before the answer's
+- :mod:`~localjury.engines.constrain.thinking_budget`: a budgeted thinking block before the answer's
   grammar (pure string work);
 - :mod:`~localjury.engines.constrain.grammars`: llguidance matchers of those grammars;
 - :mod:`~localjury.engines.constrain.masks`: a batch's token masks, whichever writes them, and

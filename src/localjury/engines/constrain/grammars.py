@@ -1,6 +1,6 @@
 """Decoding under llguidance grammars: one matcher per row, each on its own prompt's grammar
 (:func:`~localjury.engines.constrain.quotes.quote_grammar`, behind a thinking block where the
-judge thinks: :mod:`~localjury.engines.constrain.thinking`), writing the same bitmasks as
+judge thinks: :mod:`~localjury.engines.constrain.thinking_budget`), writing the same bitmasks as
 Outlines' guides into the same batched mask.
 
 llguidance (the Rust library behind guidance, also one of vLLM's structured-output backends)
@@ -24,7 +24,7 @@ import numpy as np
 from localjury.engines.constrain.index_cache import Lru, tokenizer_key
 from localjury.engines.constrain.masks import MaskedRows, VerdictTokens
 from localjury.engines.constrain.quotes import quote_grammar
-from localjury.engines.constrain.thinking import ThinkingBudget
+from localjury.engines.constrain.thinking_budget import ThinkingBudget
 from localjury.types import THINK_CLOSE, THINK_OPEN
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from localjury._hashing import content_hash
 from localjury.engines._prompts import PromptFormatter
 from localjury.engines.base import BatchEngine, Completion, GenerateCall, Usage
-from localjury.engines.constrain.thinking import answer_start
+from localjury.engines.constrain.thinking_budget import answer_start
 from localjury.engines.constrain.verdicts import TOP_LOGPROBS, decision_of, verdict_probs_from_top
 from localjury.errors import EngineError
 from localjury.models.registry import ModelSpec

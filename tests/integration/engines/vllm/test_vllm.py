@@ -13,7 +13,7 @@ pytest.importorskip("vllm", reason="vLLM not installed (scripts/test installs th
 from localjury import AspectCritic, evaluate
 from localjury.engines import load_engine
 from localjury.engines.base import GenerateCall, Sampling
-from localjury.engines.constrain.thinking import ThinkingBudget
+from localjury.engines.constrain.thinking_budget import ThinkingBudget
 from localjury.engines.pool import keep_loaded
 from localjury.errors import ConfigError
 from localjury.records.record import Record

@@ -13,7 +13,7 @@ from localjury.engines.base import Completion
 from localjury.engines.constrain.grammars import Thinking, grammar_rows
 from localjury.engines.constrain.masks import VerdictTokens
 from localjury.engines.constrain.quotes import quote_grammar
-from localjury.engines.constrain.thinking import ThinkingBudget, answer_start, split_answer, with_thinking
+from localjury.engines.constrain.thinking_budget import ThinkingBudget, answer_start, split_answer, with_thinking
 from localjury.metrics.base import Judgment
 from localjury.models.registry import ModelSpec
 from localjury.run.config import RunConfig
@@ -221,7 +221,7 @@ def tagged(byte_tokenizer):
 def test_delimiters_that_are_tokens_are_named_by_id_and_the_close_comes_at_the_budget(tagged):
     """Where the delimiters are the tokenizer's own tokens, the sample opens with the open token
     (not its letters), may close with the close token at any point, and at the budget writes it."""
-    from localjury.engines.constrain.thinking import think_tags
+    from localjury.engines.constrain.thinking_budget import think_tags
 
     tokenizer, ll = tagged
     opening, closing = think_tags(tokenizer)
