@@ -30,6 +30,7 @@ from localjury._version import __version__
 from localjury.bench.calibrate import _fit
 from localjury.bench.config import AlignConfig
 from localjury.bench.formats import BenchItem, check_unique_ids, load, sample
+from localjury.bench.heads import decide, fit_model_heads, prompt_ways, too_few
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic
 from localjury.metrics.aspect_critic import AspectCritic
@@ -39,7 +40,8 @@ from localjury.models.registry import ModelSpec
 from localjury.records.conversation import not_unicode
 from localjury.records.record import parse_record
 from localjury.results._outputs import OutputSet
-from localjury.run import EngineFactory, RunResult, evaluate
+from localjury.run import EngineFactory, RunConfig, RunResult, evaluate
+from localjury.votes.calibration import Calibrator
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -198,6 +200,42 @@ def add_aligned(
         row["demonstrations"] = [d.record.id for d in metric.demonstrations(parse_record(it.record))]
 
 
+def decision_heads(
+    items: Sequence[BenchItem],
+    judge: AspectCritic,
+    zero_fits: Sequence[Calibrator],
+    aligned_fits: Sequence[Calibrator],
+    config: RunConfig,
+    folds: int,
+    seed: int,
+    engine_factory: EngineFactory | None,
+) -> dict[str, Any]:
+    """Each model's decision report and its winning head (:mod:`localjury.bench.heads`), as the
+    profile file holds them: the model loaded once more to read its hidden states (one prefill a
+    labeled record). A model whose engine gives no hidden states keeps prompting, and says so."""
+    from localjury.engines import load_engine, resolve_engine
+    from localjury.run.jury import resolve_models
+
+    jury = config.jury
+    zero, aligned = {f.model: f for f in zero_fits}, {f.model: f for f in aligned_fits}
+    groups = [unit(it) for it in items]
+    reports, heads = [], []
+    for spec in resolve_models(jury.models, jury.registry, jury.trust_remote_code):
+        spec = spec.model_copy(update={"engine": resolve_engine(spec, jury.engine)})
+        prompting = prompt_ways({"zero-shot": zero.get(spec.name), "aligned": aligned.get(spec.name)})
+        engine = (engine_factory or load_engine)(spec)
+        try:
+            report, head = fit_model_heads(engine, judge, items, groups, prompting, folds=folds, seed=seed)
+        except ConfigError as exc:  # an engine without hidden states
+            report, head = decide(spec.name, prompting, []).model_copy(update={"why": str(exc)}), None
+        finally:
+            engine.close()
+        reports.append(report.model_dump(mode="json"))
+        if head is not None:
+            heads.append(head.model_dump(mode="json"))
+    return {"decisions": reports, "heads": heads}
+
+
 def build_profile(
     data: str | Path,
     models: Sequence[str | ModelSpec],
@@ -240,10 +278,12 @@ def build_profile(
         items = sample(load(data, fmt), align.limit, align.sample_seed)
         check_unique_ids(items, data)
         names = [m if isinstance(m, str) else m.name for m in models]
-        traces = None
-        if judge.evidence:  # each example's quotes, bootstrapped from the judges' own zero-shot samples
+        traces = zero = None
+        no_heads = too_few([int(it.gold) for it in items]) if align.heads else "not asked (--no-heads)"  # type: ignore[arg-type]
+        if judge.evidence or no_heads is None:  # the zero-shot judge: quotes to bootstrap, votes to beat
             zero = evaluate([it.record for it in items], [judge], config=run_config, progress=progress,
                             engine_factory=engine_factory, output_set=files)  # fmt: skip
+        if judge.evidence and zero is not None:  # each example's quotes, bootstrapped from the zero-shot samples
             traces = traces_of(items, zero, judge.name)
         profile = JudgeProfile(
             localjury_version=__version__,
@@ -257,13 +297,21 @@ def build_profile(
             labels_sha256=file_sha256(Path(data)),
             examples=examples_of(items, data, traces),
         )
+        fits: list[Calibrator] = []
         if align.calibrate:
             metric = profile.metric(folds=folds_of(items, None, seed))
             run = evaluate([it.record for it in items], [metric], config=run_config, progress=progress,
                            engine_factory=engine_factory, output_set=files)  # fmt: skip
             fits = [_fit(m.model, items, run, judge.name, data, align.folds, seed) for m in run.summary.models]
+        decided: dict[str, Any] = {}
+        if zero is not None and no_heads is None:
+            zero_fits = [_fit(m.model, items, zero, judge.name, data, align.folds, seed) for m in zero.summary.models]
+            decided = decision_heads(items, judge, zero_fits, fits, run_config, align.folds, seed, engine_factory)
+        elif align.heads:
+            decided = {"decisions": [{"model": n, "winner": "prompting", "why": no_heads} for n in names]}
+        if fits or decided:
             # As the file holds them (held-out CIs as lists), so that the result equals what is read back.
-            profile = JudgeProfile.model_validate({**profile.model_dump(mode="json"), "calibrators":
+            profile = JudgeProfile.model_validate({**profile.model_dump(mode="json"), **decided, "calibrators":
                                                    [f.model_dump(mode="json") for f in fits]})  # fmt: skip
         files.file(out, profile.dump_yaml())
         files.commit()

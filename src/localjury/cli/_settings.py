@@ -80,7 +80,15 @@ FACES: dict[str, Face] = {
         flag="--no-calibrate",
         default=False,
         to_setting=lambda no_calibrate: not no_calibrate,
-        help="Fit no thresholds (no model loads, unless --evidence): the profile's judges are scored by votes.",
+        help="Fit no thresholds (no model loads, unless --evidence or heads): the profile's judges are scored "
+        "by votes.",
+    ),
+    "heads": Face(
+        flag="--no-heads",
+        default=False,
+        to_setting=lambda no_heads: not no_heads,
+        help="Fit no decision heads (with 40 labels or more, 10 of each, align fits a head on each model's hidden "
+        "states and keeps it where it beats prompting by cross-validated kappa).",
     ),
     "cluster": Face(
         kind=str | None,

@@ -76,6 +76,8 @@ def align(
 
     Unless --no-calibrate, each model judges the labels (none shown itself or its pair) to fit a threshold.
     With --evidence, the profile quotes its evidence first, and so do its examples (bootstrapped: see --evidence).
+    Unless --no-heads (and given 40 labels, 10 of each), each model also judges them zero-shot and a decision head
+    is fitted on its hidden states per layer; a head that beats prompting by cross-validated kappa decides for it.
     """
     from localjury.bench import require
 
@@ -97,6 +99,11 @@ def align(
         profile = build_profile(data, specs, out_path, config, judge=judge, fmt=fmt, progress=progress)
     if profile.calibrators:
         print_calibration(profile.calibrators, out)
+    for decision in profile.decisions:
+        ways = ", ".join(f"{w.way} {w.kappa:.2f}" for w in decision.ways[:4] if w.kappa is not None)
+        out.print(
+            f"{decision.model}: decides by {decision.winner} ({decision.why})" + (f"\n  kappa: {ways}" if ways else "")
+        )
     labels = {g: sum(e.gold == g for e in profile.examples) for g in (1, 0)}
     out.print(
         f"{len(profile.examples)} labeled examples ({labels[1]} pass, {labels[0]} fail), {profile.shots} a prompt"

@@ -3,15 +3,21 @@ schema), n texts per prompt out."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from localjury.engines._prompts import PromptFormatter, render_plain
 from localjury.engines.constrain.thinking_budget import ThinkingBudget, with_thinking
 from localjury.errors import ConfigError
 from localjury.models.registry import ModelSpec
 from localjury.types import Completion, Message, ProgressFn, Sampling, Usage
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from localjury.votes.heads import DecisionHead
 
 __all__ = [
     "BatchEngine",
@@ -55,6 +61,10 @@ class GenerateCall:
     """Each sample thinks first, within this budget, then answers under ``schema``
     (:mod:`~localjury.engines.constrain.thinking_budget`); ``sampling.max_tokens`` stays the answer's.
     None: as the model's ``thinking`` setting says (:meth:`BatchEngine.generate` sets it)."""
+    head: DecisionHead | None = None
+    """Decide each prompt with this head on the model's hidden states instead of sampling: one
+    prefill a prompt, one completion (``{"verdict": v}``, the head's probability as its verdict
+    probability, no token drawn); ``n`` and ``schema`` are not used."""
 
 
 class Engine(Protocol):
@@ -147,6 +157,10 @@ class BatchEngine(PromptTokens):
         if not call.prompts:
             self.last_usage = Usage(prompt_tokens=0)
             return []
+        if call.head is not None:
+            outputs = [[decided(call.head, state[0])] for state in self.hidden_states(call.prompts, [call.head.layer])]
+            self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(call.prompts)))
+            return outputs
         thinking = call.thinking
         if thinking is None and self.spec.thinking:
             thinking = ThinkingBudget.of(call.prompts[0], self.spec.thinking, getattr(self, "tokenizer", None))
@@ -168,3 +182,38 @@ class BatchEngine(PromptTokens):
     def _generate(self, call: GenerateCall) -> list[list[Completion]]:
         """The backend's generation of a checked call with at least one prompt."""
         raise NotImplementedError
+
+    def block_count(self) -> int:
+        """The model's transformer blocks (the layers :meth:`hidden_states` can read)."""
+        raise self._no_hidden_states()
+
+    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int]) -> np.ndarray:
+        """The output of each of ``layers`` (transformer blocks, 0 the first) at each prompt's
+        last token, one prefill a prompt and nothing sampled: an array of (prompts, layers,
+        hidden size), float32.
+
+        Raises:
+            ConfigError: The engine cannot read hidden states (vLLM, a server), or a layer is
+                not one of the model's blocks.
+        """
+        raise self._no_hidden_states()
+
+    def _no_hidden_states(self) -> ConfigError:
+        return ConfigError(
+            f"model {self.spec.name!r}: the {self.name} engine gives no hidden states, so it cannot fit or run a "
+            "decision head; run the model on the transformers or llamacpp engine (--engine)"
+        )
+
+    def _check_layers(self, layers: Sequence[int]) -> None:
+        """Raise unless every layer is one of the model's blocks."""
+        blocks = self.block_count()
+        wrong = [i for i in layers if not 0 <= i < blocks]
+        if wrong:
+            raise ConfigError(f"model {self.spec.name!r} has blocks 0 to {blocks - 1}; no layer {wrong[0]}")
+
+
+def decided(head: DecisionHead, state: np.ndarray) -> Completion:
+    """A head's decision from a hidden state, as a completion: its verdict as the text, its
+    probability as the verdict's, no token drawn."""
+    p = head.probability(state)
+    return Completion(json.dumps({"verdict": head.verdict(p)}), 0, True, verdict_probs=(p,))

@@ -28,6 +28,7 @@ from localjury.records.record import Record
 from localjury.results.record_result import InvalidSample, ModelJudgment, RecordResult
 from localjury.types import Completion, Message, Stored
 from localjury.votes.calibration import CalibrationFile, Calibrator
+from localjury.votes.heads import DecisionHead
 from localjury.votes.voting import (
     Scoring,
     TieBreak,
@@ -66,6 +67,9 @@ class Request:
     """The record's texts the output's quotes must be spans of (a metric that asks for quoted
     evidence; empty when the record has none: the quotes are then an empty list); part of the
     store key. None for a metric that asks for no quotes."""
+    head: DecisionHead | None = None
+    """Decide by this decision head instead of sampling (:mod:`~localjury.metrics.decision_head`;
+    its hash is in ``revision``, so in the store key)."""
 
 
 class Juror(Protocol):
@@ -74,6 +78,11 @@ class Juror(Protocol):
     @property
     def spec(self) -> ModelSpec:
         """Its models.yaml entry (its name, its context length)."""
+        ...
+
+    @property
+    def identity(self) -> str:
+        """What its generations are keyed by: its files' hash (a decision head is bound to it)."""
         ...
 
     @property

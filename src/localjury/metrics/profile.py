@@ -12,6 +12,7 @@ judgment store keys every generation by them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,9 +25,11 @@ from localjury.errors import ConfigError
 from localjury.metrics._text_bounds import SpecText, SpecTexts
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic, Demonstration, Selector, Similarity
 from localjury.metrics.base import MAX_STRICTNESS, REASON_MAX_CHARS, Metric
+from localjury.metrics.decision_head import HeadCritic, head_models
 from localjury.metrics.evidence import MAX_QUOTES, QuoteText
 from localjury.records.record import Record
 from localjury.votes.calibration import Calibrator
+from localjury.votes.heads import DecisionHead, DecisionReport
 
 
 class LabeledExample(BaseModel):
@@ -112,6 +115,11 @@ class JudgeProfile(BaseModel):
     """The labeled pool."""
     calibrators: list[Calibrator] = []
     """Thresholds fitted on the labels with the demonstrations, one per model; none: scored by votes."""
+    decisions: list[DecisionReport] = []
+    """Per model, every way of deciding that ``align`` compared by cross-validation, and the winner."""
+    heads: list[DecisionHead] = []
+    """The decision heads that won, at most one per model: those models decide by their head
+    (:mod:`~localjury.metrics.decision_head`), the others by prompting."""
 
     @field_validator("examples")
     @classmethod
@@ -121,6 +129,16 @@ class JudgeProfile(BaseModel):
         if dupes:
             raise ValueError(f"example ids must be unique; repeated: {', '.join(dupes[:5])}")
         return value
+
+    @model_validator(mode="after")
+    def _heads(self) -> JudgeProfile:
+        models = [h.binding.model for h in self.heads]
+        if len(set(models)) < len(models):
+            raise ValueError(f"one decision head per model; {models} has a model twice")
+        wrong = [h.binding.criterion for h in self.heads if h.binding.criterion != self.criterion.definition]
+        if wrong:
+            raise ValueError(f"a decision head was fitted for another criterion: {wrong[0][:60]!r}")
+        return self
 
     @model_validator(mode="after")
     def _quoting(self) -> JudgeProfile:
@@ -144,12 +162,16 @@ class JudgeProfile(BaseModel):
     ) -> AlignedCritic:
         """The metric that judges with this profile (``strictness`` overrides the profile's;
         ``folds``: record id -> fold, a record shown examples of other folds only; ``name``:
-        another metric name than the criterion's)."""
+        another metric name than the criterion's). A profile with decision heads gives a
+        :class:`~localjury.metrics.decision_head.HeadCritic`: its models decide by their heads."""
         described = {"sha256": self.sha256(), "examples": len(self.examples), "shots": self.shots}
         if path is not None:
             described = {"path": str(path), **described}
         name = name or self.criterion.name
-        return AlignedCritic(
+        critic: Any = AlignedCritic
+        if self.heads:
+            critic = partial(HeadCritic, heads=head_models(self.heads))
+        return critic(  # type: ignore[no-any-return]
             name,
             self.criterion.definition,
             selector=Selector([e.demonstration() for e in self.examples], self.shots, folds=folds),

@@ -101,6 +101,22 @@ class ModelJudgment(BaseModel):
     """A judge that thinks (``thinking`` in models.yaml, or a server's reasoning parser): each
     sample's thinking, in the order the samples were drawn (null where a sample wrote none).
     Left out of the results of a judge that does not think."""
+    head: HeadDecision | None = Field(None, exclude_if=lambda value: value is None)
+    """A model decided by a judge profile's decision head: its layer and probability (its one
+    vote is the head's verdict, with no reason: nothing was sampled). Left out otherwise."""
+
+
+class HeadDecision(BaseModel):
+    """How a decision head decided a record (:mod:`localjury.votes.heads`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    layer: int
+    """The transformer block whose output it read."""
+    probability: float
+    """Its probability that the response meets the criterion."""
+    head_sha256: str
+    """The head's hash (its weights, layer and binding)."""
 
 
 class StatementJudgment(BaseModel):

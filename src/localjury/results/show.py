@@ -180,6 +180,10 @@ def judgment_view(result: RecordResult, record: Record | None, full_thinking: bo
     for m in result.models:
         verdict = "abstains" if m.verdict is None and m.score is None else f"verdict {m.verdict}, score {m.score}"
         parts.append(Text(f"{m.model}: {verdict}" + (f"  ({escape_controls(m.error)})" if m.error else "")))
+        if m.head is not None:  # one decision, no sample and no reason
+            parts.append(Text(f"  decided by its head on layer {m.head.layer}: p {m.head.probability:.3f} "
+                              "(hidden states, no reason)\n", style="dim"))  # fmt: skip
+            continue
         parts.append(_samples(m, full_thinking))
     quotes = quotes_of(result)
     fields = sorted({q.field for q in quotes})

@@ -185,7 +185,8 @@ class EngineCalls:
                 )
                 counts.too_long()
                 continue
-            group = (req.n, req.first_sample, repr(sorted(req.schema.items())), req.max_tokens, req.temperature)
+            schema = repr(sorted(req.schema.items())) + (f" head:{req.head.sha256()}" if req.head is not None else "")
+            group = (req.n, req.first_sample, schema, req.max_tokens, req.temperature)
             groups.setdefault(group, []).append((req, prompt))
         for (n, first_sample, _, budget, temp), members in groups.items():
             # Each prompt once, with its quotable texts: two records can render to one prompt
@@ -195,7 +196,7 @@ class EngineCalls:
             sampling = Sampling(temp, self.model.top_p, budget, self.seed, first_sample)
             # Quotes only when a prompt has some: an engine without quotes never sees them otherwise.
             quoted = [q or () for _, q in unique] if any(q is not None for _, q in unique) else None
-            call = GenerateCall(prompts_of, n, sampling, members[0][0].schema, quoted)
+            call = GenerateCall(prompts_of, n, sampling, members[0][0].schema, quoted, head=members[0][0].head)
             started = time.perf_counter()
             try:
                 outputs = engine.generate(call)

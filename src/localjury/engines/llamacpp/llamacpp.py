@@ -26,6 +26,7 @@ import ctypes
 import gc
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -46,6 +47,7 @@ from localjury.engines._sampling import sample, sample_generators
 from localjury.engines.base import Completion, GenerateCall, Sampling, Usage
 from localjury.engines.constrain.masks import MaskedRows
 from localjury.engines.constrain.schemas import JsonSchemaIndex, vocabulary_of_tokenizer
+from localjury.engines.llamacpp.layers import LayerReader
 from localjury.engines.native import cpu
 from localjury.engines.native.llamacpp_kernels import announce, kernel_choice
 from localjury.errors import ConfigError, EngineError
@@ -132,6 +134,7 @@ class LlamaCppEngine(LocalDecoding):
         self.batch = _internals.LlamaBatch(n_tokens=DECODE_BATCH, embd=0, n_seq_max=1, verbose=False)
         self._vocabulary = vocabulary_of_tokenizer(self.tokenizer)
         self._indexes: dict[str, JsonSchemaIndex] = {}
+        self._reader = LayerReader(DECODE_BATCH, cpu.compute_threads())
 
     def _context(self, sequences: int, cells: int) -> None:
         """Have a context with at least ``sequences`` KV streams of ``cells`` cells each.
@@ -347,9 +350,27 @@ class LlamaCppEngine(LocalDecoding):
                 llama_cpp.llama_memory_seq_rm(self.memory, s, -1, -1)
         return [(out[r], done[r]) for r in range(total)]
 
+    # -- hidden states -------------------------------------------------------------------
+
+    def block_count(self) -> int:
+        return int(llama_cpp.llama_model_n_layer(self.model.model))
+
+    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int]) -> np.ndarray:
+        """Each prompt prefilled alone in a context whose eval callback reads the blocks' outputs
+        (:class:`~localjury.engines.llamacpp.layers.LayerReader`); see
+        :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
+        self._check_layers(layers)
+        encoded: list[list[int]] = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        try:
+            return self._reader.read(self.model, encoded, layers, _pieces)
+        except Exception as exc:
+            raise EngineError(f"reading hidden states failed: {exc}", engine=self.name, model=self.spec.name) from exc
+
     def close(self) -> None:
-        """Free the context, the model and the schema indexes."""
+        """Free the contexts, the model and the schema indexes."""
         self._indexes.clear()
+        if hasattr(self, "_reader"):
+            self._reader.close()
         for attr in ("batch", "ctx", "model"):
             obj = getattr(self, attr, None)
             if obj is not None:

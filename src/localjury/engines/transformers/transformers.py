@@ -13,6 +13,8 @@ from __future__ import annotations
 import copy
 import gc
 import os
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,6 +23,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
+import numpy as np
 import outlines
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
@@ -277,6 +280,42 @@ class TransformersEngine(LocalDecoding):
             cache.batch_repeat_interleave(n)
             ids, mask = ids.repeat_interleave(n, dim=0), mask.repeat_interleave(n, dim=0)
         return ids, mask, cache
+
+    # -- hidden states -------------------------------------------------------------------
+
+    def block_count(self) -> int:
+        return int(self.model.config.get_text_config().num_hidden_layers)
+
+    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int]) -> np.ndarray:
+        """Each prompt alone (no padding, no shared prefix), with a forward hook on each of
+        ``layers``' decoder blocks keeping its output at the last token; see
+        :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
+        self._check_layers(layers)
+        blocks = self.model.get_decoder().layers
+        kept: dict[int, torch.Tensor] = {}
+
+        def keep(layer: int, _module: Any, _args: Any, output: Any) -> None:
+            hidden = output[0] if isinstance(output, tuple) else output
+            kept[layer] = hidden[0, -1].float().cpu()
+
+        hooks = [blocks[i].register_forward_hook(partial(keep, i)) for i in layers]
+        encoded = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        out = np.zeros((len(prompts), len(layers), self.model.config.get_text_config().hidden_size), np.float32)
+        try:
+            with torch.inference_mode():
+                for p, ids in enumerate(encoded):
+                    tokens = torch.tensor([ids], device=self.model.device)
+                    self.model(
+                        input_ids=tokens, attention_mask=torch.ones_like(tokens), use_cache=False, logits_to_keep=1
+                    )
+                    for j, layer in enumerate(layers):
+                        out[p, j] = kept[layer].numpy()
+        except Exception as exc:
+            raise EngineError(f"reading hidden states failed: {exc}", engine=self.name, model=self.spec.name) from exc
+        finally:
+            for hook in hooks:
+                hook.remove()
+        return out
 
     def close(self) -> None:
         """Drop the model, tokenizer and schema indexes, and collect their memory."""

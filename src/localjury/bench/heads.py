@@ -1,0 +1,171 @@
+"""Decision heads in ``localjury align``: read each judge's hidden states on the labeled records,
+fit a head per layer by grouped cross-validation, and compare it with the ways of prompting the
+same judge on the same records; a head is kept only where it wins beyond its interval.
+
+The ways compared, each scored by Cohen's kappa against the labels (95% bootstrap interval):
+
+- ``zero-shot votes``: the judge's majority vote, asked the criterion alone;
+- ``zero-shot calibrated``: its verdict probability (or vote share) through a threshold fitted
+  on the other folds (:func:`localjury.bench.calibrate._fit`);
+- ``aligned votes`` and ``aligned calibrated``: the same, shown label-aligned examples of other
+  groups (only where the profile is calibrated: ``--calibrate``);
+- ``head layer N``: the head on block N's output at the prompt's last token, each record's
+  probability from a head fitted on the other folds, folds grouped so that no pair, group or
+  user input (:func:`localjury.bench.align.unit`) is on both sides, and the head's C chosen
+  inside the training folds only.
+
+The best head wins when the lower end of its kappa's interval is above the best prompting
+way's kappa; otherwise the profile keeps prompting and says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from localjury.bench import stats
+from localjury.bench.formats import BenchItem
+from localjury.metrics.aspect_critic import AspectCritic
+from localjury.models.registry import ModelSpec
+from localjury.records.neutralise import Neutraliser, tokenizer_markers
+from localjury.records.record import parse_record
+from localjury.results.manifest import model_identity
+from localjury.votes.calibration import Calibrator
+from localjury.votes.heads import DecisionHead, DecisionReport, DecisionWay, HeadBinding, cross_validated, fit_head
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from localjury.engines.base import Engine
+
+#: Fewer labels than this (or fewer than MIN_PER_LABEL of a label) fit no head: its
+#: cross-validated kappa would be noise.
+MIN_LABELS = 40
+MIN_PER_LABEL = 10
+
+
+def default_layers(blocks: int) -> list[int]:
+    """The blocks a head is fitted on: a quarter, half and three quarters of the way, and the last."""
+    return sorted({blocks // 4, blocks // 2, (3 * blocks) // 4, blocks - 1})
+
+
+def too_few(gold: Sequence[int]) -> str | None:
+    """Why these labels are too few to fit a head, or None."""
+    counts = {g: sum(x == g for x in gold) for g in (0, 1)}
+    if len(gold) < MIN_LABELS or min(counts.values()) < MIN_PER_LABEL:
+        return (
+            f"{len(gold)} labels ({counts[1]} pass, {counts[0]} fail): a decision head needs {MIN_LABELS}, "
+            f"{MIN_PER_LABEL} of each"
+        )
+    return None
+
+
+def binding_of(spec: ModelSpec, criterion: str) -> HeadBinding:
+    """What a head fitted on this model's hidden states, for this criterion, is bound to."""
+    return HeadBinding(
+        model=spec.name,
+        weights_sha256=model_identity(spec),
+        engine=spec.engine,
+        prompt_format=spec.prompt_format,
+        criterion=criterion,
+    )
+
+
+def read_states(
+    engine: Engine, judge: AspectCritic, items: Sequence[BenchItem], layers: Sequence[int] | None = None
+) -> tuple[np.ndarray, list[int]]:
+    """The hidden states of ``engine``'s model at the last token of each labeled record's
+    zero-shot prompt (the judge's criterion alone, the record's text neutralised as a run
+    does), at ``layers`` (default: :func:`default_layers`); and the layers."""
+    spec = engine.spec
+    layers = list(layers) if layers is not None else default_layers(engine.block_count())  # type: ignore[attr-defined]
+    neutralise = Neutraliser(tokenizer_markers(spec.tokenizer_dir()))
+    prompts = [engine.format_prompt(judge.messages(parse_record(it.record), neutralise)) for it in items]
+    return engine.hidden_states(prompts, layers), layers  # type: ignore[attr-defined]
+
+
+def head_ways(
+    states: np.ndarray, layers: Sequence[int], gold: Sequence[int], groups: Sequence[str], folds: int, seed: int
+) -> list[DecisionWay]:
+    """Each layer's head, scored by grouped cross-validation."""
+    ways = []
+    for j, layer in enumerate(layers):
+        p = cross_validated(states[:, j], gold, groups, folds=folds, seed=seed)
+        c = stats.classification(gold, [int(x >= 0.5) for x in p], seed=seed)
+        prob = stats.probabilistic(gold, p, seed=seed)
+        ways.append(_way(f"head layer {layer}", c, prob["auroc"], len(gold)))
+    return ways
+
+
+def prompt_ways(fits: dict[str, Calibrator | None]) -> list[DecisionWay]:
+    """The prompting ways from calibration fits' held-out figures (``fits``: a prefix such as
+    ``zero-shot`` -> the model's fit on that run; None where that run was not made)."""
+    ways = []
+    for prefix, fit in fits.items():
+        if fit is None or not fit.held_out:
+            continue
+        held = fit.held_out
+        for kind, key in (("votes", "uncalibrated"), ("calibrated", "calibrated")):
+            f = held[key]
+            ways.append(_way(f"{prefix} {kind}", f, f.get("auroc") if kind == "calibrated" else None, held["records"]))
+    return ways
+
+
+def _way(name: str, figures: dict[str, Any], auroc: float | None, records: int) -> DecisionWay:
+    ci = figures.get("kappa_ci")
+    return DecisionWay(
+        way=name,
+        kappa=figures.get("kappa"),
+        kappa_ci=list(ci) if ci is not None else None,
+        auroc=auroc,
+        records=records,
+    )
+
+
+def decide(model: str, prompting: list[DecisionWay], heads: list[DecisionWay]) -> DecisionReport:
+    """The winner among the ways: the best head where its interval's lower end is above the best
+    prompting way's kappa, else the best prompting way."""
+
+    def kappa(w: DecisionWay) -> float:
+        return w.kappa if w.kappa is not None else float("-inf")
+
+    ways = sorted([*prompting, *heads], key=kappa, reverse=True)
+    best_prompt = max(prompting, key=kappa, default=None)
+    best_head = max(heads, key=kappa, default=None)
+    bar = kappa(best_prompt) if best_prompt is not None else float("-inf")
+    label = f"{best_prompt.way} (kappa {bar:.3f})" if best_prompt is not None else "no prompting way"
+    if best_head is None or best_head.kappa_ci is None:
+        return DecisionReport(model=model, ways=ways, winner=best_prompt.way if best_prompt else "zero-shot votes",
+                              why="no head could be scored")  # fmt: skip
+    low = best_head.kappa_ci[0]
+    if low > bar:
+        why = f"{best_head.way}: kappa {kappa(best_head):.3f}, interval from {low:.3f}, above {label}"
+        return DecisionReport(model=model, ways=ways, winner=best_head.way, why=why)
+    why = (
+        f"kept prompting: the best head, {best_head.way} (kappa {kappa(best_head):.3f}), has an interval from "
+        f"{low:.3f}, not above {label}"
+    )
+    return DecisionReport(model=model, ways=ways, winner=best_prompt.way if best_prompt else "zero-shot votes", why=why)
+
+
+def fit_model_heads(
+    engine: Engine,
+    judge: AspectCritic,
+    items: Sequence[BenchItem],
+    groups: Sequence[str],
+    prompting: list[DecisionWay],
+    *,
+    folds: int,
+    seed: int,
+    read: Callable[..., tuple[np.ndarray, list[int]]] = read_states,
+) -> tuple[DecisionReport, DecisionHead | None]:
+    """One model's comparison and, where a head wins, the head fitted on every labeled record."""
+    gold = [int(it.gold) for it in items]  # type: ignore[arg-type]
+    states, layers = read(engine, judge, items)
+    heads = head_ways(states, layers, gold, groups, folds, seed)
+    report = decide(engine.spec.name, prompting, heads)
+    if not report.winner.startswith("head layer "):
+        return report, None
+    layer = int(report.winner.rsplit(" ", 1)[1])
+    binding = binding_of(engine.spec, judge.definition)
+    return report, fit_head(states[:, layers.index(layer)], gold, groups, layer, binding, seed)

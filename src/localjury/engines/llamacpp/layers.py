@@ -1,0 +1,136 @@
+"""Reading a GGUF model's hidden states with llama.cpp: the output of chosen transformer blocks
+at a prompt's last token, for decision heads (:mod:`localjury.votes.heads`).
+
+llama.cpp names the output of block ``i`` ``l_out-i`` in its compute graph (the tensors its
+``llama-eval-callback`` and control-vector tools read). A context built with the scheduler's
+eval callback (``cb_eval``) is asked, tensor by tensor, whether the callback wants it; for the
+wanted ones it is called again once the tensor is computed, and copies out its last row (the
+last token: in the last block only the rows that produce logits are kept, and a prefill asks
+for the last token's alone). Every block is reachable, not only the final one that llama.cpp's
+embedding output gives.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+import numpy as np
+from llama_cpp import _internals
+
+#: ggml's type id of 32-bit floats (``GGML_TYPE_F32``): a block's output is one.
+GGML_F32 = 0
+
+
+class _TensorHead(ctypes.Structure):
+    """The first fields of ``struct ggml_tensor`` (ggml.h): its type and its shape."""
+
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("buffer", ctypes.c_void_p),
+        ("ne", ctypes.c_int64 * 4),
+    ]
+
+
+def _ggml() -> ctypes.CDLL:
+    """ggml's base library, shipped beside llama.cpp's in llama-cpp-python's wheel."""
+    lib = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+    lib.ggml_get_name.restype = ctypes.c_char_p
+    lib.ggml_get_name.argtypes = [ctypes.c_void_p]
+    lib.ggml_backend_tensor_get.restype = None
+    lib.ggml_backend_tensor_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
+    return lib
+
+
+class LayerReader:
+    """A context of its own (made at the first read, grown for longer prompts) whose eval
+    callback keeps the wanted blocks' outputs at the last token of each prefill.
+
+    Args:
+        batch: Tokens one ``llama_decode`` takes at most.
+        threads: Compute threads.
+    """
+
+    def __init__(self, batch: int, threads: int) -> None:
+        self._lib = _ggml()
+        self._names: dict[str, int] = {}
+        self.kept: dict[int, np.ndarray] = {}
+        self._batch_size, self._threads = batch, threads
+        self._ctx: Any = None
+        self._cells = 0
+        self._batch: Any = None
+        # Kept on the object: the C side holds only a pointer to it.
+        self.callback = llama_cpp.ggml_backend_sched_eval_callback(self._on_tensor)
+
+    def read(
+        self, model: Any, encoded: list[list[int]], layers: Sequence[int], pieces: Callable[[int, int], list[int]]
+    ) -> np.ndarray:
+        """(prompts, layers, hidden size): each prompt's tokens prefilled alone (cut by
+        ``pieces(length, batch)``), logits asked of its last token only."""
+        self._have_context(model, -(-max(len(e) for e in encoded) // 256) * 256)
+        ctx = self._ctx.ctx
+        out = np.zeros((len(encoded), len(layers), model.n_embd()), np.float32)
+        for p, ids in enumerate(encoded):
+            self._names = {f"l_out-{i}": i for i in layers}
+            self.kept = {}
+            llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
+            start = 0
+            for size in pieces(len(ids), self._batch_size):
+                self._batch.reset()
+                b = self._batch.batch
+                for k in range(size):
+                    b.token[k], b.pos[k], b.seq_id[k][0], b.n_seq_id[k] = ids[start + k], start + k, 0, 1
+                    b.logits[k] = start + k == len(ids) - 1
+                b.n_tokens = size
+                start += size
+                status = llama_cpp.llama_decode(ctx, b)
+                if status != 0:
+                    raise RuntimeError(f"llama_decode returned {status}")
+            missing = [i for i in layers if i not in self.kept]
+            if missing:
+                raise RuntimeError(f"llama.cpp computed no output of block {missing[0]}")
+            out[p] = [self.kept[i] for i in layers]
+        return out
+
+    def _have_context(self, model: Any, cells: int) -> None:
+        """A context of at least ``cells`` cells, one sequence, the callback set, flash
+        attention off (as the engine's generation context)."""
+        if self._ctx is not None and self._cells >= cells:
+            return
+        self.close()
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = cells
+        cparams.n_batch = cparams.n_ubatch = self._batch_size
+        cparams.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        cparams.n_threads = cparams.n_threads_batch = self._threads
+        cparams.cb_eval = self.callback
+        self._ctx = _internals.LlamaContext(model=model, params=cparams, verbose=False)
+        self._batch = _internals.LlamaBatch(n_tokens=self._batch_size, embd=0, n_seq_max=1, verbose=False)
+        self._cells = cells
+
+    def close(self) -> None:
+        """Free the context."""
+        for obj in (self._ctx, self._batch):
+            if obj is not None:
+                obj.close()
+        self._ctx = self._batch = None
+        self._cells = 0
+
+    def _on_tensor(self, tensor: int, ask: bool, _user_data: int) -> bool:
+        try:
+            layer = self._names.get(self._lib.ggml_get_name(tensor).decode(errors="replace"))
+            if ask or layer is None:
+                return layer is not None if ask else True
+            head = ctypes.cast(tensor, ctypes.POINTER(_TensorHead)).contents
+            width, rows = int(head.ne[0]), int(head.ne[1])
+            if head.type != GGML_F32 or rows < 1:
+                return True  # a part of a prefill that wants no output keeps no row of the last block
+            row = np.empty(width, np.float32)
+            self._lib.ggml_backend_tensor_get(tensor, row.ctypes.data, (rows - 1) * width * 4, width * 4)
+            self.kept[layer] = row
+        except Exception:  # an exception cannot cross into C: the block is left unread
+            return True
+        return True

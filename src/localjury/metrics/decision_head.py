@@ -1,0 +1,122 @@
+"""Decision mode: a judge profile's criterion decided, for the models that have a decision head,
+by the head on the model's hidden states, with one prefill a record and nothing sampled.
+
+A profile whose ``localjury align`` found a head that beats prompting for a model
+(:mod:`localjury.bench.heads`) judges with a :class:`HeadCritic`: that model's request is the
+criterion's zero-shot prompt (the prompt the head was fitted on) with the head in it, and its
+judgment is the head's verdict, one vote, its probability as ``p_pass`` and ``confidence``, no
+reason (the result's ``head`` says which layer decided). Strictness does not apply to a head
+(it is deterministic). The jury's other models judge as the profile's aligned critic does, and
+the record's score is the mean over all of them, as always.
+
+A head is used only with the hidden states it was fitted on: a run refuses a model whose
+weights file, engine, prompt format or the criterion's wording differ from the head's binding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any, ClassVar
+
+from localjury.metrics.aligned import AlignedCritic
+from localjury.metrics.aspect_critic import AspectCritic, VerdictJudging
+from localjury.metrics.judging import Juror, OverflowPolicy, Request, judges
+from localjury.metrics.prompt_fit import fit_prompt
+from localjury.records.neutralise import DEFAULT, Neutraliser
+from localjury.records.record import Record
+from localjury.results.record_result import HeadDecision, ModelJudgment
+from localjury.types import Completion, Message
+from localjury.votes.heads import DecisionHead, HeadBinding
+
+
+class HeadCritic(AlignedCritic):
+    """A label-aligned critic of which some models decide by their decision head.
+
+    Args:
+        heads: Each decision head by its model's name.
+        **aligned: The :class:`~localjury.metrics.aligned.AlignedCritic`'s arguments (the
+            other models judge as it does).
+    """
+
+    kind: ClassVar[str | None] = "head"
+
+    def __init__(self, name: str, definition: str, *, heads: Mapping[str, DecisionHead], **aligned: Any) -> None:
+        super().__init__(name, definition, **aligned)
+        self.heads = dict(heads)
+
+    def zero_shot_messages(self, record: Record, neutralise: Neutraliser = DEFAULT) -> list[Message]:
+        """The criterion's prompt with no demonstrations: what a head reads."""
+        return AspectCritic.messages(self, record, neutralise)
+
+
+@judges(HeadCritic)
+class HeadJudging(VerdictJudging):
+    """A :class:`HeadCritic`: a model with a head sends one zero-shot prompt decided by it; the
+    others judge as :class:`~localjury.metrics.aspect_critic.VerdictJudging` does."""
+
+    metric: HeadCritic
+
+    def requests(self, model: Juror, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
+        head = self.metric.heads.get(model.spec.name)
+        if head is None:
+            return super().requests(model, record, context, on_overflow)
+        spec = model.spec
+        head.check(HeadBinding(model=spec.name, weights_sha256=model.identity, engine=spec.engine,
+                               prompt_format=spec.prompt_format, criterion=self.metric.definition))  # fmt: skip
+        render = partial(self.metric.zero_shot_messages, neutralise=model.neutralise)
+        fitted = fit_prompt(on_overflow, model, record, model.max_tokens, render(record), render)
+        return [
+            Request(
+                (record.id, self.metric.name),
+                fitted.messages,
+                self.metric.json_schema(),
+                1,
+                model.max_tokens,
+                model.temperature,
+                turns_cut=fitted.turns_cut,
+                revision=f"head:{head.sha256()}",
+                head=head,
+            )
+        ]
+
+    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
+        if len(samples) == 1 and samples[0].n_tokens == 0 and samples[0].verdict_probs:
+            return True  # a head's decision: there is no second sample to draw
+        return super().unanimous(record, context, samples)
+
+    def judge(
+        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
+    ) -> tuple[ModelJudgment, Any]:
+        head = self.metric.heads.get(name)
+        if head is None:
+            return super().judge(name, record, context, samples)
+        ((decided, *_),) = samples
+        p = (decided.verdict_probs or (None,))[0]
+        if p is None:  # pragma: no cover - an engine's head completion always carries it
+            return self.unjudged(name, "the decision head gave no probability"), None
+        vote = head.verdict(p)
+        return ModelJudgment(
+            model=name,
+            votes=[vote],
+            reasons=[None],
+            drawn=1,
+            abstentions=0,
+            verdict=vote,
+            score=float(vote),
+            p_pass=[p],
+            confidence=p,
+            head=HeadDecision(layer=head.layer, probability=p, head_sha256=head.sha256()),
+        ), None
+
+    def unjudged(self, name: str, error: str) -> ModelJudgment:
+        if name not in self.metric.heads:
+            return super().unjudged(name, error)
+        return ModelJudgment(
+            model=name, votes=[None], reasons=[None], abstentions=1, verdict=None, score=None, error=error
+        )
+
+
+def head_models(heads: Sequence[DecisionHead]) -> dict[str, DecisionHead]:
+    """The heads by their model's name."""
+    return {h.binding.model: h for h in heads}

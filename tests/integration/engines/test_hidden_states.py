@@ -1,0 +1,82 @@
+"""The embedded model's hidden states through the real llama.cpp and transformers engines, and a
+decision head fitted on them deciding a real run."""
+
+import json
+
+import numpy as np
+import pytest
+
+from localjury import AspectCritic, evaluate
+from localjury.bench.heads import binding_of, default_layers
+from localjury.engines import load_engine
+from localjury.errors import ConfigError
+from localjury.metrics.profile import JudgeProfile
+from localjury.records.neutralise import Neutraliser, tokenizer_markers
+from localjury.records.record import Record
+from localjury.votes.heads import fit_head
+
+pytestmark = pytest.mark.slow
+
+DATED = AspectCritic("dated", "The response must include a specific date or year.")
+ANSWERS = [
+    ("When did the Berlin Wall fall?", "On 9 November 1989.", 1),
+    ("Who wrote Hamlet?", "William Shakespeare wrote it.", 0),
+    ("When was the Euro introduced?", "Banknotes arrived in 2002.", 1),
+    ("Is it far?", "Quite far, yes.", 0),
+    ("When did Apollo 11 land?", "In July 1969.", 1),
+    ("What is the capital of Peru?", "Lima.", 0),
+    ("When did the Titanic sink?", "It sank on 15 April 1912.", 1),
+    ("What colour is the sky?", "Blue, on a clear day.", 0),
+]
+RECORDS = [Record(id=f"r{i}", user_input=q, response=a) for i, (q, a, _) in enumerate(ANSWERS)]
+
+
+@pytest.fixture(scope="module", params=["llamacpp", "transformers"])
+def engine(request, smollm):
+    spec = smollm.model_copy(update={"engine": request.param})
+    if request.param == "llamacpp":
+        pytest.importorskip("llama_cpp", reason="the llamacpp extra (scripts/test installs it)")
+        spec.require_gguf()
+    loaded = load_engine(spec)
+    yield loaded
+    loaded.close()
+
+
+def prompts(engine, records):
+    neutralise = Neutraliser(tokenizer_markers(engine.spec.tokenizer_dir()))
+    return [engine.format_prompt(DATED.messages(r, neutralise)) for r in records]
+
+
+def test_a_prompt_gives_the_same_hidden_state_alone_or_among_others(engine):
+    blocks = engine.block_count()
+    layers = default_layers(blocks)
+    assert layers[-1] == blocks - 1 and len(layers) == 4
+    batch = prompts(engine, RECORDS[:4])
+    together = engine.hidden_states(batch, layers)
+    alone = engine.hidden_states(batch[2:3], layers[::-1])
+    assert together.shape == (4, 4, together.shape[2]) and together.dtype == np.float32 and together.shape[2] > 0
+    assert np.isfinite(together).all() and not np.allclose(together[0], together[1])
+    np.testing.assert_allclose(alone[0], together[2][::-1], rtol=1e-4, atol=1e-4)
+    with pytest.raises(ConfigError, match=f"has blocks 0 to {blocks - 1}; no layer {blocks}"):
+        engine.hidden_states(batch[:1], [blocks])
+
+
+def test_a_head_fitted_on_the_engines_states_decides_a_real_run_without_sampling(engine, tmp_path):
+    layer = engine.block_count() // 2
+    states = engine.hidden_states(prompts(engine, RECORDS), [layer])[:, 0]
+    gold = [g for _, _, g in ANSWERS]
+    head = fit_head(states, gold, [r.id for r in RECORDS], layer, binding_of(engine.spec, DATED.definition))
+    profile = JudgeProfile.model_validate(
+        {"criterion": {"name": "dated", "definition": DATED.definition}, "heads": [head.model_dump(mode="json")]}
+    )
+    run = evaluate(RECORDS[:3], [], profile=profile, models=[engine.spec], engine=engine.spec.engine,
+                   use_cache=False, out=tmp_path / "out.jsonl")  # fmt: skip
+    results = list(run.iter_results())
+    assert run.summary.models[0].output_tokens == 0  # nothing was sampled
+    for result, state in zip(results, states[:3], strict=True):
+        (m,) = result.models
+        assert m.head is not None and m.reasons == [None] and m.head.layer == layer
+        assert m.head.probability == pytest.approx(head.probability(state), abs=1e-4)
+        assert m.verdict == head.verdict(m.head.probability)
+    line = json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])
+    assert line["models"][0]["head"]["head_sha256"] == head.sha256()

@@ -1,0 +1,224 @@
+"""Decision heads: fitted by grouped cross-validation (checked against scikit-learn directly),
+kept only where they beat prompting, stored as plain numbers bound to their judge, and used at
+run time through the engine interface (a small BatchEngine with synthetic hidden states)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, StratifiedGroupKFold
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from localjury import AspectCritic, evaluate
+from localjury.bench.align import build_profile
+from localjury.bench.heads import MIN_LABELS, decide, too_few
+from localjury.engines.base import BatchEngine, Completion, GenerateCall, render_plain
+from localjury.errors import ConfigError
+from localjury.metrics.profile import JudgeProfile, load_profile
+from localjury.results.show import judgment_view
+from localjury.votes.heads import (
+    C_GRID,
+    DecisionHead,
+    DecisionWay,
+    HeadBinding,
+    cross_validated,
+    fit_head,
+    grouped_folds,
+)
+from tests.fakes import judgment, spec
+
+BINDING = HeadBinding(model="A", weights_sha256="f" * 64, engine="fake", prompt_format="auto", criterion="Right?")
+
+
+def synthetic(n=60, dim=6, seed=0):
+    rng = np.random.default_rng(seed)
+    gold = [i % 2 for i in range(n)]
+    x = rng.normal(size=(n, dim))
+    x[:, 0] += np.array(gold) * 3.0
+    groups = [f"q{i // 2}" for i in range(n)]
+    return x, gold, groups
+
+
+def test_grouped_folds_never_share_a_group_and_cover_every_record():
+    _, gold, _ = synthetic()
+    rng = np.random.default_rng(3)
+    groups = [f"g{rng.integers(0, 17)}" for _ in gold]
+    folds = grouped_folds(groups, gold, 5, seed=1)
+    assert sorted(i for _, test in folds for i in test) == list(range(len(gold)))
+    for train, test in folds:
+        assert not {groups[i] for i in train} & {groups[i] for i in test}
+
+
+def test_cross_validated_probabilities_equal_a_direct_scikit_learn_computation():
+    x, gold, groups = synthetic()
+    got = cross_validated(x, gold, groups, folds=4, seed=2)
+    y, g = np.asarray(gold), np.asarray(groups)
+    want = np.zeros(len(y))
+    outer = StratifiedGroupKFold(n_splits=4, shuffle=True, random_state=2)
+    for train, test in outer.split(x, y, g):
+        inner = list(StratifiedGroupKFold(n_splits=3, shuffle=True, random_state=2).split(x[train], y[train], g[train]))
+        pipe = make_pipeline(StandardScaler(), LogisticRegression(class_weight="balanced", max_iter=5000))
+        search = GridSearchCV(pipe, {"logisticregression__C": list(C_GRID)}, cv=inner, scoring="neg_log_loss")
+        want[test] = search.fit(x[train], y[train]).predict_proba(x[test])[:, 1]
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    assert np.mean((np.asarray(got) >= 0.5) == y) > 0.7  # the signal in feature 0 is found
+
+
+def test_a_fitted_heads_plain_weights_give_the_pipelines_probabilities():
+    x, gold, groups = synthetic()
+    head = fit_head(x, gold, groups, 3, BINDING)
+    inner = list(StratifiedGroupKFold(n_splits=3, shuffle=True, random_state=0).split(x, gold, groups))
+    pipe = make_pipeline(StandardScaler(), LogisticRegression(class_weight="balanced", max_iter=5000))
+    search = GridSearchCV(pipe, {"logisticregression__C": list(C_GRID)}, cv=inner, scoring="neg_log_loss")
+    want = search.fit(x, gold).predict_proba(x)[:, 1]
+    np.testing.assert_allclose([head.probability(v) for v in x], want, rtol=1e-6)
+    assert head.c == search.best_params_["logisticregression__C"] and head.labels == 60 and head.layer == 3
+    with pytest.raises(ConfigError, match="hidden state of 5 numbers for a head of 6"):
+        head.probability(x[0][:5])
+
+
+def test_a_head_refuses_hidden_states_from_elsewhere_naming_what_differs():
+    head = fit_head(*synthetic(), 3, BINDING)
+    head.check(BINDING.model_copy(update={"model": "renamed"}))  # the name alone does not matter
+    other = BINDING.model_copy(update={"weights_sha256": "0" * 64, "engine": "llamacpp"})
+    with pytest.raises(ConfigError, match=r"weights_sha256 'ffff.*engine 'fake' \(the head's\) vs 'llamacpp'"):
+        head.check(other)
+
+
+def way(name, kappa, low=None, high=None):
+    ci = None if low is None else [low, high]
+    return DecisionWay(way=name, kappa=kappa, kappa_ci=ci, records=50)
+
+
+def test_a_head_wins_only_when_its_interval_clears_the_best_prompting_way():
+    prompting = [way("zero-shot votes", 0.1, 0.0, 0.2), way("aligned votes", 0.3, 0.1, 0.5)]
+    won = decide("A", prompting, [way("head layer 7", 0.6, 0.35, 0.8), way("head layer 3", 0.5, 0.4, 0.6)])
+    assert won.winner == "head layer 7" and "above aligned votes (kappa 0.300)" in won.why
+    assert [w.way for w in won.ways] == ["head layer 7", "head layer 3", "aligned votes", "zero-shot votes"]
+    lost = decide("A", prompting, [way("head layer 7", 0.45, 0.25, 0.6)])
+    assert lost.winner == "aligned votes" and lost.why.startswith("kept prompting") and "from 0.250" in lost.why
+
+
+def test_too_few_labels_fit_no_head():
+    assert too_few([0, 1] * (MIN_LABELS // 2)) is None
+    assert "39 labels" in too_few([0, 1] * 19 + [1])
+    assert "needs 40, 10 of each" in too_few([1] * 45 + [0] * 9)
+
+
+class Hidden(BatchEngine):
+    """A judge whose hidden state's first number says whether the record's answer is right."""
+
+    name = "fake"
+
+    def __init__(self, spec, log):
+        self.spec, self.log = spec, log
+
+    def format_prompt(self, messages):
+        return render_plain(messages)
+
+    def count_tokens(self, prompts):
+        return [len(p.split()) for p in prompts]
+
+    def block_count(self):
+        return 4
+
+    def hidden_states(self, prompts, layers):
+        self._check_layers(layers)
+        self.log.append(("hidden", len(prompts), list(layers)))
+        rows = [[1.0 if "is right" in p.rsplit("<response>", 1)[-1] else -1.0, 0.5, len(p) % 7 / 7] for p in prompts]
+        return np.asarray([[row] * len(layers) for row in rows], np.float32)
+
+    def _generate(self, call: GenerateCall):
+        self.log.append(("generate", len(call.prompts), call.n))
+        return [[Completion(judgment(0), 5, True, (0.3,))] * call.n for _ in call.prompts]
+
+    def close(self):
+        pass
+
+
+def labels(tmp_path, questions=24):
+    path = tmp_path / "labels.jsonl"
+    rows = [
+        {"id": f"q{q}-{g}", "user_input": f"Question {q}?", "response": f"Answer {q} is {'right' if g else 'wrong'}.",
+         "gold": g, "pair": f"q{q}"}
+        for q in range(questions) for g in (1, 0)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_align_keeps_a_head_that_beats_prompting_and_the_run_decides_by_it(tmp_path):
+    log: list = []
+    judge = AspectCritic("right", "The answer is right.")
+    out = tmp_path / "profile.yaml"
+    prof = build_profile(labels(tmp_path), [spec("A", engine="transformers")], out, judge=judge, shots=2,
+                         calibrate=False, use_cache=False, engine_factory=lambda s: Hidden(s, log))  # fmt: skip
+    assert load_profile(out) == prof
+    (report,) = prof.decisions
+    assert report.winner.startswith("head layer ") and report.ways[0].kappa == 1.0
+    assert {w.way for w in report.ways} >= {"zero-shot votes", "zero-shot calibrated", "head layer 3"}
+    (head,) = prof.heads
+    assert head.binding.criterion == "The answer is right." and head.binding.engine == "transformers"
+    assert ("hidden", 48, [1, 2, 3]) in log  # one prefill a labeled record, blocks a quarter of the way on
+
+    records = [{"id": "r1", "user_input": "Question 99?", "response": "Answer 99 is right."},
+               {"id": "r2", "user_input": "Question 98?", "response": "Answer 98 is wrong."}]  # fmt: skip
+    log.clear()
+    run = evaluate(records, [], profile=out, models=[spec("A", engine="transformers")], use_cache=False,
+                   engine_factory=lambda s: Hidden(s, log), strictness=3)  # fmt: skip
+    results = {r.record_id: r for r in run.iter_results()}
+    (a,) = results["r1"].models
+    assert (a.votes, a.reasons, a.verdict, a.drawn) == ([1], [None], 1, 1) and a.head.layer == head.layer
+    assert a.p_pass == [a.head.probability] and a.head.probability > 0.5 and results["r2"].models[0].verdict == 0
+    assert not [e for e in log if e[0] == "generate"]  # decided with no sampled text
+    assert "decided by its head on layer" in str(judgment_view(results["r1"], None).renderables[2])
+
+
+def test_a_jury_mixes_a_head_with_a_prompted_model_and_refuses_a_head_for_other_weights(tmp_path):
+    log: list = []
+    x, gold, groups = synthetic(dim=3)
+    binding = BINDING.model_copy(update={"criterion": "The answer is right.", "engine": "transformers"})
+    base = {"criterion": {"name": "right", "definition": "The answer is right."}}
+    record = [{"id": "r1", "user_input": "Q?", "response": "Answer is right."}]
+    models = [spec("A", engine="transformers"), spec("B", engine="transformers")]
+    from localjury.results.manifest import model_identity
+
+    bound = binding.model_copy(update={"weights_sha256": model_identity(models[0])})
+    prof = JudgeProfile.model_validate({**base, "heads": [fit_head(x, gold, groups, 2, bound).model_dump()]})
+    run = evaluate(record, [], profile=prof, models=models, use_cache=False, engine_factory=lambda s: Hidden(s, log))
+    a, b = next(iter(run.iter_results())).models
+    assert a.head is not None and b.head is None and b.reasons[0] == "because"
+    wrong = JudgeProfile.model_validate({**base, "heads": [fit_head(x, gold, groups, 2, binding).model_dump()]})
+    with pytest.raises(ConfigError, match=r"fitted on other hidden states.*weights_sha256"):
+        evaluate(record, [], profile=wrong, models=models[:1], use_cache=False, engine_factory=lambda s: Hidden(s, []))
+
+
+def test_an_engine_without_hidden_states_refuses_a_head_and_align_keeps_prompting(tmp_path):
+    class NoHidden(Hidden):
+        name = "server"
+        block_count = BatchEngine.block_count
+        hidden_states = BatchEngine.hidden_states
+
+    head = fit_head(*synthetic(dim=3), 1, BINDING)
+    engine = NoHidden(spec("A"), [])
+    with pytest.raises(ConfigError, match="the server engine gives no hidden states"):
+        engine.generate(GenerateCall(["p"], 1, None, None, head=head))  # type: ignore[arg-type]
+    prof = build_profile(labels(tmp_path), [spec("A", engine="transformers")], tmp_path / "p.yaml",
+                         judge=AspectCritic("right", "The answer is right."), calibrate=False, use_cache=False,
+                         engine_factory=lambda s: NoHidden(s, []))  # fmt: skip
+    (report,) = prof.decisions
+    assert prof.heads == [] and report.winner.startswith("zero-shot ") and "gives no hidden states" in report.why
+
+
+def test_a_profile_refuses_two_heads_for_one_model_or_a_head_for_another_criterion():
+    head = fit_head(*synthetic(dim=3), 1, BINDING).model_dump()
+    base = {"criterion": {"name": "right", "definition": "Right?"}}
+    with pytest.raises(ValueError, match="one decision head per model"):
+        JudgeProfile.model_validate({**base, "heads": [head, head]})
+    with pytest.raises(ValueError, match="fitted for another criterion"):
+        JudgeProfile.model_validate({**base, "criterion": {"name": "r", "definition": "Other"}, "heads": [head]})
+    assert JudgeProfile.model_validate({**base, "heads": [head]}).heads[0] == DecisionHead.model_validate(head)
