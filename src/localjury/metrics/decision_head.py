@@ -6,8 +6,10 @@ A profile whose ``localjury align`` found a head that beats prompting for a mode
 criterion's zero-shot prompt (the prompt the head was fitted on) with the head in it, and its
 judgment is the head's verdict, one vote, its probability as ``p_pass`` and ``confidence``, no
 reason (the result's ``head`` says which layer decided). Strictness does not apply to a head
-(it is deterministic). The jury's other models judge as the profile's aligned critic does, and
-the record's score is the mean over all of them, as always.
+(it is deterministic). With ``with_reasons`` (``run --with-reasons``) the model also draws its
+usual samples, reported beside the decision (``head.votes``, ``head.reasons``), never counted.
+The jury's other models judge as the profile's aligned critic does, and the record's score is
+the mean over all of them, as always.
 
 A head is used only with the hidden states it was fitted on: a run refuses a model whose
 weights file, engine, prompt format or the criterion's wording differ from the head's binding.
@@ -16,6 +18,7 @@ weights file, engine, prompt format or the criterion's wording differ from the h
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, ClassVar
 
@@ -66,6 +69,10 @@ class HeadJudging(VerdictJudging):
                                prompt_format=spec.prompt_format, criterion=self.metric.definition))  # fmt: skip
         render = partial(self.metric.zero_shot_messages, neutralise=model.neutralise)
         fitted = fit_prompt(on_overflow, model, record, model.max_tokens, render(record), render)
+        beside = [  # the usual samples, for their reasons, under a key of their own
+            replace(req, key=(record.id, f"{self.metric.name} [reasons]"))
+            for req in (super().requests(model, record, context, on_overflow) if self.with_reasons else ())
+        ]
         return [
             Request(
                 (record.id, self.metric.name),
@@ -77,7 +84,8 @@ class HeadJudging(VerdictJudging):
                 turns_cut=fitted.turns_cut,
                 revision=f"head:{head.sha256()}",
                 head=head,
-            )
+            ),
+            *beside,
         ]
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
@@ -91,11 +99,15 @@ class HeadJudging(VerdictJudging):
         head = self.metric.heads.get(name)
         if head is None:
             return super().judge(name, record, context, samples)
-        ((decided, *_),) = samples
+        (decided, *_), *beside = samples
         p = (decided.verdict_probs or (None,))[0]
         if p is None:  # pragma: no cover - an engine's head completion always carries it
             return self.unjudged(name, "the decision head gave no probability"), None
         vote = head.verdict(p)
+        votes = reasons = None
+        if beside:
+            parsed = [self._parse(c, record) for c in beside[0]]
+            votes, reasons = [x.vote for x in parsed], [x.reason for x in parsed]
         return ModelJudgment(
             model=name,
             votes=[vote],
@@ -106,7 +118,7 @@ class HeadJudging(VerdictJudging):
             score=float(vote),
             p_pass=[p],
             confidence=p,
-            head=HeadDecision(layer=head.layer, probability=p, head_sha256=head.sha256()),
+            head=HeadDecision(layer=head.layer, probability=p, head_sha256=head.sha256(), votes=votes, reasons=reasons),
         ), None
 
     def unjudged(self, name: str, error: str) -> ModelJudgment:

@@ -119,6 +119,9 @@ class JudgingSettings(Protocol):
     @property
     def calibration(self) -> CalibrationFile | None: ...
 
+    @property
+    def with_reasons(self) -> bool: ...
+
 
 class Judging(Protocol):
     """How one metric is judged: its requests, when its samples are unanimous, and how a
@@ -211,6 +214,8 @@ class BaseJudging:
     """The confidence above which a model passes under probability scoring."""
     calibrators: Mapping[str, Calibrator] = field(default_factory=dict)
     """Each calibrated model's fit for this metric, by model name."""
+    with_reasons: bool = False
+    """A model decided by a decision head also draws its usual samples, reported beside the head's decision."""
 
     def first_step(self, record: Record, first: Juror) -> Request | None:
         """None: the models judge the record in one step. The metric's prompt is rendered once
@@ -367,4 +372,5 @@ def judging_for(metric: Metric, sampling: JudgingSettings) -> Judging:
         sampling.scoring,
         sampling.threshold,
         calibrators,
+        sampling.with_reasons,
     )

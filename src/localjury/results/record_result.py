@@ -117,6 +117,11 @@ class HeadDecision(BaseModel):
     """Its probability that the response meets the criterion."""
     head_sha256: str
     """The head's hash (its weights, layer and binding)."""
+    votes: list[int | None] | None = Field(None, exclude_if=lambda value: value is None)
+    """With ``--with-reasons``: the votes of the model's usual samples, drawn beside the head's decision
+    and not counted in it (null where a sample abstained). Left out otherwise."""
+    reasons: list[str | None] | None = Field(None, exclude_if=lambda value: value is None)
+    """With ``--with-reasons``: those samples' reasons."""
 
 
 class StatementJudgment(BaseModel):

@@ -182,7 +182,13 @@ def judgment_view(result: RecordResult, record: Record | None, full_thinking: bo
         parts.append(Text(f"{m.model}: {verdict}" + (f"  ({escape_controls(m.error)})" if m.error else "")))
         if m.head is not None:  # one decision, no sample and no reason
             parts.append(Text(f"  decided by its head on layer {m.head.layer}: p {m.head.probability:.3f} "
-                              "(hidden states, no reason)\n", style="dim"))  # fmt: skip
+                              "(hidden states, no reason)", style="dim"))  # fmt: skip
+            beside = Text()
+            for j, (vote, reason) in enumerate(zip(m.head.votes or [], m.head.reasons or [], strict=False)):
+                beside.append(f"  beside it, sample {j + 1} (not counted): ", style="dim")
+                beside.append("abstained" if vote is None else f"vote {vote}")
+                beside.append(f" - {escape_controls(reason)}\n" if reason else "\n")
+            parts.append(beside)
             continue
         parts.append(_samples(m, full_thinking))
     quotes = quotes_of(result)

@@ -78,6 +78,10 @@ class SamplingConfig(_Group):
     """A calibration file from `localjury calibrate` (its path): each model's score of a criterion is its
     calibrated score, its verdict that score above the fitted threshold; every (model, criterion) of the
     run needs a fit."""
+    with_reasons: bool = False
+    """A model that decides by a judge profile's decision head also draws its usual samples: their votes
+    and reasons are reported beside the head's decision (results' head.votes, head.reasons), never counted
+    in it."""
 
     @field_validator("tie_break", mode="before")
     @classmethod
@@ -256,6 +260,8 @@ class RunConfig(_Group):
         """The run-wide settings as the manifest records them, with the extractor the run
         used (the first model when none was named)."""
         settings = {k: v for k, v in self.flat().items() if k not in _NOT_IN_MANIFEST}
+        if not self.sampling.with_reasons:  # recorded where it is asked (manifests without it stay as they were)
+            del settings["with_reasons"]
         settings["extractor"] = extractor
         if self.sampling.calibration is not None:
             cal = self.sampling.calibration

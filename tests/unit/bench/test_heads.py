@@ -140,6 +140,10 @@ class Hidden(BatchEngine):
         pass
 
 
+def shown(result):
+    return "\n".join(str(part) for part in judgment_view(result, None).renderables)
+
+
 def labels(tmp_path, questions=24):
     path = tmp_path / "labels.jsonl"
     rows = [
@@ -175,7 +179,15 @@ def test_align_keeps_a_head_that_beats_prompting_and_the_run_decides_by_it(tmp_p
     assert (a.votes, a.reasons, a.verdict, a.drawn) == ([1], [None], 1, 1) and a.head.layer == head.layer
     assert a.p_pass == [a.head.probability] and a.head.probability > 0.5 and results["r2"].models[0].verdict == 0
     assert not [e for e in log if e[0] == "generate"]  # decided with no sampled text
-    assert "decided by its head on layer" in str(judgment_view(results["r1"], None).renderables[2])
+    assert "decided by its head on layer" in shown(results["r1"])
+
+    log.clear()  # --with-reasons: the usual samples beside the decision, not counted in it
+    run = evaluate(records[:1], [], profile=out, models=[spec("A", engine="transformers")], use_cache=False,
+                   engine_factory=lambda s: Hidden(s, log), strictness=3, with_reasons=True)  # fmt: skip
+    (a,) = next(iter(run.iter_results())).models
+    assert (a.verdict, a.votes, a.head.votes, a.head.reasons) == (1, [1], [0, 0, 0], ["because"] * 3)
+    assert ("generate", 1, 3) in log
+    assert "beside it, sample 3 (not counted): vote 0 - because" in shown(next(iter(run.iter_results())))
 
 
 def test_a_jury_mixes_a_head_with_a_prompted_model_and_refuses_a_head_for_other_weights(tmp_path):

@@ -62,6 +62,7 @@ def test_manifest_settings_keep_their_keys():
         "strictness", "tie_break", "temperature", "max_tokens", "adaptive", "extractor", "chunk_size",
         "on_overflow", "engine", "cluster", "scoring", "threshold", "calibration", "checklist",
     }  # fmt: skip
+    assert RunConfig.of(with_reasons=True).manifest_settings("A")["with_reasons"] is True  # recorded where asked
     assert settings["cluster"] == {
         "backend": "ray",
         "address": None,
