@@ -161,6 +161,7 @@ def sandbox(tmp_path, monkeypatch):
     """Make a page's working directory: a fresh folder holding examples/ and the files the page
     names, a $LOCALJURY_HOME and judgment store of its own, and every engine the scripted one
     (its log returned)."""
+    import localjury.bench.align
     import localjury.run.dry
     import localjury.run.pipeline
     from localjury.models.registry import ModelSpec
@@ -180,6 +181,7 @@ def sandbox(tmp_path, monkeypatch):
         monkeypatch.delenv("LOCALJURY_MODELS", raising=False)
         engine = lambda spec, *_: SchemaEngine(spec, None, log)  # noqa: E731
         monkeypatch.setattr(localjury.run.pipeline, "load_engine", engine)
+        monkeypatch.setattr(localjury.bench.align, "load_engine", engine)  # align's decision heads
         monkeypatch.setattr(localjury.run.dry, "load_engine", engine)
         monkeypatch.setattr(localjury.run.dry, "load_tokenizer", engine)
         # The one check of a model's files before a load (run.prepare: the weights are there and

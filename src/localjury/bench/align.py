@@ -31,6 +31,7 @@ from localjury.bench.calibrate import _fit
 from localjury.bench.config import AlignConfig
 from localjury.bench.formats import BenchItem, check_unique_ids, load, sample
 from localjury.bench.heads import decide, fit_model_heads, prompt_ways, too_few
+from localjury.engines import load_engine, resolve_engine
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic
 from localjury.metrics.aspect_critic import AspectCritic
@@ -41,6 +42,7 @@ from localjury.records.conversation import not_unicode
 from localjury.records.record import parse_record
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunConfig, RunResult, evaluate
+from localjury.run.jury import resolve_models
 from localjury.votes.calibration import Calibrator
 
 if TYPE_CHECKING:
@@ -213,9 +215,6 @@ def decision_heads(
     """Each model's decision report and its winning head (:mod:`localjury.bench.heads`), as the
     profile file holds them: the model loaded once more to read its hidden states (one prefill a
     labeled record). A model whose engine gives no hidden states keeps prompting, and says so."""
-    from localjury.engines import load_engine, resolve_engine
-    from localjury.run.jury import resolve_models
-
     jury = config.jury
     zero, aligned = {f.model: f for f in zero_fits}, {f.model: f for f in aligned_fits}
     groups = [unit(it) for it in items]
@@ -225,6 +224,8 @@ def decision_heads(
         prompting = prompt_ways({"zero-shot": zero.get(spec.name), "aligned": aligned.get(spec.name)})
         engine = (engine_factory or load_engine)(spec)
         try:
+            if not hasattr(engine, "hidden_states"):  # an Engine of the protocol's own, not a BatchEngine
+                raise ConfigError(f"model {spec.name!r}: its engine gives no hidden states")
             report, head = fit_model_heads(engine, judge, items, groups, prompting, folds=folds, seed=seed)
         except ConfigError as exc:  # an engine without hidden states
             report, head = decide(spec.name, prompting, []).model_copy(update={"why": str(exc)}), None
