@@ -80,3 +80,7 @@ def test_a_head_fitted_on_the_engines_states_decides_a_real_run_without_sampling
         assert m.verdict == head.verdict(m.head.probability)
     line = json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])
     assert line["models"][0]["head"]["head_sha256"] == head.sha256()
+    other = "transformers" if engine.spec.engine == "llamacpp" else "llamacpp"
+    with pytest.raises(ConfigError, match=f"engine '{engine.spec.engine}' \\(the head's\\) vs '{other}'"):
+        evaluate(RECORDS[:1], [], profile=profile, models=[engine.spec.model_copy(update={"engine": other})],
+                 engine=other, use_cache=False)  # fmt: skip
