@@ -31,8 +31,8 @@ import numpy as np
 from localjury.bench import stats
 from localjury.bench._judge import resolve_metric
 from localjury.bench.align import unit
+from localjury.bench.decision_ways import read_states
 from localjury.bench.formats import load
-from localjury.bench.heads import read_states
 from localjury.engines import load_engine
 from localjury.engines.base import GenerateCall, Sampling
 from localjury.models.registry import load_registry
@@ -48,6 +48,7 @@ MODEL = "qwen2.5-coder-1.5b-instruct"
 SETS = {
     "truthfulqa": DATA / "truthfulqa" / "finetune_truth.jsonl",
     "halueval-general": DATA / "halueval" / "halueval_general.jsonl",
+    "llmbar": DATA / "llmbar" / "llmbar_natural.json",
 }
 #: Blocks read (the 1.5B has 28): every fourth, the middle ones, and the last.
 LAYERS = [3, 7, 10, 14, 17, 21, 24, 27]
@@ -64,14 +65,30 @@ def figures_of(gold: list[int], p: list[float]) -> dict[str, Any]:
     }
 
 
-def baseline(name: str) -> tuple[list[str], dict[str, Any]]:
-    """The record ids bench-qwen judged on this set, and its zero-shot votes' figures there."""
+def baseline(name: str) -> tuple[list[Any], dict[str, Any]]:
+    """The records bench-qwen judged on this set (for LLMBar, judged there as pairs in both
+    orders: both responses of each pair, pointwise), and its zero-shot votes' figures there."""
     rows = [json.loads(x) for x in (RESULTS / "bench-qwen" / name / "predictions.jsonl").read_text().splitlines()]
     gold = [r["gold"] for r in rows]
     pred = [r["models"][MODEL]["prediction"] for r in rows]
     c = stats.classification(gold, pred, seed=SEED)
     ci = list(c["kappa_ci"]) if c["kappa_ci"] is not None else None
-    return [r["record_id"] for r in rows], {"kappa": c["kappa"], "kappa_ci": ci, "accuracy": c["accuracy"]}
+    out = {"kappa": c["kappa"], "kappa_ci": ci, "accuracy": c["accuracy"]}
+    items = load(SETS[name], name)
+    if name == "llmbar":  # the pairwise judge's accuracy is its pair accuracy
+        pairs = {r["record_id"] for r in rows}
+        return [it for it in items if it.pair in pairs], {**out, "pair_accuracy": c["accuracy"]}
+    by_id = {str(it.record["id"]): it for it in items}
+    return [by_id[r["record_id"]] for r in rows], out
+
+
+def pair_accuracy(pairs: list[str], gold: list[int], score: list[float]) -> float:
+    """The share of pairs whose gold-1 response scores higher than its gold-0 one (a tie counts half)."""
+    by: dict[str, dict[int, float]] = {}
+    for pair, g, s in zip(pairs, gold, score, strict=True):
+        by.setdefault(pair, {})[g] = s
+    wins = [0.5 if d[1] == d[0] else float(d[1] > d[0]) for d in by.values() if set(d) == {0, 1}]
+    return sum(wins) / len(wins)
 
 
 def learning_curve(x: np.ndarray, gold: list[int], groups: list[str], sizes: list[int]) -> dict[int, float]:
@@ -134,23 +151,22 @@ def main(argv: list[str] | None = None) -> None:
     states: dict[str, tuple[np.ndarray, list[int], list[str]]] = {}
     try:
         for name in args.sets.split(","):
-            ids, zero = baseline(name)
-            by_id = {str(it.record["id"]): it for it in load(SETS[name], name)}
-            items = [by_id[i] for i in ids]
+            items, zero = baseline(name)
             judge = resolve_metric(None, name, 3)
-            started = time.perf_counter()
-            x, layers = read_states(engine, judge, items, LAYERS)
-            seconds = time.perf_counter() - started
+            x, layers, seconds = cached_states(engine, judge, items, name)
             gold = [int(it.gold) for it in items]
             groups = [unit(it) for it in items]
             assert all(len({groups[i] for i in te} & {groups[i] for i in tr}) == 0
                        for tr, te in grouped_folds(groups, gold, 5, SEED))  # fmt: skip
-            per_layer = {
-                layer: figures_of(gold, cross_validated(x[:, j], gold, groups, folds=5, seed=SEED))
-                for j, layer in enumerate(layers)
-            }
+            per_layer = {}
+            for j, layer in enumerate(layers):
+                p = cross_validated(x[:, j], gold, groups, folds=5, seed=SEED)
+                per_layer[layer] = figures_of(gold, p)
+                if "pair_accuracy" in zero:  # the pair's higher head probability wins
+                    per_layer[layer]["pair_accuracy"] = pair_accuracy([str(it.pair) for it in items], gold, p)
             best = max(per_layer, key=lambda k: per_layer[k]["kappa"] or -1)
-            states[name] = (x[:, layers.index(best)], gold, groups)
+            states[name] = (x, gold, groups)
+            print(f"{name}: {len(items)} records read in {seconds:.0f} s; best block {best}", flush=True)
             sets[name] = {
                 "records": len(items),
                 "groups": len(set(groups)),
@@ -158,21 +174,19 @@ def main(argv: list[str] | None = None) -> None:
                 "zero_shot_votes_k3": zero,
                 "heads": {str(k): v for k, v in per_layer.items()},
                 "best_layer": best,
-                "learning_curve": learning_curve(x[:, layers.index(best)], gold, groups, [25, 50]),
+                "learning_curve": learning_curve(x[:, layers.index(best)], gold, groups, [25, 50, 75]),
             }
             if args.speed and name == args.sets.split(",")[0]:
                 sets[name]["speed"] = speed(engine, judge, items[: args.speed], best)
         transfer = {}
         for a in states:
             for b in states:
-                if a != b:
-                    xa, ga, gra = states[a]
-                    head = fit_head(xa, ga, gra, sets[a]["best_layer"], _binding(), SEED)
-                    j = LAYERS.index(sets[a]["best_layer"])
-                    xb = read_states(engine, resolve_metric(None, b, 3),
-                                     [it for it in _items(b)], [LAYERS[j]])[0][:, 0]  # fmt: skip
-                    p = [head.probability(v) for v in xb]
-                    transfer[f"{a} -> {b}"] = figures_of(states[b][1], p)
+                if a != b:  # the head of a's best block, on b's states at that block (each set's own prompt)
+                    (xa, ga, gra), j = states[a], LAYERS.index(sets[a]["best_layer"])
+                    head = fit_head(xa[:, j], ga, gra, LAYERS[j], _binding(), SEED)
+                    transfer[f"{a} -> {b}"] = figures_of(
+                        states[b][1], [head.probability(v) for v in states[b][0][:, j]]
+                    )
     finally:
         engine.close()
     figures = {"benchmark": "decision_heads", **provenance(__file__, argv), "model": MODEL, "engine": "llamacpp",
@@ -180,10 +194,22 @@ def main(argv: list[str] | None = None) -> None:
     save(RESULTS / "decision_heads", figures, markdown(figures))
 
 
-def _items(name: str) -> list[Any]:
-    ids, _ = baseline(name)
-    by_id = {str(it.record["id"]): it for it in load(SETS[name], name)}
-    return [by_id[i] for i in ids]
+def cached_states(engine: Any, judge: Any, items: list[Any], name: str) -> tuple[np.ndarray, list[int], float]:
+    """The states of a set's records at LAYERS, and the seconds reading them took; kept in
+    ``$TMPDIR`` by set and record ids, so that a rerun (another figure) reads none again."""
+    import hashlib
+    import tempfile
+
+    key = hashlib.sha256(json.dumps([MODEL, name, LAYERS, [it.record["id"] for it in items]]).encode()).hexdigest()
+    path = Path(tempfile.gettempdir()) / f"localjury-heads-{key[:16]}.npz"
+    if path.is_file():
+        held = np.load(path)
+        return held["x"], LAYERS, float(held["seconds"])
+    started = time.perf_counter()
+    x, layers = read_states(engine, judge, items, LAYERS)
+    seconds = time.perf_counter() - started
+    np.savez(path, x=x, seconds=seconds)
+    return x, layers, seconds
 
 
 def _binding() -> Any:
@@ -211,12 +237,19 @@ def markdown(f: dict[str, Any]) -> str:
     ]
     for name, s in f["sets"].items():
         lines += [f"## {name} ({s['records']} records, {s['groups']} groups)", ""]
+        zero = s["zero_shot_votes_k3"]
+        paired = "pair_accuracy" in zero
+        first = "zero-shot, pairwise, both orders (k=3)" if paired else "zero-shot votes (k=3)"
         rows = [
-            ["zero-shot votes (k=3)", _ci(s["zero_shot_votes_k3"]), f"{s['zero_shot_votes_k3']['accuracy']:.2f}", "-"]
+            [first, _ci(zero), f"{zero['accuracy']:.2f}", "-"] + ([f"{zero['pair_accuracy']:.2f}"] if paired else [])
         ]
         for layer, h in s["heads"].items():
             rows.append([f"head, block {layer}", _ci(h), f"{h['accuracy']:.2f}", f"{h['auroc']:.2f}"])
-        lines += table(["way of deciding", "kappa [95% CI]", "accuracy", "AUROC"], rows, "lrrr")
+            rows[-1] += [f"{h['pair_accuracy']:.2f}"] if paired else []
+        header = ["way of deciding", "kappa [95% CI]", "accuracy", "AUROC"] + (["pair accuracy"] if paired else [])
+        lines += table(header, rows, "lrrr" + ("r" if paired else ""))
+        if paired:
+            lines += ["", "The pairwise judge's kappa and accuracy are of its preference; a head's, of each response."]
         curve = ", ".join(f"{n} labels: {k:.2f}" for n, k in s["learning_curve"].items())
         lines += ["", f"Learning curve (block {s['best_layer']}, mean kappa of 20 draws): {curve}.", ""]
         if "speed" in s:

@@ -29,8 +29,8 @@ from localjury._hashing import file_sha256
 from localjury._version import __version__
 from localjury.bench.calibrate import _fit
 from localjury.bench.config import AlignConfig
+from localjury.bench.decision_ways import decide, fit_model_heads, prompt_ways, too_few
 from localjury.bench.formats import BenchItem, check_unique_ids, load, sample
-from localjury.bench.heads import decide, fit_model_heads, prompt_ways, too_few
 from localjury.engines import load_engine, resolve_engine
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic
@@ -212,7 +212,7 @@ def decision_heads(
     seed: int,
     engine_factory: EngineFactory | None,
 ) -> dict[str, Any]:
-    """Each model's decision report and its winning head (:mod:`localjury.bench.heads`), as the
+    """Each model's decision report and its winning head (:mod:`localjury.bench.decision_ways`), as the
     profile file holds them: the model loaded once more to read its hidden states (one prefill a
     labeled record). A model whose engine gives no hidden states keeps prompting, and says so."""
     jury = config.jury

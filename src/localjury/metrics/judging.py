@@ -68,7 +68,7 @@ class Request:
     evidence; empty when the record has none: the quotes are then an empty list); part of the
     store key. None for a metric that asks for no quotes."""
     head: DecisionHead | None = None
-    """Decide by this decision head instead of sampling (:mod:`~localjury.metrics.decision_head`;
+    """Decide by this decision head instead of sampling (:mod:`~localjury.metrics.head_critic`;
     its hash is in ``revision``, so in the store key)."""
 
 

@@ -25,8 +25,8 @@ from localjury.errors import ConfigError
 from localjury.metrics._text_bounds import SpecText, SpecTexts
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic, Demonstration, Selector, Similarity
 from localjury.metrics.base import MAX_STRICTNESS, REASON_MAX_CHARS, Metric
-from localjury.metrics.decision_head import HeadCritic, head_models
 from localjury.metrics.evidence import MAX_QUOTES, QuoteText
+from localjury.metrics.head_critic import HeadCritic, head_models
 from localjury.records.record import Record
 from localjury.votes.calibration import Calibrator
 from localjury.votes.heads import DecisionHead, DecisionReport
@@ -119,7 +119,7 @@ class JudgeProfile(BaseModel):
     """Per model, every way of deciding that ``align`` compared by cross-validation, and the winner."""
     heads: list[DecisionHead] = []
     """The decision heads that won, at most one per model: those models decide by their head
-    (:mod:`~localjury.metrics.decision_head`), the others by prompting."""
+    (:mod:`~localjury.metrics.head_critic`), the others by prompting."""
 
     @field_validator("examples")
     @classmethod
@@ -163,7 +163,7 @@ class JudgeProfile(BaseModel):
         """The metric that judges with this profile (``strictness`` overrides the profile's;
         ``folds``: record id -> fold, a record shown examples of other folds only; ``name``:
         another metric name than the criterion's). A profile with decision heads gives a
-        :class:`~localjury.metrics.decision_head.HeadCritic`: its models decide by their heads."""
+        :class:`~localjury.metrics.head_critic.HeadCritic`: its models decide by their heads."""
         described = {"sha256": self.sha256(), "examples": len(self.examples), "shots": self.shots}
         if path is not None:
             described = {"path": str(path), **described}

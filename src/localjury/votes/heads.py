@@ -5,7 +5,7 @@ A judge prompt's hidden state at its last token (the output of one transformer b
 :meth:`~localjury.engines.base.BatchEngine.hidden_states`) is a vector ``x``; a head is a
 logistic regression on it, ``p = sigmoid(x . weights + bias)``, and the record passes when
 ``p >= 0.5``. ``localjury align`` fits one per layer and keeps one only where it beats the
-ways of prompting the same judge by cross-validation (:mod:`localjury.bench.heads`).
+ways of prompting the same judge by cross-validation (:mod:`localjury.bench.decision_ways`).
 
 A head means something only for the hidden states it was fitted on: it is bound to the model's
 weights file (its SHA-256, so another quantization is another model), the engine that read

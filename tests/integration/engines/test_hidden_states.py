@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from localjury import AspectCritic, evaluate
-from localjury.bench.heads import binding_of, default_layers
+from localjury.bench.decision_ways import binding_of, default_layers
 from localjury.engines import load_engine
 from localjury.errors import ConfigError
 from localjury.metrics.profile import JudgeProfile

@@ -15,7 +15,7 @@ from sklearn.preprocessing import StandardScaler
 
 from localjury import AspectCritic, evaluate
 from localjury.bench.align import build_profile
-from localjury.bench.heads import MIN_LABELS, decide, too_few
+from localjury.bench.decision_ways import MIN_LABELS, decide, too_few
 from localjury.engines.base import BatchEngine, Completion, GenerateCall, render_plain
 from localjury.errors import ConfigError
 from localjury.metrics.profile import JudgeProfile, load_profile

@@ -2,7 +2,7 @@
 by the head on the model's hidden states, with one prefill a record and nothing sampled.
 
 A profile whose ``localjury align`` found a head that beats prompting for a model
-(:mod:`localjury.bench.heads`) judges with a :class:`HeadCritic`: that model's request is the
+(:mod:`localjury.bench.decision_ways`) judges with a :class:`HeadCritic`: that model's request is the
 criterion's zero-shot prompt (the prompt the head was fitted on) with the head in it, and its
 judgment is the head's verdict, one vote, its probability as ``p_pass`` and ``confidence``, no
 reason (the result's ``head`` says which layer decided). Strictness does not apply to a head
