@@ -110,13 +110,15 @@ def plan_chunk(
             continue
         for model in models:
             prompts = plan.judging.requests(model, plan.record, plan.context, on_overflow)
-            plan.requests[model.spec.name] = [_split(q, plan.judging.k, adaptive) for q in prompts]
+            plan.requests[model.spec.name] = [_split(q, adaptive) for q in prompts]
     return plans
 
 
-def _split(request: Request, k: int, adaptive: bool) -> list[Request]:
-    """The request, or under adaptive strictness one for the first k // 2 + 1 samples and one
-    for the rest (drawn only where the first are not unanimous)."""
+def _split(request: Request, adaptive: bool) -> list[Request]:
+    """The request of k samples, or under adaptive strictness one for the first k // 2 + 1 and
+    one for the rest (drawn only where the first are not unanimous). A request of one sample (a
+    decision head's) stays whole."""
+    k = request.n
     m = k // 2 + 1
     if not adaptive or m >= k:
         return [request]

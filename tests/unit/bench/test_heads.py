@@ -181,6 +181,11 @@ def test_align_keeps_a_head_that_beats_prompting_and_the_run_decides_by_it(tmp_p
     assert not [e for e in log if e[0] == "generate"]  # decided with no sampled text
     assert "decided by its head on layer" in shown(results["r1"])
 
+    log.clear()  # adaptive strictness splits the usual samples, never a head's one decision
+    run = evaluate(records[:1], [], profile=out, models=[spec("A", engine="transformers")], use_cache=False,
+                   engine_factory=lambda s: Hidden(s, log), strictness=3, adaptive=True)  # fmt: skip
+    assert next(iter(run.iter_results())).models[0].votes == [1] and not [e for e in log if e[0] == "generate"]
+
     log.clear()  # --with-reasons: the usual samples beside the decision, not counted in it
     run = evaluate(records[:1], [], profile=out, models=[spec("A", engine="transformers")], use_cache=False,
                    engine_factory=lambda s: Hidden(s, log), strictness=3, with_reasons=True)  # fmt: skip
