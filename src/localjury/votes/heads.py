@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 #: The regularisation strengths tried (scikit-learn's C: inverse L2 strength), chosen inside each
 #: training fold by a grouped cross-validation of its own.
 C_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
+#: The C of a head whose training rows are too few to choose one by cross-validation.
+DEFAULT_C = 0.01
 
 
 class HeadBinding(BaseModel):
@@ -149,13 +151,16 @@ class DecisionReport(BaseModel):
 
 
 def grouped_folds(groups: Sequence[str], gold: Sequence[int], folds: int, seed: int) -> list[tuple[Any, Any]]:
-    """(train, test) index arrays of ``folds`` folds in which no group is on both sides, the
-    labels spread as evenly as the groups allow (scikit-learn's ``StratifiedGroupKFold``)."""
+    """(train, test) index arrays of ``folds`` folds (fewer where there are fewer groups; none for
+    one group) in which no group is on both sides, the labels spread as evenly as the groups
+    allow (scikit-learn's ``StratifiedGroupKFold``)."""
     import numpy as np
     from sklearn.model_selection import StratifiedGroupKFold
 
     units = len(set(groups))
-    k = max(2, min(folds, units))
+    if units < 2:
+        return []  # one group: nothing to hold out
+    k = min(folds, units)
     splitter = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
     y = np.asarray(gold)
     return list(splitter.split(np.zeros((len(y), 1)), y, np.asarray(groups)))
@@ -163,14 +168,22 @@ def grouped_folds(groups: Sequence[str], gold: Sequence[int], folds: int, seed: 
 
 def _fit(x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> tuple[Any, float]:
     """A standardised, L2-regularised logistic regression (balanced classes) with C chosen by a
-    grouped cross-validation on these rows only; the fitted pipeline and its C."""
+    grouped cross-validation on these rows only; the fitted pipeline and its C. Inner folds
+    holding one label only are left out; with fewer than two left (few labels in large groups),
+    C is :data:`DEFAULT_C`."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GridSearchCV
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    inner = grouped_folds([str(g) for g in groups], y.tolist(), 3, seed)
+    inner = [
+        (train, test)
+        for train, test in grouped_folds([str(g) for g in groups], y.tolist(), 3, seed)
+        if len(set(y[train].tolist())) == 2 and len(set(y[test].tolist())) == 2
+    ]
     pipe = make_pipeline(StandardScaler(), LogisticRegression(class_weight="balanced", max_iter=5000))
+    if len(inner) < 2:
+        return pipe.set_params(logisticregression__C=DEFAULT_C).fit(x, y), DEFAULT_C
     search = GridSearchCV(pipe, {"logisticregression__C": list(C_GRID)}, cv=inner, scoring="neg_log_loss")
     search.fit(x, y)
     return search.best_estimator_, float(search.best_params_["logisticregression__C"])
@@ -185,7 +198,13 @@ def cross_validated(
 
     y, g = np.asarray(gold), np.asarray(groups)
     out = np.zeros(len(y))
-    for train, test in grouped_folds(list(groups), list(gold), folds, seed):
+    split = grouped_folds(list(groups), list(gold), folds, seed)
+    if not split:
+        raise ConfigError("cross-validating a head needs labeled records of two groups or more")
+    for train, test in split:
+        if len(set(y[train].tolist())) < 2:  # one label to learn from: its share is all a head could say
+            out[test] = float(y[train].mean())
+            continue
         model, _ = _fit(states[train], y[train], g[train], seed)
         out[test] = model.predict_proba(states[test])[:, 1]
     return [float(p) for p in out]

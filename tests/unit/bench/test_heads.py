@@ -22,6 +22,7 @@ from localjury.metrics.profile import JudgeProfile, load_profile
 from localjury.results.show import judgment_view
 from localjury.votes.heads import (
     C_GRID,
+    DEFAULT_C,
     DecisionHead,
     DecisionWay,
     HeadBinding,
@@ -79,6 +80,15 @@ def test_a_fitted_heads_plain_weights_give_the_pipelines_probabilities():
     assert head.c == search.best_params_["logisticregression__C"] and head.labels == 60 and head.layer == 3
     with pytest.raises(ConfigError, match="hidden state of 5 numbers for a head of 6"):
         head.probability(x[0][:5])
+
+
+def test_few_labels_in_large_groups_still_fit_a_head_with_the_default_c():
+    x, _, _ = synthetic(n=12)
+    gold = [1, 1, 1, 0, 0, 0, 1, 1, 0, 0, 1, 0]
+    groups = ["a"] * 3 + ["b"] * 3 + ["c"] * 2 + ["d"] * 2 + ["e", "f"]  # some inner folds hold one label
+    head = fit_head(x, gold, groups, 0, BINDING)
+    assert 0 < head.probability(x[0]) < 1 and head.c in (*C_GRID, DEFAULT_C)
+    assert len(cross_validated(x, gold, ["g1"] * 6 + ["g2"] * 6, folds=2)) == 12  # a fold with one label to learn
 
 
 def test_a_head_refuses_hidden_states_from_elsewhere_naming_what_differs():
