@@ -68,32 +68,51 @@ class LayerReader:
     def read(
         self, model: Any, encoded: list[list[int]], layers: Sequence[int], pieces: Callable[[int, int], list[int]]
     ) -> np.ndarray:
-        """(prompts, layers, hidden size): each prompt's tokens prefilled alone (cut by
-        ``pieces(length, batch)``), logits asked of its last token only."""
+        """(prompts, layers, hidden size): the prefix every prompt shares prefilled once (sequence
+        0), then each prompt's own tokens (at least two) on a copy of it (sequence 1), cut by
+        ``pieces(length, batch)``, logits asked of the last token only."""
         self._have_context(model, -(-max(len(e) for e in encoded) // 256) * 256)
         ctx = self._ctx.ctx
+        memory = llama_cpp.llama_get_memory(ctx)
+        llama_cpp.llama_memory_clear(memory, True)
+        shortest, first = min(len(e) for e in encoded), encoded[0]
+        prefix = 0
+        while prefix < shortest - 2 and all(e[prefix] == first[prefix] for e in encoded):
+            prefix += 1
+        self._names = {}
+        self._decode(ctx, first[:prefix], 0, 0, -1, pieces)
         out = np.zeros((len(encoded), len(layers), model.n_embd()), np.float32)
         for p, ids in enumerate(encoded):
             self._names = {f"l_out-{i}": i for i in layers}
             self.kept = {}
-            llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(ctx), True)
-            start = 0
-            for size in pieces(len(ids), self._batch_size):
-                self._batch.reset()
-                b = self._batch.batch
-                for k in range(size):
-                    b.token[k], b.pos[k], b.seq_id[k][0], b.n_seq_id[k] = ids[start + k], start + k, 0, 1
-                    b.logits[k] = start + k == len(ids) - 1
-                b.n_tokens = size
-                start += size
-                status = llama_cpp.llama_decode(ctx, b)
-                if status != 0:
-                    raise RuntimeError(f"llama_decode returned {status}")
+            llama_cpp.llama_memory_seq_rm(memory, 1, -1, -1)
+            if prefix:
+                llama_cpp.llama_memory_seq_cp(memory, 0, 1, -1, -1)
+            self._decode(ctx, ids[prefix:], prefix, 1, len(ids) - 1, pieces)
             missing = [i for i in layers if i not in self.kept]
             if missing:
                 raise RuntimeError(f"llama.cpp computed no output of block {missing[0]}")
             out[p] = [self.kept[i] for i in layers]
         return out
+
+    def _decode(
+        self, ctx: Any, tokens: list[int], start: int, seq: int, wants: int, pieces: Callable[[int, int], list[int]]
+    ) -> None:
+        """Decode ``tokens`` at positions from ``start`` into sequence ``seq``, logits asked at
+        position ``wants`` only."""
+        done = 0
+        for size in pieces(len(tokens), self._batch_size) if tokens else ():
+            self._batch.reset()
+            b = self._batch.batch
+            for k in range(size):
+                pos = start + done + k
+                b.token[k], b.pos[k], b.seq_id[k][0], b.n_seq_id[k] = tokens[done + k], pos, seq, 1
+                b.logits[k] = pos == wants
+            b.n_tokens = size
+            done += size
+            status = llama_cpp.llama_decode(ctx, b)
+            if status != 0:
+                raise RuntimeError(f"llama_decode returned {status}")
 
     def _have_context(self, model: Any, cells: int) -> None:
         """A context of at least ``cells`` cells, one sequence, the callback set, flash
@@ -102,7 +121,9 @@ class LayerReader:
             return
         self.close()
         cparams = llama_cpp.llama_context_default_params()
-        cparams.n_ctx = cells
+        cparams.n_ctx = 2 * cells  # the shared prefix's sequence and the prompt's
+        cparams.n_seq_max = 2
+        cparams.kv_unified = False
         cparams.n_batch = cparams.n_ubatch = self._batch_size
         cparams.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
         cparams.n_threads = cparams.n_threads_batch = self._threads

@@ -287,8 +287,8 @@ class TransformersEngine(LocalDecoding):
         return int(self.model.config.get_text_config().num_hidden_layers)
 
     def hidden_states(self, prompts: Sequence[str], layers: Sequence[int]) -> np.ndarray:
-        """Each prompt alone (no padding, no shared prefix), with a forward hook on each of
-        ``layers``' decoder blocks keeping its output at the last token; see
+        """Each prompt alone (no padding) after the prefix they share, with a forward hook on each
+        of ``layers``' decoder blocks keeping its output at the last token; see
         :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
         self._check_layers(layers)
         blocks = self.model.get_decoder().layers
@@ -298,16 +298,20 @@ class TransformersEngine(LocalDecoding):
             hidden = output[0] if isinstance(output, tuple) else output
             kept[layer] = hidden[0, -1].float().cpu()
 
-        hooks = [blocks[i].register_forward_hook(partial(keep, i)) for i in layers]
         encoded = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
         out = np.zeros((len(prompts), len(layers), self.model.config.get_text_config().hidden_size), np.float32)
+        # The prefix every prompt shares (the instruction and its examples) is computed once, its
+        # KV cache copied to each prompt, whose own tokens then run alone.
+        prefix_len, prefix_cache = self._prefill_prefix(encoded)
+        hooks = [blocks[i].register_forward_hook(partial(keep, i)) for i in layers]
         try:
             with torch.inference_mode():
                 for p, ids in enumerate(encoded):
-                    tokens = torch.tensor([ids], device=self.model.device)
-                    self.model(
-                        input_ids=tokens, attention_mask=torch.ones_like(tokens), use_cache=False, logits_to_keep=1
-                    )
+                    tokens = torch.tensor([ids[prefix_len:]], device=self.model.device)
+                    mask = torch.ones((1, len(ids)), dtype=torch.long, device=self.model.device)
+                    cache = copy.deepcopy(prefix_cache) if prefix_cache is not None else None
+                    self.model(input_ids=tokens, attention_mask=mask, past_key_values=cache,
+                               use_cache=cache is not None, logits_to_keep=1)  # fmt: skip
                     for j, layer in enumerate(layers):
                         out[p, j] = kept[layer].numpy()
         except Exception as exc:
