@@ -55,7 +55,12 @@ def test_a_calibration_file_calibrates_judge_metrics_only():
     )
     # Any object of the settings' shape will do (what the run hands in is its SamplingConfig).
     sampling = SimpleNamespace(
-        strictness=None, tie_break=None, scoring="votes", threshold=0.5, calibration=SimpleNamespace(calibrators=[fit])
+        strictness=None,
+        tie_break=None,
+        scoring="votes",
+        threshold=0.5,
+        calibration=SimpleNamespace(calibrators=[fit]),
+        with_reasons=False,
     )
     assert list(judging_for(DATED, sampling).calibrators) == ["M1"]
     pairwise = PairwiseCritic("dated", "More dated.")
