@@ -22,6 +22,16 @@ from localjury.types import THINK_CLOSE, Completion
 _DECISION_TOKENS: Lru[tuple[str, Decision], VerdictTokens] = Lru(8)
 
 
+def shared_prefix(encoded: Sequence[Sequence[int]], own: int) -> int:
+    """The length of the token prefix every prompt of ``encoded`` starts with, leaving each
+    prompt at least ``own`` tokens of its own (the ones whose computation yields its logits)."""
+    shortest, first = min(len(e) for e in encoded), encoded[0]
+    length = 0
+    while length < shortest - own and all(e[length] == first[length] for e in encoded):
+        length += 1
+    return length
+
+
 class LocalDecoding(BatchEngine):
     """One compiled schema index per schema, beside :class:`BatchEngine`'s prompt formatting
     and token counting.

@@ -21,6 +21,8 @@ import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
+from localjury.engines._local import shared_prefix
+
 #: ggml's type id of 32-bit floats (``GGML_TYPE_F32``): a block's output is one.
 GGML_F32 = 0
 
@@ -75,10 +77,8 @@ class LayerReader:
         ctx = self._ctx.ctx
         memory = llama_cpp.llama_get_memory(ctx)
         llama_cpp.llama_memory_clear(memory, True)
-        shortest, first = min(len(e) for e in encoded), encoded[0]
-        prefix = 0
-        while prefix < shortest - 2 and all(e[prefix] == first[prefix] for e in encoded):
-            prefix += 1
+        first = encoded[0]
+        prefix = shared_prefix(encoded, 2)
         self._names = {}
         self._decode(ctx, first[:prefix], 0, 0, -1, pieces)
         out = np.zeros((len(encoded), len(layers), model.n_embd()), np.float32)

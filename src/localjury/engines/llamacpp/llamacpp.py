@@ -41,7 +41,7 @@ from llama_cpp import _internals
 from transformers import AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from localjury.engines._local import LocalDecoding
+from localjury.engines._local import LocalDecoding, shared_prefix
 from localjury.engines._prompts import PromptFormatter
 from localjury.engines._sampling import sample, sample_generators
 from localjury.engines.base import Completion, GenerateCall, Sampling, Usage
@@ -282,11 +282,8 @@ class LlamaCppEngine(LocalDecoding):
         with the others of the call. (Attention over one query token takes other kernels
         than over several, and rounds differently: a one-token suffix would make a prompt's
         samples depend on which prompts share its call.)"""
-        shortest = min(len(e) for e in encoded)
         first = encoded[0]
-        length = 0
-        while length < shortest - 2 and all(e[length] == first[length] for e in encoded):
-            length += 1
+        length = shared_prefix(encoded, 2)
         if length:
             self._decode([(t, p, PREFIX, False) for p, t in enumerate(first[:length])])
         return length

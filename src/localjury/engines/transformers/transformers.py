@@ -29,7 +29,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
-from localjury.engines._local import LocalDecoding
+from localjury.engines._local import LocalDecoding, shared_prefix
 from localjury.engines._prompts import PromptFormatter
 from localjury.engines._sampling import Sampler, sample_generators
 from localjury.engines.base import Completion, GenerateCall, Sampling, Usage
@@ -231,11 +231,8 @@ class TransformersEngine(LocalDecoding):
     # attention mask (cumsum), which keeps every real token at its true position.
 
     def _prefill_prefix(self, encoded: list[list[int]]) -> tuple[int, Any]:
-        shortest = min(len(e) for e in encoded)
         first = encoded[0]
-        prefix_len = 0
-        while prefix_len < shortest - 1 and all(e[prefix_len] == first[prefix_len] for e in encoded):
-            prefix_len += 1
+        prefix_len = shared_prefix(encoded, 1)
         if prefix_len == 0:
             return 0, None
         with torch.inference_mode():
