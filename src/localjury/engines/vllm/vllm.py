@@ -17,14 +17,18 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+from collections.abc import Sequence
 from typing import Any, ClassVar
+
+import numpy as np
 
 from localjury._hashing import content_hash
 from localjury.engines._prompts import PromptFormatter
 from localjury.engines.base import BatchEngine, Completion, GenerateCall, Usage
 from localjury.engines.constrain.thinking_budget import answer_start
 from localjury.engines.constrain.verdicts import TOP_LOGPROBS, decision_of, verdict_probs_from_top
-from localjury.errors import EngineError
+from localjury.engines.vllm.layers import EXTENSION
+from localjury.errors import ConfigError, EngineError
 from localjury.models.registry import ModelSpec
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -92,6 +96,7 @@ class VllmEngine(BatchEngine):
                 "enable_prefix_caching": settings.enable_prefix_caching,
                 "load_format": settings.load_format,
                 "structured_outputs_config": {"backend": _backend(spec)},
+                "worker_extension_cls": EXTENSION,  # hooks for hidden_states
             }
             if settings.distributed_executor_backend is not None:
                 kwargs["distributed_executor_backend"] = settings.distributed_executor_backend
@@ -206,6 +211,45 @@ class VllmEngine(BatchEngine):
         ]
         start = answer_start(tokens) if thought else 0  # a verdict in the thinking is not the answer's
         return verdict_probs_from_top(tokens[start:], tops[start:], decision_of(schema))
+
+    def block_count(self) -> int:
+        return int(self.llm.llm_engine.model_config.hf_text_config.num_hidden_layers)
+
+    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int]) -> np.ndarray:
+        """Each prompt prefilled alone (one token drawn greedily, not kept), with the worker's
+        hooks on ``layers`` (:mod:`~localjury.engines.vllm.layers`); prefix caching computes the
+        prefix the prompts share once. Needs ``enforce_eager: true``; see
+        :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if not self.spec.vllm.enforce_eager:
+            raise ConfigError(
+                f"model {self.spec.name!r}: vLLM gives a block's hidden states only in eager mode (torch.compile and "
+                "CUDA graphs run the blocks as one graph): set vllm: {enforce_eager: true} in its models.yaml entry, "
+                "or run it on --engine transformers"
+            )
+        self._check_layers(layers)
+        wanted = list(layers)
+        ids = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        out = np.zeros((len(prompts), len(wanted), self.llm.llm_engine.model_config.get_hidden_size()), np.float32)
+        greedy = SamplingParams(n=1, temperature=0.0, max_tokens=1)
+        try:
+            self.llm.collective_rpc("localjury_watch", args=(wanted,))
+            for p, tokens in enumerate(ids):
+                self.llm.generate([TokensPrompt(prompt_token_ids=list(tokens))], greedy, use_tqdm=False)
+                (states, *_) = self.llm.collective_rpc("localjury_take", args=(wanted,))
+                if states is None:
+                    raise EngineError("no block's hook fired (compiled?)", engine=self.name, model=self.spec.name)
+                out[p] = states
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise EngineError(f"reading hidden states failed: {exc}", engine=self.name, model=self.spec.name) from exc
+        finally:
+            with contextlib.suppress(Exception):
+                self.llm.collective_rpc("localjury_unwatch")
+        return out
 
     def close(self) -> None:
         """Shut the engine down and free its (GPU) memory, so the next model of a jury fits."""
