@@ -8,6 +8,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import pytest
 from outlines_core import Guide, Index
 from outlines_core.json_schema import build_regex_from_schema
@@ -59,13 +60,18 @@ def greedy_with_p_pass(
     out: list[int] = []
     probs: list[float] = []
     for _ in range(max_tokens):
-        logits = list(next_logits(ids))
+        logits = np.asarray(next_logits(ids), dtype=np.float64)
         allowed = guide.get_tokens()
-        texts = {t: piece[t] for t in allowed if t != eos}
-        writers = {t: decision.choice(s) for t, s in texts.items() if decision.choice(s) is not None}
         pending = None
-        neutral_or_decision = all(decision.choice(s) is not None or not s.lstrip(' "') for s in texts.values())
-        if len(set(writers.values())) >= 2 and eos not in allowed and neutral_or_decision:
+        # A decision position: every allowed token writes the decision or nothing but spaces or
+        # a quote (checked first: in free text the first other token ends the check).
+        neutral_or_decision = all(
+            decision.choice(piece[t]) is not None or not piece[t].lstrip(' "') for t in allowed if t != eos
+        )
+        writers = {}
+        if neutral_or_decision and eos not in allowed:
+            writers = {t: c for t in allowed if (c := decision.choice(piece[t])) is not None}
+        if len(set(writers.values())) >= 2:
             top = max(logits[t] for t in writers)
             masses = [0.0] * len(decision.choices)
             for t, c in writers.items():
@@ -74,13 +80,15 @@ def greedy_with_p_pass(
             pending = (masses[0] / (masses[0] + masses[1]),) if binary else tuple(m / sum(masses) for m in masses)
         # The best allowed token by logit (the first of equals, in the guide's order); with
         # ``follow``, the best one whose text, decoded after the output so far, continues it.
-        ranked = sorted(allowed, key=lambda t: -logits[t] if t < len(logits) else math.inf)
+        tokens = np.asarray(allowed)
+        keys = np.where(tokens < len(logits), -logits[np.minimum(tokens, len(logits) - 1)], np.inf)
+        ranked = tokens[np.argsort(keys, kind="stable")].tolist()
         if follow is None:
             token = ranked[0]
         else:
             done = tokenizer.decode(out, skip_special_tokens=True)
             rest = follow[len(done) :]
-            token = next((t for t in ranked if t in texts and continues(tokenizer, out, t, done, rest)), eos)
+            token = next((t for t in ranked if t != eos and continues(tokenizer, out, t, done, rest)), eos)
         if token == eos:
             break
         if pending is not None and token in writers:
