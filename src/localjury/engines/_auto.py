@@ -24,8 +24,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -183,6 +185,34 @@ def _by_rule(spec: ModelSpec, found: list[EngineOption], why: str) -> EngineChoi
     return EngineChoice(pick.engine, why, tuple(found))
 
 
+def _measure_all(spec: ModelSpec, found: list[EngineOption], path: Path, measure_fn: Measure) -> list[EngineOption]:
+    """Time each usable engine in turn, saying on stderr what it does, how to skip it, and
+    after the first engine how long the rest should take (the first one's time each)."""
+    usable = [o.engine for o in found if o.usable]
+    say = partial(print, file=sys.stderr, flush=True)
+    say(
+        f"localjury: measuring which engine runs {spec.name} fastest on this machine ({', '.join(usable)}): "
+        f"a load and {PROBE_PROMPTS * PROBE_N} samples each, once (kept in {path.parent}); "
+        f"--engine {usable[0]} or another skips it"
+    )
+    timed, first = [], None
+    for option in found:
+        if not option.usable:
+            timed.append(option)
+            continue
+        done = sum(1 for o in timed if o.usable)
+        left = f", about {first * (len(usable) - done):.0f} s left" if first is not None else ""
+        say(f"localjury:   {option.engine} ({done + 1} of {len(usable)}{left}) ...", end=" ")
+        started = time.monotonic()
+        result = measure_fn(spec, option.engine)
+        seconds = time.monotonic() - started
+        first = seconds if first is None else first
+        got = f"{result.judgments_per_s:.2f} judgments/s" if result.judgments_per_s is not None else "failed"
+        say(f"{seconds:.0f} s: {got}")
+        timed.append(result)
+    return timed
+
+
 def choose(spec: ModelSpec, *, run: bool = True, fresh: bool = False, measure_fn: Measure = measure) -> EngineChoice:
     """The engine ``auto`` means for ``spec`` here.
 
@@ -218,12 +248,7 @@ def choose(spec: ModelSpec, *, run: bool = True, fresh: bool = False, measure_fn
             found,
             "not measured here yet (localjury doctor --measure); vLLM with CUDA, else its files' own engine",
         )
-    print(
-        f"localjury: measuring which engine runs {spec.name} fastest on this machine "
-        f"({', '.join(o.engine for o in usable)}; once, cached)",
-        file=sys.stderr,
-    )
-    timed = [measure_fn(spec, o.engine) if o.usable else o for o in found]
+    timed = _measure_all(spec, found, path, measure_fn)
     ok = [o for o in timed if o.judgments_per_s is not None]
     if not ok:
         fails = "; ".join(f"{o.engine}: {o.failure}" for o in timed if o.failure)

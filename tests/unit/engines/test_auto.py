@@ -45,6 +45,17 @@ def test_auto_measures_once_and_keeps_the_fastest(both):
     assert _auto.choose(both, measure_fn=fake_measure({}, calls)).engine == "llamacpp"
 
 
+def test_the_measurement_says_what_it_does_how_long_the_rest_takes_and_how_to_skip_it(both, monkeypatch, capsys):
+    clock = iter([100.0, 130.0, 130.0, 142.0])  # transformers takes 30 s, llamacpp 12 s
+    monkeypatch.setattr(_auto.time, "monotonic", lambda: next(clock))
+    _auto.choose(both, measure_fn=fake_measure({"transformers": "exit 1: boom", "llamacpp": 1.4}, []))
+    err = capsys.readouterr().err.splitlines()
+    assert "measuring which engine runs m fastest" in err[0] and "--engine transformers or another skips it" in err[0]
+    assert "a load and 12 samples each" in err[0] and str(_auto.cache_path(both).parent) in err[0]
+    assert err[1] == "localjury:   transformers (1 of 2) ... 30 s: failed"
+    assert err[2] == "localjury:   llamacpp (2 of 2, about 30 s left) ... 12 s: 1.40 judgments/s"
+
+
 def test_auto_takes_llamacpp_where_it_measures_faster(both):
     choice = _auto.choose(both, measure_fn=fake_measure({"transformers": 1.5, "llamacpp": 1.6}, []))
     assert choice.engine == "llamacpp"
