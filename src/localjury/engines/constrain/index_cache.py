@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import stat
+import sys
 import tempfile
 import threading
 import time
@@ -142,6 +143,28 @@ def build_index(regex: str, vocabulary: Vocabulary) -> Index:
     return Index(regex, vocabulary)
 
 
+#: Seconds a build takes per vocabulary token (12.3 s for Gemma's 262k, 6 s for Qwen2.5's 151k,
+#: on 2 AMD EPYC cores): the estimate a long build announces.
+BUILD_SECONDS_PER_TOKEN = 4.5e-5
+#: Builds estimated to take at least this many seconds are announced on stderr.
+ANNOUNCE_SECONDS = 3.0
+
+
+def announce_build(tokens: int, folder: Path | None) -> None:
+    """Say on stderr that a long index build starts, about how long it takes, and that it is
+    kept (where) so that it is done once; a short one goes unsaid."""
+    estimate = tokens * BUILD_SECONDS_PER_TOKEN
+    if estimate < ANNOUNCE_SECONDS:
+        return
+    kept = f"kept in {folder}" if folder is not None else "not kept on disk: LOCALJURY_INDEX_CACHE is off"
+    print(
+        f"localjury: building the output constraint over {tokens:,} tokens (about {estimate:.0f} s on 2 cores, "
+        f"once per schema and tokenizer; {kept})",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 @cache
 def outlines_core_version() -> str:
     """The installed outlines-core version: an index's encoding is only read by the same one."""
@@ -230,6 +253,7 @@ def compiled_index(regex: str, vocabulary: Vocabulary) -> Index:
     if loaded is not None:
         index, weight = loaded
     else:
+        announce_build(len(vocabulary), folder)
         index = build_index(regex, vocabulary)
         weight = write_entry(folder, material, index) if folder is not None else len(vocabulary) * BYTES_PER_TOKEN
     INDEXES.put(key, index, weight)

@@ -87,6 +87,20 @@ def test_a_second_build_in_the_process_is_the_same_index(fresh_caches):
     assert fresh_caches == [regex()]
 
 
+def test_a_long_build_is_announced_with_its_estimate_once(fresh_caches, monkeypatch, capsys):
+    vocab = vocabulary()
+    monkeypatch.setattr(index_cache, "BUILD_SECONDS_PER_TOKEN", 0.1)  # 10 s for this vocabulary's ~100 tokens
+    compiled_index(regex(), vocab)
+    err = capsys.readouterr().err
+    assert f"building the output constraint over {len(vocab)} tokens (about {len(vocab) * 0.1:.0f} s" in err
+    assert str(index_cache.disk_folder()) in err
+    index_cache.INDEXES.clear()
+    compiled_index(regex(), vocab)  # read from disk: nothing to announce
+    monkeypatch.setattr(index_cache, "BUILD_SECONDS_PER_TOKEN", 0.001)
+    compiled_index(regex({**SCHEMA, "required": ["verdict"]}), vocab)  # a short build: unsaid
+    assert capsys.readouterr().err == ""
+
+
 def test_the_disk_entry_is_read_in_a_new_process_and_constrains_as_a_fresh_index(fresh_caches):
     vocab = vocabulary()
     compiled_index(regex(), vocab)
