@@ -80,3 +80,42 @@ def test_the_counter_sees_prose_not_code_lists_or_tables():
     text = "One two three.\nFour five.\n\n- a list item\n  of words\n\n| a | table |\n\n```\nnot prose\n```\nSix.\n"
     assert paragraphs(text) == [(1, 5), (12, 1)]
     assert code_lines(text) == [(10, "not prose")]
+
+
+#: What belongs in the project's history, not in a user's manual: an id of a commit (7 to 12
+#: hex digits with a letter and a digit, outside URLs and hashes the page explains), one of
+#: our issues (an upstream project's issue may be cited by its project), a figure said to be
+#: from before.
+HISTORY = {
+    "a commit id": re.compile(r"(?<![\w/.:-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,12}(?![\w/-]|\.\w|\.\.)"),
+    "an issue of ours": re.compile(r"(?<!llama\.cpp )(?<!vLLM )(?<!Outlines )\b[Ii]ssues? #?\d+"),
+    "history": re.compile(r"\b(earlier (measured|run|figure)s?|previously measured|(stored|written) before this)\b"),
+}
+
+
+def test_the_pages_give_the_current_answer_not_the_history():
+    found = [
+        f"{page.relative_to(ROOT)}:{n}: {kind} ({m.group(0)!r})"
+        for page in PAGES
+        for n, line in enumerate(page.read_text().split("\n"), 1)
+        for kind, pattern in HISTORY.items()
+        for m in pattern.finditer(line)
+    ]
+    assert not found, f"history in the manual (say what holds now): {found}"
+
+
+def test_the_history_check_sees_commits_issues_and_earlier_figures():
+    caught = [
+        "timed at 4278a49 on a Zen 4",
+        "pytest took 17 min 30 s at 60a777e.",
+        "Against the goals of issue 29",
+        "An earlier run gave x1.54",
+    ]
+    passed = [
+        "llama.cpp issue 20824, closed without a fix",
+        "sha256 3f2a9c1b7d... of the file",  # not 7-12 digits alone
+        "https://example.org/a1b2c3d4e5",
+        "records 1000000 and 2500000",
+    ]
+    assert all(any(p.search(text) for p in HISTORY.values()) for text in caught)
+    assert not any(p.search(text) for p in HISTORY.values() for text in passed)
