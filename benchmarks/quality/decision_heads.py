@@ -2,17 +2,19 @@
 to agreement with human labels, and how fast decision mode judges, beside the same judge's
 zero-shot votes on the same records.
 
-    python benchmarks/quality/decision_heads.py [--sets SET,...] [--speed 20]
+    python benchmarks/quality/decision_heads.py [--sets SET,...] [--speed 20] [--curve 500]
 
 The judge is Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M, llama.cpp). The records of each set are
-the 100 that ``benchmarks/results/bench-qwen/SET`` judged (k=3, seed 0), so the prompting
-baseline is that run's zero-shot votes on exactly these records. For each set: the hidden state
-at the zero-shot prompt's last token, at several blocks; per block, a head's kappa, accuracy
-and AUROC by 5-fold cross-validation grouped by question or pair (:mod:`localjury.votes.heads`,
-C chosen inside the training folds); the learning curve of the best block (heads trained on 25
-and 50 labels, judged on the records of the other groups, 20 draws); and transfer (the head of
-one set judged on the other). Speed: judgments per second of decision mode (one prefill a
-record) against k=3 generation under the schema, on the same ``--speed`` records, in one run.
+those its bench run judged (k=3, seed 0: ``benchmarks/results/bench-qwen/SET``, 100 records, or
+``bench-qwen-1.5b/SET``, 40 pairs), so the prompting baseline is that run's zero-shot votes on
+exactly these records. For each set: the hidden state at the zero-shot prompt's last token, at
+several blocks; per block, a head's kappa, accuracy and AUROC by 5-fold cross-validation
+grouped by question or pair (:mod:`localjury.votes.heads`, C chosen inside the training folds);
+the learning curve of the best block (heads trained on 25 to 75 labels, judged on the records
+of the other groups, 20 draws); transfer (the head of one set judged on another of its kind).
+``--curve N``: N TruthfulQA answers more, heads by grouped cross-validation and the learning
+curve up to 400 labels. Speed: judgments per second of decision mode (one prefill a record)
+against k=3 generation under the schema, on the same ``--speed`` records, in one run.
 Writes benchmarks/results/decision_heads.{json,md}, with the CPU.
 """
 
@@ -32,7 +34,7 @@ from localjury.bench import stats
 from localjury.bench._judge import resolve_metric
 from localjury.bench.align import unit
 from localjury.bench.decision_ways import read_states
-from localjury.bench.formats import load
+from localjury.bench.formats import load, sample
 from localjury.engines import load_engine
 from localjury.engines.base import GenerateCall, Sampling
 from localjury.models.registry import load_registry
@@ -45,11 +47,18 @@ from _figures import RESULTS, ROOT, provenance, save, table
 
 DATA = ROOT.parent / "shared" / "data"
 MODEL = "qwen2.5-coder-1.5b-instruct"
+#: Each set: its file, its format and the bench run whose zero-shot votes are the baseline
+#: (``bench-qwen``: the Qwen panel's runs; ``bench-qwen-1.5b``: the 1.5B alone, 40 pairs each).
 SETS = {
-    "truthfulqa": DATA / "truthfulqa" / "finetune_truth.jsonl",
-    "halueval-general": DATA / "halueval" / "halueval_general.jsonl",
-    "llmbar": DATA / "llmbar" / "llmbar_natural.json",
+    "truthfulqa": (DATA / "truthfulqa" / "finetune_truth.jsonl", "truthfulqa", "bench-qwen"),
+    "halueval-general": (DATA / "halueval" / "halueval_general.jsonl", "halueval-general", "bench-qwen"),
+    "halueval-qa": (DATA / "halueval" / "halueval_qa_dev500.jsonl", "halueval-qa", "bench-qwen"),
+    "llmbar": (DATA / "llmbar" / "llmbar_natural.json", "llmbar", "bench-qwen"),
+    "llmbar-adversarial": (DATA / "llmbar" / "llmbar_adversarial_neighbor.json", "llmbar", "bench-qwen-1.5b"),
+    "mtbench": (DATA / "llmbar" / "processed_mtbench_human.json", "llmbar", "bench-qwen-1.5b"),
 }
+#: Transfer is measured between sets of one kind: truthfulness and grounding; following instructions.
+KIND = {name: "pairs" if fmt == "llmbar" else "facts" for name, (_, fmt, _) in SETS.items()}
 #: Blocks read (the 1.5B has 28): every fourth, the middle ones, and the last.
 LAYERS = [3, 7, 10, 14, 17, 21, 24, 27]
 SEED = 0
@@ -66,16 +75,17 @@ def figures_of(gold: list[int], p: list[float]) -> dict[str, Any]:
 
 
 def baseline(name: str) -> tuple[list[Any], dict[str, Any]]:
-    """The records bench-qwen judged on this set (for LLMBar, judged there as pairs in both
-    orders: both responses of each pair, pointwise), and its zero-shot votes' figures there."""
-    rows = [json.loads(x) for x in (RESULTS / "bench-qwen" / name / "predictions.jsonl").read_text().splitlines()]
+    """The records the set's bench run judged (for the pairwise sets, judged there as pairs in
+    both orders: both responses of each pair, pointwise), and its zero-shot votes' figures there."""
+    path, fmt, run = SETS[name]
+    rows = [json.loads(x) for x in (RESULTS / run / name / "predictions.jsonl").read_text().splitlines()]
     gold = [r["gold"] for r in rows]
     pred = [r["models"][MODEL]["prediction"] for r in rows]
     c = stats.classification(gold, pred, seed=SEED)
     ci = list(c["kappa_ci"]) if c["kappa_ci"] is not None else None
     out = {"kappa": c["kappa"], "kappa_ci": ci, "accuracy": c["accuracy"]}
-    items = load(SETS[name], name)
-    if name == "llmbar":  # the pairwise judge's accuracy is its pair accuracy
+    items = load(path, fmt)
+    if fmt == "llmbar":  # the pairwise judge's accuracy is its pair accuracy
         pairs = {r["record_id"] for r in rows}
         return [it for it in items if it.pair in pairs], {**out, "pair_accuracy": c["accuracy"]}
     by_id = {str(it.record["id"]): it for it in items}
@@ -91,9 +101,9 @@ def pair_accuracy(pairs: list[str], gold: list[int], score: list[float]) -> floa
     return sum(wins) / len(wins)
 
 
-def learning_curve(x: np.ndarray, gold: list[int], groups: list[str], sizes: list[int]) -> dict[int, float]:
-    """Mean kappa over 20 draws of a head trained on ``size`` labels (whole groups) and judged on
-    every record of the other groups."""
+def learning_curve(x: np.ndarray, gold: list[int], groups: list[str], sizes: list[int]) -> dict[int, dict[str, float]]:
+    """Kappa (mean and standard deviation over 20 draws) of a head trained on ``size`` labels
+    (whole groups) and judged on every record of the other groups."""
     from localjury.votes.heads import _fit
 
     out = {}
@@ -118,7 +128,8 @@ def learning_curve(x: np.ndarray, gold: list[int], groups: list[str], sizes: lis
             model, _ = _fit(x[tr], y[tr], np.asarray(groups)[tr], SEED)
             p = model.predict_proba(x[te])[:, 1]
             ks.append(stats.classification(y[te].tolist(), [int(v >= 0.5) for v in p], seed=SEED)["kappa"])
-        out[size] = float(np.mean([k for k in ks if k is not None]))
+        kept = [k for k in ks if k is not None]
+        out[size] = {"kappa": float(np.mean(kept)), "sd": float(np.std(kept)), "draws": len(kept)}
     return out
 
 
@@ -144,6 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--speed", type=int, default=20, help="records of the speed comparison (0: none)")
+    parser.add_argument("--curve", type=int, default=500, help="TruthfulQA records of the learning curve (0: none)")
     args = parser.parse_args(argv)
     spec = load_registry(None).get(MODEL).model_copy(update={"engine": "llamacpp"})
     engine = load_engine(spec)
@@ -152,18 +164,12 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for name in args.sets.split(","):
             items, zero = baseline(name)
-            judge = resolve_metric(None, name, 3)
+            judge = resolve_metric(None, SETS[name][1], 3)
             x, layers, seconds = cached_states(engine, judge, items, name)
             gold = [int(it.gold) for it in items]
             groups = [unit(it) for it in items]
-            assert all(len({groups[i] for i in te} & {groups[i] for i in tr}) == 0
-                       for tr, te in grouped_folds(groups, gold, 5, SEED))  # fmt: skip
-            per_layer = {}
-            for j, layer in enumerate(layers):
-                p = cross_validated(x[:, j], gold, groups, folds=5, seed=SEED)
-                per_layer[layer] = figures_of(gold, p)
-                if "pair_accuracy" in zero:  # the pair's higher head probability wins
-                    per_layer[layer]["pair_accuracy"] = pair_accuracy([str(it.pair) for it in items], gold, p)
+            pairs = [str(it.pair) for it in items] if "pair_accuracy" in zero else None
+            per_layer = per_layer_figures(x, layers, gold, groups, pairs)
             best = max(per_layer, key=lambda k: per_layer[k]["kappa"] or -1)
             states[name] = (x, gold, groups)
             print(f"{name}: {len(items)} records read in {seconds:.0f} s; best block {best}", flush=True)
@@ -178,10 +184,11 @@ def main(argv: list[str] | None = None) -> None:
             }
             if args.speed and name == args.sets.split(",")[0]:
                 sets[name]["speed"] = speed(engine, judge, items[: args.speed], best)
+        curve = truthfulqa_curve(engine, args.curve) if args.curve else None
         transfer = {}
         for a in states:
             for b in states:
-                if a != b:  # the head of a's best block, on b's states at that block (each set's own prompt)
+                if a != b and KIND[a] == KIND[b]:  # a's best block's head on b's states there (b's own prompt)
                     (xa, ga, gra), j = states[a], LAYERS.index(sets[a]["best_layer"])
                     head = fit_head(xa[:, j], ga, gra, LAYERS[j], _binding(), SEED)
                     transfer[f"{a} -> {b}"] = figures_of(
@@ -190,8 +197,46 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         engine.close()
     figures = {"benchmark": "decision_heads", **provenance(__file__, argv), "model": MODEL, "engine": "llamacpp",
-               "sets": sets, "transfer": transfer}  # fmt: skip
+               "sets": sets, "curve": curve, "transfer": transfer}  # fmt: skip
     save(RESULTS / "decision_heads", figures, markdown(figures))
+
+
+def per_layer_figures(
+    x: np.ndarray, layers: list[int], gold: list[int], groups: list[str], pairs: list[str] | None
+) -> dict[int, dict[str, Any]]:
+    """Each block's head by 5-fold cross-validation grouped by ``groups``; with ``pairs``, also
+    its pair accuracy (the pair's higher probability wins)."""
+    assert all(len({groups[i] for i in te} & {groups[i] for i in tr}) == 0
+               for tr, te in grouped_folds(groups, gold, 5, SEED))  # fmt: skip
+    out = {}
+    for j, layer in enumerate(layers):
+        p = cross_validated(x[:, j], gold, groups, folds=5, seed=SEED)
+        out[layer] = figures_of(gold, p)
+        if pairs is not None:
+            out[layer]["pair_accuracy"] = pair_accuracy(pairs, gold, p)
+    return out
+
+
+def truthfulqa_curve(engine: Any, records: int) -> dict[str, Any]:
+    """More labels: ``records`` TruthfulQA answers (whole questions, seed 1), each block's head
+    by grouped cross-validation, and the learning curve of the best block up to 400 labels."""
+    path, fmt, _ = SETS["truthfulqa"]
+    items = sample(load(path, fmt), records, seed=1)
+    x, layers, seconds = cached_states(engine, resolve_metric(None, fmt, 3), items, "truthfulqa-curve")
+    gold = [int(it.gold) for it in items]
+    groups = [unit(it) for it in items]
+    per_layer = per_layer_figures(x, layers, gold, groups, None)
+    best = max(per_layer, key=lambda k: per_layer[k]["kappa"] or -1)
+    sizes = [n for n in (25, 50, 100, 200, 400) if n < len(items)]
+    print(f"truthfulqa curve: {len(items)} records read in {seconds:.0f} s; best block {best}", flush=True)
+    return {
+        "records": len(items),
+        "groups": len(set(groups)),
+        "prefill_seconds": seconds,
+        "heads": {str(k): v for k, v in per_layer.items()},
+        "best_layer": best,
+        "learning_curve": learning_curve(x[:, layers.index(best)], gold, groups, sizes),
+    }
 
 
 def cached_states(engine: Any, judge: Any, items: list[Any], name: str) -> tuple[np.ndarray, list[int], float]:
@@ -225,14 +270,19 @@ def _ci(f: dict[str, Any]) -> str:
     return f"{k:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
+def _curve(s: dict[str, Any]) -> str:
+    return ", ".join(f"{n} labels: {v['kappa']:.2f} ± {v['sd']:.2f}" for n, v in s["learning_curve"].items())
+
+
 def markdown(f: dict[str, Any]) -> str:
     lines = [
         "# Decision heads against prompting",
         "",
         f"{f['model']} on {f['engine']}; CPU: {f['cpu']}; command: `{f['command']}`.",
         "",
-        "Cohen's kappa [95% bootstrap CI] on each set's 100 records (those `bench-qwen` judged). Prompting: the",
-        "judge's zero-shot majority of 3 votes. Heads: 5-fold cross-validation, folds grouped by question or pair.",
+        "Cohen's kappa [95% bootstrap CI] on each set's records: those its bench run judged (`bench-qwen`: 100",
+        "records; `bench-qwen-1.5b`: 40 pairs). Prompting: the judge's zero-shot majority of 3 votes. Heads:",
+        "5-fold cross-validation, folds grouped by question or pair.",
         "",
     ]
     for name, s in f["sets"].items():
@@ -250,8 +300,7 @@ def markdown(f: dict[str, Any]) -> str:
         lines += table(header, rows, "lrrr" + ("r" if paired else ""))
         if paired:
             lines += ["", "The pairwise judge's kappa and accuracy are of its preference; a head's, of each response."]
-        curve = ", ".join(f"{n} labels: {k:.2f}" for n, k in s["learning_curve"].items())
-        lines += ["", f"Learning curve (block {s['best_layer']}, mean kappa of 20 draws): {curve}.", ""]
+        lines += ["", f"Learning curve (block {s['best_layer']}, kappa of 20 draws): {_curve(s)}.", ""]
         if "speed" in s:
             sp = s["speed"]
             lines += [
@@ -259,8 +308,15 @@ def markdown(f: dict[str, Any]) -> str:
                 f"k=3 generation {sp['generate_k3_per_s']:.2f} judgments/s: **{sp['ratio']:.1f}x**.",
                 "",
             ]
+    c = f.get("curve")
+    if c:
+        lines += [f"## More labels: TruthfulQA, {c['records']} records ({c['groups']} questions)", ""]
+        lines += table(["way of deciding", "kappa [95% CI]", "accuracy", "AUROC"],
+                       [[f"head, block {k}", _ci(h), f"{h['accuracy']:.2f}", f"{h['auroc']:.2f}"]
+                        for k, h in c["heads"].items()], "lrrr")  # fmt: skip
+        lines += ["", f"Learning curve (block {c['best_layer']}, kappa of 20 draws, mean ± sd): {_curve(c)}.", ""]
     if f["transfer"]:
-        lines += ["## Transfer (a head trained on one set, judged on the other)", ""]
+        lines += ["## Transfer (a head trained on one set, judged on another of its kind)", ""]
         lines += table(["trained -> judged", "kappa [95% CI]", "AUROC"],
                        [[k, _ci(v), f"{v['auroc']:.2f}"] for k, v in f["transfer"].items()], "lrr")  # fmt: skip
     return "\n".join(lines) + "\n"
