@@ -47,6 +47,8 @@ class HeadCritic(AlignedCritic):
     def __init__(self, name: str, definition: str, *, heads: Mapping[str, DecisionHead], **aligned: Any) -> None:
         super().__init__(name, definition, **aligned)
         self.heads = dict(heads)
+        #: Each head's hash, computed once (it hashes every weight).
+        self.head_sha256s = {model: head.sha256() for model, head in self.heads.items()}
 
     def zero_shot_messages(self, record: Record, neutralise: Neutraliser = DEFAULT) -> list[Message]:
         """The criterion's prompt with no demonstrations: what a head reads."""
@@ -82,7 +84,7 @@ class HeadJudging(VerdictJudging):
                 model.max_tokens,
                 model.temperature,
                 turns_cut=fitted.turns_cut,
-                revision=f"head:{head.sha256()}",
+                revision=f"head:{self.metric.head_sha256s[spec.name]}",
                 head=head,
             ),
             *beside,
@@ -118,7 +120,13 @@ class HeadJudging(VerdictJudging):
             score=float(vote),
             p_pass=[p],
             confidence=p,
-            head=HeadDecision(layer=head.layer, probability=p, head_sha256=head.sha256(), votes=votes, reasons=reasons),
+            head=HeadDecision(
+                layer=head.layer,
+                probability=p,
+                head_sha256=self.metric.head_sha256s[name],
+                votes=votes,
+                reasons=reasons,
+            ),
         ), None
 
     def unjudged(self, name: str, error: str) -> ModelJudgment:

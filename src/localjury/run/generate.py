@@ -185,7 +185,8 @@ class EngineCalls:
                 )
                 counts.too_long()
                 continue
-            schema = repr(sorted(req.schema.items())) + (f" head:{req.head.sha256()}" if req.head is not None else "")
+            # A head's requests apart from others and from another head's (its revision names its hash).
+            schema = repr(sorted(req.schema.items())) + (f" {req.revision}" if req.head is not None else "")
             group = (req.n, req.first_sample, schema, req.max_tokens, req.temperature)
             groups.setdefault(group, []).append((req, prompt))
         for (n, first_sample, _, budget, temp), members in groups.items():
