@@ -1,0 +1,75 @@
+"""The manual's pictures (see scripts/pictures): each command runs for real, its terminal
+output (forced to colour, 100 columns) is turned into an SVG by Rich, and the HTML report is
+screenshot by headless Chromium. The run is judged afresh (``--no-cache``), so that its
+summary shows what a first run costs."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+ROOT = Path(__file__).resolve().parents[1]
+IMAGES = ROOT / "docs" / "images"
+#: Where the run and the bench write, relative to the root (as the pictures show it).
+OUT = Path("out") / "pictures"
+JUDGE = "qwen2.5-coder-1.5b-instruct"
+WIDTH = 100
+DATED = "The response must include a specific date or year."
+
+
+def terminal(args: list[str]) -> str:
+    """``localjury ARGS``' stdout and stderr, with colour, as a 100-column terminal shows them."""
+    env = {**os.environ, "FORCE_COLOR": "1", "COLUMNS": str(WIDTH), "TERM": "xterm-256color"}
+    proc = subprocess.run(["localjury", *args], capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    if proc.returncode != 0:
+        sys.exit(f"localjury {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    return proc.stderr + proc.stdout
+
+
+def svg(ansi: str, name: str, title: str) -> None:
+    """Write ``ansi`` as docs/images/NAME.svg, a terminal window titled ``title``."""
+    console = Console(record=True, width=WIDTH, force_terminal=True, file=io.StringIO())
+    console.print(Text.from_ansi(ansi.rstrip("\n")))
+    # The page must render offline: the local font or the browser's monospace, no web font.
+    picture = re.sub(r',\s*url\("https?://[^"]*"\) format\("[^"]*"\)', "", console.export_svg(title=title))
+    (IMAGES / f"{name}.svg").write_text(picture)
+    print(f"wrote docs/images/{name}.svg", file=sys.stderr)
+
+
+def report(html: Path) -> None:
+    """Screenshot bench's report.html as docs/images/report.png (1200 x 1500)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        sys.exit("scripts/pictures: no Chromium here (Debian: apt-get install chromium)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,1500"]
+    shot = IMAGES / "report.png"
+    subprocess.run([browser, *flags, f"--screenshot={shot}", html.resolve().as_uri()], capture_output=True,
+                   timeout=120, check=True)  # fmt: skip
+    print("wrote docs/images/report.png", file=sys.stderr)
+
+
+def main() -> None:
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    results = OUT / "results.jsonl"
+    run = ["run", "examples/demo.jsonl", "--criterion", f"mentions_date={DATED}", "--aspect", "conciseness",
+           "--models", JUDGE, "--strictness", "3", "--seed", "0", "--quiet", "--no-cache",
+           "--out", str(results)]  # fmt: skip
+    svg(terminal(run), "run-summary", "localjury run examples/demo.jsonl ...")
+    show = ["show", str(results), "--record", "wall", "--metric", "mentions_date"]
+    svg(terminal(show), "show", "localjury show results.jsonl --record wall --metric mentions_date")
+    bench = ["bench", "examples/dated_labels.jsonl", "--format", "jsonl", "--metric", f"dated={DATED}",
+             "--models", JUDGE, "--strictness", "3", "--seed", "0", "--quiet", "--out", str(OUT / "bench")]  # fmt: skip
+    terminal(bench)
+    report(ROOT / OUT / "bench" / "report.html")
+
+
+if __name__ == "__main__":
+    main()
