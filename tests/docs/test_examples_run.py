@@ -48,6 +48,10 @@ COMMANDS_NOT_RUN = {
     ("docs/calibration.md", "../shared/data/"): "reads a benchmark data set that is not in the repository",
     ("docs/calibration.md", "--profile profile.yaml"): "reads the judge profile that `align` above writes",
     ("docs/servers.md", "my-models.yaml"): "asks the llama-cpp-python server that the block starts",
+    ("docs/resume-and-trust.md", "verify"): (
+        "re-hashes the judge's model files, which the scripted engine has none of "
+        "(tests/integration/run/test_dry.py verifies a real run)"
+    ),
 }
 
 
@@ -309,7 +313,7 @@ def invoke(where: str, argv: list[str], tmp: Path, monkeypatch, capsys) -> str:
     argv = [re.sub(r"^/tmp/", f"{tmp}/tmp/", a) for a in argv]
     code, out, err = run_cli(monkeypatch, capsys, *argv)
     if code != 0:
-        pytest.fail(f"{where}: `localjury {' '.join(argv)}` exited {code}: {err[-2000:]}")
+        pytest.fail(f"{where}: `localjury {' '.join(argv)}` exited {code}: {(err or out)[-2000:]}")
     if argv[0] == "run" and "--dry-run" not in argv:
         results = Path(next((b for a, b in itertools.pairwise(argv) if a in ("--out", "-o")), "results.jsonl"))
         summary = json.loads(results.with_name(results.stem + ".summary.json").read_text())
