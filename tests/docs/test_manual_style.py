@@ -119,3 +119,21 @@ def test_the_history_check_sees_commits_issues_and_earlier_figures():
     ]
     assert all(any(p.search(text) for p in HISTORY.values()) for text in caught)
     assert not any(p.search(text) for p in HISTORY.values() for text in passed)
+
+
+#: Pages that open otherwise: the API reference (generated from the docstrings), and the hubs
+#: whose first sections are the examples (the home page's two commands, Start here's paths).
+NO_OPENING_EXAMPLE = {"api.md", "index.md", "start-here.md"}
+
+
+def test_each_page_opens_with_what_it_is_for_then_a_runnable_example():
+    lacking = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        if page.name in NO_OPENING_EXAMPLE:
+            continue
+        lines = page.read_text().split("\n")
+        opening = lines[: next((i for i, line in enumerate(lines) if line.startswith("## ")), len(lines))]
+        prose = next((line for line in opening[1:] if line.strip()), "")
+        if not opening[0].startswith("# ") or not prose or NOT_PROSE.match(prose) or "```" not in "\n".join(opening):
+            lacking.append(page.name)
+    assert not lacking, f"pages that do not open with a sentence of what they are for and an example: {lacking}"
