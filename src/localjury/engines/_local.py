@@ -9,7 +9,8 @@ from functools import partial
 from typing import Any
 
 from localjury.engines.base import BatchEngine
-from localjury.engines.constrain.index_cache import Lru, tokenizer_key
+from localjury.engines.constrain.index_cache import tokenizer_key
+from localjury.engines.constrain.lru import Lru
 from localjury.engines.constrain.masks import MaskedRows, VerdictTokens
 from localjury.engines.constrain.quotes import has_quotes
 from localjury.engines.constrain.schemas import JsonSchemaIndex

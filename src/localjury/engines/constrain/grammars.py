@@ -21,7 +21,8 @@ import llguidance
 import llguidance.hf
 import numpy as np
 
-from localjury.engines.constrain.index_cache import Lru, tokenizer_key
+from localjury.engines.constrain.index_cache import tokenizer_key
+from localjury.engines.constrain.lru import Lru
 from localjury.engines.constrain.masks import MaskedRows, VerdictTokens
 from localjury.engines.constrain.quotes import quote_grammar
 from localjury.engines.constrain.thinking_budget import ThinkingBudget

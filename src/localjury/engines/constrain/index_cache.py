@@ -36,24 +36,20 @@ import os
 import stat
 import sys
 import tempfile
-import threading
 import time
 import weakref
-from collections import OrderedDict
-from collections.abc import Callable, Hashable
 from functools import cache
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from outlines_core import Index, Vocabulary
 
+from localjury.engines.constrain.lru import Lru
 from localjury.models.registry import localjury_home
 
 log = logging.getLogger(__name__)
 
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
 
 #: The file layout, in the magic line and in the key material (entries of another layout have
 #: other names, and are pruned in time).
@@ -73,62 +69,6 @@ DISK_BUDGET = 8 << 30
 BYTES_PER_TOKEN = 2048
 #: A temporary file older than this was left by a writer that died; pruning removes it.
 STALE_TMP_S = 3600.0
-
-
-class Lru(Generic[K, V]):
-    """A thread-safe least-recently-used map bounded by entry count and by total weight.
-
-    Args:
-        entries: The most entries kept.
-        budget: The most total weight kept (None: only the count bounds it). An entry heavier
-            than the whole budget is not kept at all.
-    """
-
-    def __init__(self, entries: int, budget: int | None = None) -> None:
-        self.entries = entries
-        self.budget = budget
-        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
-        self._weight = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: K) -> V | None:
-        """The value under ``key`` (now the most recently used), or None."""
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                return None
-            self._items.move_to_end(key)
-            return item[0]
-
-    def put(self, key: K, value: V, weight: int = 1) -> None:
-        """Keep ``value`` under ``key``, dropping the least recently used beyond the bounds."""
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._weight -= old[1]
-            if self.budget is not None and weight > self.budget:
-                return
-            self._items[key] = (value, weight)
-            self._weight += weight
-            while len(self._items) > self.entries or (self.budget is not None and self._weight > self.budget):
-                self._weight -= self._items.popitem(last=False)[1][1]
-
-    def get_or_make(self, key: K, make: Callable[[], V]) -> V:
-        """The value under ``key``, made and kept if absent (two threads may both make it)."""
-        value = self.get(key)
-        if value is None:
-            value = make()
-            self.put(key, value)
-        return value
-
-    def clear(self) -> None:
-        """Drop every entry."""
-        with self._lock:
-            self._items.clear()
-            self._weight = 0
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 #: Compiled indexes by :func:`index_key`.

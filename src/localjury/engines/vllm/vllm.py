@@ -27,7 +27,7 @@ from localjury.engines._prompts import PromptFormatter
 from localjury.engines.base import BatchEngine, Completion, GenerateCall, Usage
 from localjury.engines.constrain.thinking_budget import answer_start
 from localjury.engines.constrain.verdicts import TOP_LOGPROBS, decision_of, verdict_probs_from_top
-from localjury.engines.vllm.layers import EXTENSION
+from localjury.engines.vllm.block_hooks import EXTENSION
 from localjury.errors import ConfigError, EngineError
 from localjury.models.registry import ModelSpec
 
@@ -217,7 +217,7 @@ class VllmEngine(BatchEngine):
 
     def hidden_states(self, prompts: Sequence[str], layers: Sequence[int]) -> np.ndarray:
         """Each prompt prefilled alone (one token drawn greedily, not kept), with the worker's
-        hooks on ``layers`` (:mod:`~localjury.engines.vllm.layers`); prefix caching computes the
+        hooks on ``layers`` (:mod:`~localjury.engines.vllm.block_hooks`); prefix caching computes the
         prefix the prompts share once. Needs ``enforce_eager: true``; see
         :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
         from vllm import SamplingParams

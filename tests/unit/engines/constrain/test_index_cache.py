@@ -14,7 +14,8 @@ from outlines_core import Index, Vocabulary
 from outlines_core.json_schema import build_regex_from_schema
 
 from localjury.engines.constrain import index_cache
-from localjury.engines.constrain.index_cache import Lru, compiled_index, index_key, prune, vocabulary_key
+from localjury.engines.constrain.index_cache import compiled_index, index_key, prune, vocabulary_key
+from localjury.engines.constrain.lru import Lru
 
 SCHEMA = {
     "type": "object",
