@@ -57,6 +57,13 @@ SETS = {
     "llmbar-adversarial": (DATA / "llmbar" / "llmbar_adversarial_neighbor.json", "llmbar", "bench-qwen-1.5b"),
     "mtbench": (DATA / "llmbar" / "processed_mtbench_human.json", "llmbar", "bench-qwen-1.5b"),
 }
+#: The criterion a head reads where the set's own metric is a composite with no single prompt
+#: (HaluEval QA's is faithfulness: its baseline stays the composite's votes).
+HEAD_CRITERION = {
+    "halueval-qa": (
+        "grounded=The response is supported by the retrieved contexts: each of its claims is stated in them."
+    ),
+}
 #: Transfer is measured between sets of one kind: truthfulness and grounding; following instructions.
 KIND = {name: "pairs" if fmt == "llmbar" else "facts" for name, (_, fmt, _) in SETS.items()}
 #: Blocks read (the 1.5B has 28): every fourth, the middle ones, and the last.
@@ -164,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for name in args.sets.split(","):
             items, zero = baseline(name)
-            judge = resolve_metric(None, SETS[name][1], 3)
+            judge = resolve_metric(HEAD_CRITERION.get(name), SETS[name][1], 3)
             x, layers, seconds = cached_states(engine, judge, items, name)
             gold = [int(it.gold) for it in items]
             groups = [unit(it) for it in items]
