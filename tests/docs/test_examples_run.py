@@ -228,12 +228,12 @@ def execute(where: str, code: str, namespace: dict) -> None:
 
 
 def page_namespace(page: str, monkeypatch) -> dict:
-    """What a page's first block starts from: on docs/cli.md, the example test file the block
+    """What a page's first block starts from: on docs/ci-and-pytest.md, the example test file the block
     quotes (its question, criterion and system under test); a ``ragas`` module where RAGAS is
     not installed (docs/records.md: it is never imported by localjury, which reads any object
     whose ``samples`` have its fields; this one has the class the block uses)."""
     namespace: dict = {"__name__": "__docs__"}
-    if page == "docs/cli.md":
+    if page == "docs/ci-and-pytest.md":
         exec((ROOT / "examples" / "test_judge_example.py").read_text(), namespace)
     if page == "docs/records.md" and importlib.util.find_spec("ragas") is None:
         monkeypatch.setitem(sys.modules, "ragas", types.SimpleNamespace(EvaluationDataset=EvaluationDataset))
@@ -283,7 +283,7 @@ def test_each_python_example_runs(where, code, sandbox, monkeypatch):
         pytest.skip(reason)
     page = page_of(where)
     log = sandbox(page)
-    if page == "docs/cli.md":  # quoted from the example file: it must still be there as shown
+    if page == "docs/ci-and-pytest.md":  # quoted from the example file: it must still be there as shown
         assert code in (ROOT / "examples" / "test_judge_example.py").read_text()
     namespace = page_namespace(page, monkeypatch)
     for earlier, earlier_code in PYTHON:  # the page's blocks before this one, as a reader ran them
