@@ -31,6 +31,29 @@ def paragraphs(text: str) -> list[tuple[int, int]]:
     return out
 
 
+LIST_ITEM = re.compile(r"^\s*([-*+] |\d+\. )")
+
+
+def list_items(text: str) -> list[tuple[int, int]]:
+    """(first line number, words) of each list item outside code blocks: its first line and the
+    indented lines that continue it."""
+    out: list[tuple[int, int]] = []
+    start, words, fence = None, 0, False
+    for number, line in enumerate([*text.split("\n"), ""], 1):
+        if line.strip().startswith("```"):
+            fence = not fence
+        item = not fence and LIST_ITEM.match(line)
+        goes_on = not fence and start is not None and line.startswith((" ", "\t")) and line.strip() != ""
+        if start is not None and (item or not goes_on):
+            out.append((start, words))
+            start = None
+        if item:
+            start, words = number, len(line.split()) - 1
+        elif goes_on and start is not None:
+            words += len(line.split())
+    return out
+
+
 def code_lines(text: str) -> list[tuple[int, str]]:
     """(line number, line) of every line inside a code block."""
     out, fence = [], False
@@ -74,6 +97,21 @@ def test_the_code_of_the_readme_and_every_page_fits_88_columns():
     for name, start in WIDE_CODE:  # an exception the page no longer needs is dropped
         lines = [line for _, line in code_lines((ROOT / name).read_text()) if line.startswith(start)]
         assert any(len(line) > 88 for line in lines), f"{name}: no wide code line starts {start!r}"
+
+
+def test_no_list_item_runs_over_120_words():
+    long = [
+        f"{page.name}:{line} ({words} words)"
+        for page in PAGES
+        for line, words in list_items(page.read_text())
+        if words > 120
+    ]
+    assert not long, f"list items over 120 words (split them into items): {long}"
+
+
+def test_the_item_counter_sees_each_item_and_its_continuation():
+    text = "Prose.\n\n- one two\n  three four\n- five\n\n1. six seven\n\n```\n- not an item\n```\n"
+    assert list_items(text) == [(3, 4), (5, 1), (7, 2)]
 
 
 def test_the_counter_sees_prose_not_code_lists_or_tables():
