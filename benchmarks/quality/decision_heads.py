@@ -99,6 +99,15 @@ def baseline(name: str) -> tuple[list[Any], dict[str, Any]]:
     return [by_id[r["record_id"]] for r in rows], out
 
 
+def length_auroc(items: list[Any], gold: list[int]) -> float:
+    """How well the response's length alone ranks the labels (AUROC of the word count; 0.5 is
+    no signal, far from it is an artifact a head can learn without reading the criterion)."""
+    from sklearn.metrics import roc_auc_score
+
+    words = [len(str(it.record.get("response", "")).split()) for it in items]
+    return float(roc_auc_score(gold, words))
+
+
 def pair_accuracy(pairs: list[str], gold: list[int], score: list[float]) -> float:
     """The share of pairs whose gold-1 response scores higher than its gold-0 one (a tie counts half)."""
     by: dict[str, dict[int, float]] = {}
@@ -141,9 +150,12 @@ def learning_curve(x: np.ndarray, gold: list[int], groups: list[str], sizes: lis
 
 
 def speed(engine: Any, judge: Any, items: list[Any], head_layer: int) -> dict[str, float]:
-    """Judgments per second: decision mode against k=3 generation, the same prompts."""
+    """Judgments per second: decision mode against k=3 generation, the same prompts, each
+    after an untimed warm-up call on another record (its reader's context, the constraint's index)."""
     neutralise = Neutraliser(tokenizer_markers(engine.spec.tokenizer_dir()))
-    prompts = [engine.format_prompt(judge.messages(parse_record(it.record), neutralise)) for it in items]
+    warm, *prompts = [engine.format_prompt(judge.messages(parse_record(it.record), neutralise)) for it in items]
+    engine.hidden_states([warm], [head_layer])
+    engine.generate(GenerateCall([warm], 3, Sampling(0.7, 1.0, 256, SEED), judge.json_schema()))
     started = time.perf_counter()
     engine.hidden_states(prompts, [head_layer])
     heads = time.perf_counter() - started
@@ -151,9 +163,9 @@ def speed(engine: Any, judge: Any, items: list[Any], head_layer: int) -> dict[st
     engine.generate(GenerateCall(prompts, 3, Sampling(0.7, 1.0, 256, SEED), judge.json_schema()))
     generate = time.perf_counter() - started
     return {
-        "records": len(items),
-        "decision_mode_per_s": len(items) / heads,
-        "generate_k3_per_s": len(items) / generate,
+        "records": len(prompts),
+        "decision_mode_per_s": len(prompts) / heads,
+        "generate_k3_per_s": len(prompts) / generate,
         "ratio": generate / heads,
     }
 
@@ -183,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
             sets[name] = {
                 "records": len(items),
                 "groups": len(set(groups)),
+                "length_auroc": length_auroc(items, gold),
                 "prefill_seconds": seconds,
                 "zero_shot_votes_k3": zero,
                 "heads": {str(k): v for k, v in per_layer.items()},
@@ -190,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
                 "learning_curve": learning_curve(x[:, layers.index(best)], gold, groups, [25, 50, 75]),
             }
             if args.speed and name == args.sets.split(",")[0]:
-                sets[name]["speed"] = speed(engine, judge, items[: args.speed], best)
+                sets[name]["speed"] = speed(engine, judge, items[: args.speed + 1], best)
         curve = truthfulqa_curve(engine, args.curve) if args.curve else None
         transfer = {}
         for a in states:
@@ -305,6 +318,8 @@ def markdown(f: dict[str, Any]) -> str:
             rows[-1] += [f"{h['pair_accuracy']:.2f}"] if paired else []
         header = ["way of deciding", "kappa [95% CI]", "accuracy", "AUROC"] + (["pair accuracy"] if paired else [])
         lines += table(header, rows, "lrrr" + ("r" if paired else ""))
+        auroc = s["length_auroc"]
+        lines += ["", f"The response's length alone ranks the labels with AUROC {auroc:.2f} (0.5: no signal)."]
         if paired:
             lines += ["", "The pairwise judge's kappa and accuracy are of its preference; a head's, of each response."]
         lines += ["", f"Learning curve (block {s['best_layer']}, kappa of 20 draws): {_curve(s)}.", ""]
