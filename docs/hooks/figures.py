@@ -39,12 +39,14 @@ def figures(name: str) -> str:
     path = RESULTS / f"{name}.md"
     if not path.is_file():
         raise PluginError(f"figures: no benchmarks/results/{name}.md (run the benchmark that writes it)")
-    body = re.sub(r"^(#{1,4}) ", lambda m: "#" * min(len(m.group(1)) + 2, 6) + " ", path.read_text(), flags=re.M)
-    return f"{body.rstrip()}\n\n{source(name)}\n"
+    text = path.read_text()
+    body = re.sub(r"^(#{1,4}) ", lambda m: "#" * min(len(m.group(1)) + 2, 6) + " ", text, flags=re.M)
+    return f"{body.rstrip()}\n\n{source(name, text)}\n"
 
 
-def source(name: str) -> str:
-    """One line: the JSON the figures come from, the CPU and the command it records."""
+def source(name: str, text: str = "") -> str:
+    """One line: the JSON the figures come from, the CPU and the command it records (or, where
+    it records none, that the figures' own text states it, else "not recorded")."""
     path = RESULTS / f"{name}.json"
     facts = json.loads(path.read_text()) if path.is_file() else None
     if not isinstance(facts, dict):
@@ -54,7 +56,10 @@ def source(name: str) -> str:
         cpu = ", ".join(f"{k} {v}" for k, v in cpu.items() if isinstance(v, (str, int, float)))
     command = facts.get("command")
     where = f"`benchmarks/results/{name}.json`" if path.is_file() else f"`benchmarks/results/{name}.md`"
-    return (
-        f"*Source: {where}. CPU: {cpu or 'not recorded'}. "
-        f"Command: {f'`{command}`' if command else 'not recorded'}.*"
-    )
+    stated = {
+        "cpu": re.search(r"\b(CPU|Machine|machine|cores?)\b", text) is not None,
+        "command": re.search(r"\b[Cc]ommand\b|`[^`]*\.py[^`]*`", text) is not None,
+    }
+    cpu_text = cpu or ("as stated above" if stated["cpu"] else "not recorded")
+    command_text = f"`{command}`" if command else ("as stated above" if stated["command"] else "not recorded")
+    return f"*Source: {where}. CPU: {cpu_text}. Command: {command_text}.*"
