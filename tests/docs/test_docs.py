@@ -114,6 +114,28 @@ def test_the_option_tables_are_the_clis_own():
         hook.options_table(["models", "lst"])
 
 
+def figures_hook():
+    """docs/hooks/figures.py, the MkDocs hook that puts the benchmarks' figures in the pages."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("figures", ROOT / "docs" / "hooks" / "figures.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_figures_marker_becomes_the_benchmarks_markdown_with_its_cpu_and_command():
+    hook = figures_hook()
+    figures = json.loads((ROOT / "benchmarks" / "results" / "decision_heads.json").read_text())
+    page = hook.on_page_markdown("## Heads\n\n<!-- figures: decision_heads -->\n", page=None)
+    assert "<!--" not in page and "\n### Decision heads against prompting\n" in page  # two levels down
+    assert "\n#### truthfulqa " in page  # the benchmark's own sections under it
+    assert f"CPU: {figures['cpu']}. Command: `{figures['command']}`." in page
+    with pytest.raises(Exception, match=r"no benchmarks/results/nothing\.md"):
+        hook.on_page_markdown("<!-- figures: nothing -->", page=None)
+
+
 def test_the_readme_is_short_and_links_only_pages_that_exist():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.encode()) <= 12 * 1024
