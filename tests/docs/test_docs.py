@@ -82,11 +82,12 @@ def test_the_site_builds_strict(tmp_path):
     assert "cli-options" not in cli and "<code>--fail-under</code>" in cli  # the hook made the table
 
 
-def cli_options_hook():
-    """docs/hooks/cli_options.py, the MkDocs hook that makes the CLI's option tables."""
+def hook(name: str):
+    """The MkDocs hook docs/hooks/NAME.py (cli_options: the CLI's option tables; figures: the
+    benchmarks' figures), loaded as MkDocs loads it."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("cli_options", ROOT / "docs" / "hooks" / "cli_options.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "hooks" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -98,9 +99,9 @@ def test_the_option_tables_are_the_clis_own():
 
     from localjury.cli import app
 
-    hook = cli_options_hook()
+    options = hook("cli_options")
     page = "Intro.\n\n<!-- cli-options: run -->\n\nAfter.\n"
-    table = hook.on_page_markdown(page, page=None).split("\n\n")[1].splitlines()
+    table = options.on_page_markdown(page, page=None).split("\n\n")[1].splitlines()
     group = typer.main.get_command(app)
     run = group.get_command(typer.Context(group), "run")
     shown = [p for p in run.params if not getattr(p, "hidden", False)]
@@ -109,31 +110,20 @@ def test_the_option_tables_are_the_clis_own():
     (seed,) = [row for row in table if row.startswith("| `--seed` |")]
     assert seed.startswith("| `--seed` | INTEGER 0 to 4294967295 | `0` | Run seed (0 to 2\\*\\*32-1)")
     assert "&lt;out stem&gt;" in next(row for row in table if row.startswith("| `--summary` |"))
-    assert "| `--force` |" in hook.options_table(["models", "pull"])  # a subcommand's
+    assert "| `--force` |" in options.options_table(["models", "pull"])  # a subcommand's
     with pytest.raises(Exception, match="`localjury models lst` is no command of the CLI"):
-        hook.options_table(["models", "lst"])
-
-
-def figures_hook():
-    """docs/hooks/figures.py, the MkDocs hook that puts the benchmarks' figures in the pages."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("figures", ROOT / "docs" / "hooks" / "figures.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+        options.options_table(["models", "lst"])
 
 
 def test_a_figures_marker_becomes_the_benchmarks_markdown_with_its_cpu_and_command():
-    hook = figures_hook()
+    figures_hook = hook("figures")
     figures = json.loads((ROOT / "benchmarks" / "results" / "decision_heads.json").read_text())
-    page = hook.on_page_markdown("## Heads\n\n<!-- figures: decision_heads -->\n", page=None)
+    page = figures_hook.on_page_markdown("## Heads\n\n<!-- figures: decision_heads -->\n", page=None)
     assert "<!--" not in page and "\n### Decision heads against prompting\n" in page  # two levels down
     assert "\n#### truthfulqa " in page  # the benchmark's own sections under it
     assert f"CPU: {figures['cpu']}. Command: `{figures['command']}`." in page
     with pytest.raises(Exception, match=r"no benchmarks/results/nothing\.md"):
-        hook.on_page_markdown("<!-- figures: nothing -->", page=None)
+        figures_hook.on_page_markdown("<!-- figures: nothing -->", page=None)
 
 
 def test_the_readme_is_short_and_links_only_pages_that_exist():
