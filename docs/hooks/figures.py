@@ -44,7 +44,7 @@ def figures(name: str) -> str:
     return f"{body.rstrip()}\n\n{source(name, text)}\n"
 
 
-def source(name: str, text: str = "") -> str:
+def source(name: str, text: str) -> str:
     """One line: the JSON the figures come from, the CPU and the command it records (or, where
     it records none, that the figures' own text states it, else "not recorded")."""
     path = RESULTS / f"{name}.json"

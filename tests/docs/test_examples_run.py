@@ -130,9 +130,9 @@ def _pairs(tmp: Path) -> None:  # the pair of docs/pairwise.md's Python example
     (tmp / "pairs.jsonl").write_text(json.dumps(pair) + "\n")
 
 
-def _conversation(tmp: Path) -> None:  # the conversation line docs/records.md shows
-    line = next(code for where, code in blocks("json") if where.startswith("docs/records.md") and "messages" in code)
-    (tmp / "conv.jsonl").write_text(line)
+def _conversation(tmp: Path) -> None:  # the conversation file docs/records.md shows
+    text = next(code for where, code in blocks("json") if where.startswith("docs/records.md") and "messages" in code)
+    (tmp / "conv.json").write_text(text)
 
 
 def _registry(tmp: Path) -> None:  # the models.yaml README.md shows
@@ -154,7 +154,7 @@ FILES: dict[str, Callable[[Path], None]] = {
     "my_labels.jsonl": _labelled,
     "rag.jsonl": _rag,
     "pairs.jsonl": _pairs,
-    "conv.jsonl": _conversation,
+    "conv.json": _conversation,
     "models.yaml": _registry,
     "demo_ds": _saved_dataset,
 }

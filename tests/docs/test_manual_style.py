@@ -72,31 +72,52 @@ def test_no_prose_paragraph_runs_over_120_words_and_most_are_short():
     assert statistics.median(words for _, _, words in counted) < 60
 
 
-#: Code lines that cannot be cut at 88 columns, by (page, how the line starts), each with why.
-WIDE_CODE = {
-    # One line of a JSONL file is one record: the conversation it shows cut over lines would be
-    # no JSONL line (tests/docs/test_examples_run.py writes the block as the `conv.jsonl` that
-    # the page's command reads).
-    ("docs/records.md", '{"id": "c1", "messages": ['),
-}
-
-
 def wide_code(page: Path) -> list[str]:
-    """``page:line (length)`` of each code line of ``page`` over 88 columns, but those of ``WIDE_CODE``."""
+    """``page:line (length)`` of each code line of ``page`` over 88 columns."""
     name = str(page.relative_to(ROOT))
-    return [
-        f"{name}:{n} ({len(line)})"
-        for n, line in code_lines(page.read_text())
-        if len(line) > 88 and not any(name == p and line.startswith(start) for p, start in WIDE_CODE)
-    ]
+    return [f"{name}:{n} ({len(line)})" for n, line in code_lines(page.read_text()) if len(line) > 88]
 
 
 def test_the_code_of_the_readme_and_every_page_fits_88_columns():
     wide = [where for page in PAGES for where in wide_code(page)]
     assert not wide, f"code lines over 88 columns, cut at the page's width: {wide}"
-    for name, start in WIDE_CODE:  # an exception the page no longer needs is dropped
-        lines = [line for _, line in code_lines((ROOT / name).read_text()) if line.startswith(start)]
-        assert any(len(line) > 88 for line in lines), f"{name}: no wide code line starts {start!r}"
+
+
+def blocks(text: str) -> list[tuple[int, int]]:
+    """(first line number, words) of each block of consecutive non-blank lines outside code
+    blocks, tables, headings and comments: a paragraph, or a list whose items no blank line
+    parts, as a reader sees one mass of text."""
+    out: list[tuple[int, int]] = []
+    start, words, fence = None, 0, False
+    for number, line in enumerate([*text.split("\n"), ""], 1):
+        if line.strip().startswith("```"):
+            fence = not fence
+            text_line = False
+        else:
+            text_line = not fence and bool(line.strip()) and not line.lstrip().startswith(("|", "#", "<!--"))
+        if text_line:
+            if start is None:
+                start, words = number, 0
+            words += len(line.split())
+        elif start is not None:
+            out.append((start, words))
+            start = None
+    return out
+
+
+def test_no_block_of_text_runs_over_120_words():
+    long = [
+        f"{page.name}:{line} ({words} words)"
+        for page in PAGES
+        for line, words in blocks(page.read_text())
+        if words > 120
+    ]
+    assert not long, f"blocks of text over 120 words (split them, or part a list's items with blank lines): {long}"
+
+
+def test_the_block_counter_joins_a_tight_list_and_parts_a_loose_one():
+    text = "Intro.\n- one two\n- three\n\n- four\n\n| a | table |\n\n```\nnot text\n```\n"
+    assert blocks(text) == [(1, 6), (5, 2)]
 
 
 def test_no_list_item_runs_over_120_words():
