@@ -2,6 +2,7 @@
 
 import re
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -10,18 +11,18 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOT_PROSE = re.compile(r"^(\||#|[-*+] |\d+\. |<!--|>|!!!|\?\?\?|\[[^\]]*\]:)")
 
 
-def paragraphs(text: str) -> list[tuple[int, int]]:
-    """(first line number, words) of each prose paragraph: consecutive unindented lines outside
-    code blocks that are no table, heading, list item, comment, quote or admonition."""
+def runs(text: str, counts: Callable[[str], bool]) -> list[tuple[int, int]]:
+    """(first line number, words) of each run of consecutive lines outside code blocks for
+    which ``counts`` holds."""
     out: list[tuple[int, int]] = []
     start, words, fence = None, 0, False
     for number, line in enumerate([*text.split("\n"), ""], 1):
         if line.strip().startswith("```"):
             fence = not fence
-            prose = False
+            counted = False
         else:
-            prose = not fence and bool(line.strip()) and not line.startswith((" ", "\t")) and not NOT_PROSE.match(line)
-        if prose:
+            counted = not fence and bool(line.strip()) and counts(line)
+        if counted:
             if start is None:
                 start, words = number, 0
             words += len(line.split())
@@ -29,6 +30,19 @@ def paragraphs(text: str) -> list[tuple[int, int]]:
             out.append((start, words))
             start = None
     return out
+
+
+def paragraphs(text: str) -> list[tuple[int, int]]:
+    """(first line number, words) of each prose paragraph: consecutive unindented lines outside
+    code blocks that are no table, heading, list item, comment, quote or admonition."""
+    return runs(text, lambda line: not line.startswith((" ", "\t")) and not NOT_PROSE.match(line))
+
+
+def blocks(text: str) -> list[tuple[int, int]]:
+    """(first line number, words) of each block of consecutive non-blank lines outside code
+    blocks, tables, headings and comments: a paragraph, or a list whose items no blank line
+    parts, as a reader sees one mass of text."""
+    return runs(text, lambda line: not line.lstrip().startswith(("|", "#", "<!--")))
 
 
 LIST_ITEM = re.compile(r"^\s*([-*+] |\d+\. )")
@@ -65,11 +79,20 @@ def code_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def over_120_words(counter: Callable[[str], list[tuple[int, int]]]) -> list[str]:
+    """``page:line (words)`` of each stretch ``counter`` finds in the pages over 120 words."""
+    return [
+        f"{page.name}:{line} ({words} words)"
+        for page in PAGES
+        for line, words in counter(page.read_text())
+        if words > 120
+    ]
+
+
 def test_no_prose_paragraph_runs_over_120_words_and_most_are_short():
-    counted = [(page.name, line, words) for page in PAGES for line, words in paragraphs(page.read_text())]
-    long = [f"{name}:{line} ({words} words)" for name, line, words in counted if words > 120]
+    long = over_120_words(paragraphs)
     assert not long, f"paragraphs over 120 words (split them, or move details to a list or table): {long}"
-    assert statistics.median(words for _, _, words in counted) < 60
+    assert statistics.median(words for page in PAGES for _, words in paragraphs(page.read_text())) < 60
 
 
 def wide_code(page: Path) -> list[str]:
@@ -83,35 +106,8 @@ def test_the_code_of_the_readme_and_every_page_fits_88_columns():
     assert not wide, f"code lines over 88 columns, cut at the page's width: {wide}"
 
 
-def blocks(text: str) -> list[tuple[int, int]]:
-    """(first line number, words) of each block of consecutive non-blank lines outside code
-    blocks, tables, headings and comments: a paragraph, or a list whose items no blank line
-    parts, as a reader sees one mass of text."""
-    out: list[tuple[int, int]] = []
-    start, words, fence = None, 0, False
-    for number, line in enumerate([*text.split("\n"), ""], 1):
-        if line.strip().startswith("```"):
-            fence = not fence
-            text_line = False
-        else:
-            text_line = not fence and bool(line.strip()) and not line.lstrip().startswith(("|", "#", "<!--"))
-        if text_line:
-            if start is None:
-                start, words = number, 0
-            words += len(line.split())
-        elif start is not None:
-            out.append((start, words))
-            start = None
-    return out
-
-
 def test_no_block_of_text_runs_over_120_words():
-    long = [
-        f"{page.name}:{line} ({words} words)"
-        for page in PAGES
-        for line, words in blocks(page.read_text())
-        if words > 120
-    ]
+    long = over_120_words(blocks)
     assert not long, f"blocks of text over 120 words (split them, or part a list's items with blank lines): {long}"
 
 
@@ -121,12 +117,7 @@ def test_the_block_counter_joins_a_tight_list_and_parts_a_loose_one():
 
 
 def test_no_list_item_runs_over_120_words():
-    long = [
-        f"{page.name}:{line} ({words} words)"
-        for page in PAGES
-        for line, words in list_items(page.read_text())
-        if words > 120
-    ]
+    long = over_120_words(list_items)
     assert not long, f"list items over 120 words (split them into items): {long}"
 
 
