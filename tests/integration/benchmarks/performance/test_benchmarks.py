@@ -96,6 +96,7 @@ def test_gpu_throughput_benchmark_runs_on_cpu_with_a_tiny_dummy_config(smollm, t
     proc = subprocess.run(
         [sys.executable, str(SCRIPTS / "gpu_throughput.py"), "--config", "tiny-llama", "--records", "2",
          "--strictness", "1", "3", "--max-tokens", "16", "--naive-records", "1", "--eager-after-first",
+         "--cpu-kv-cache-gib", "0.25",
          "--out", str(out)],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip

@@ -17,6 +17,7 @@ from localjury.engines.constrain.thinking_budget import ThinkingBudget
 from localjury.engines.pool import keep_loaded
 from localjury.errors import ConfigError
 from localjury.records.record import Record
+from tests.conftest import vllm_for_tests
 from tests.integration.reference import DECISION_CASES, assert_same_samples
 
 pytestmark = pytest.mark.slow
@@ -28,20 +29,22 @@ RECORDS = [
 ]
 
 
-def test_a_jury_of_both_embedded_models_in_one_process(smollm_eager, gemma):
-    # Both in eager mode, which loads in seconds instead of over a minute of torch.compile:
-    # vLLM's default, compiled path is covered by the GPU benchmark's test
-    # (tests/integration/benchmarks/performance/test_benchmarks.py: three compiled loads of a 2-layer Llama).
-    # Gemma on the guidance backend (llguidance: the schema as localjury's grammar, compiled
-    # lazily), SmolLM2 on Outlines': Outlines' index over Gemma's 262k-token vocabulary took 69 s
-    # of this test on one core; both backends stay covered.
-    gemma_eager = gemma.model_copy(
-        update={"vllm": gemma.vllm.model_copy(update={"enforce_eager": True, "structured_outputs_backend": "guidance"})}
-    )
+@pytest.fixture(scope="module")
+def guided(smollm_eager):
+    """SmolLM2 on vLLM's guidance backend (llguidance), which the jury and the quoted-evidence
+    test share (one load: the module keeps its engines)."""
+    return vllm_for_tests(smollm_eager, structured_outputs_backend="guidance")
+
+
+def test_a_jury_of_both_embedded_models_in_one_process(guided, gemma):
+    # Both on the guidance backend (llguidance: the schema as localjury's grammar, compiled
+    # lazily): Outlines' index over Gemma's 262k-token vocabulary took 69 s of this test on one
+    # core. Outlines' backend has the load-release test below.
+    gemma_eager = vllm_for_tests(gemma, structured_outputs_backend="guidance")
     result = evaluate(
         RECORDS,
         [DATED],
-        [smollm_eager, gemma_eager],
+        [guided, gemma_eager],
         strictness=3,
         engine="vllm",
         use_cache=False,
@@ -57,6 +60,7 @@ def test_a_jury_of_both_embedded_models_in_one_process(smollm_eager, gemma):
     assert all(m.judgments == 6 and m.judgments_per_second > 0 for m in result.summary.models)
 
 
+@pytest.mark.fresh_engines
 def test_load_release_and_load_again_gives_the_same_samples(smollm_eager):
     record = Record(**RECORDS[0])
     sampling = Sampling(temperature=1.0, top_p=1.0, max_tokens=128, seed=7)
@@ -127,13 +131,10 @@ def test_load_release_and_load_again_gives_the_same_samples(smollm_eager):
         assert sample.verdict_probs == pytest.approx(tuple(probs), abs=1e-2), case
 
 
-def test_quoted_evidence_and_thinking_on_the_guidance_backend(smollm_eager):
+def test_quoted_evidence_and_thinking_on_the_guidance_backend(guided, smollm_eager):
     """Each prompt's own grammar (its response's spans) on vLLM's guidance backend (llguidance):
     every quote is an exact span of its record; another backend is refused, naming the setting.
     On the same load, a thinking budget: each sample thinks, then answers under the schema."""
-    guided = smollm_eager.model_copy(
-        update={"vllm": smollm_eager.vllm.model_copy(update={"structured_outputs_backend": "guidance"})}
-    )
     critic = AspectCritic("dated", "The response must include a specific date or year.", evidence=True, strictness=2)
     with keep_loaded({"vllm"}):
         result = evaluate(RECORDS, [critic], [guided], engine="vllm", use_cache=False, seed=0)
