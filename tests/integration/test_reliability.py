@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from localjury import AspectCritic, evaluate
 from localjury.engines import load_engine
 from localjury.errors import EngineError, ModelNotAvailableError
 from localjury.models.registry import ModelSpec
@@ -19,6 +20,7 @@ from tests.cli_process import cli, finish, rows
 pytestmark = pytest.mark.slow
 
 DATA = ROOT / "benchmarks" / "data" / "dated_answers.jsonl"
+DATED = "The response must include a specific date or year."
 
 
 def wait_for_commits(proc, cache, at_least, timeout=600):
@@ -43,7 +45,7 @@ def test_a_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_results(s
     data.write_text("".join(DATA.read_text().splitlines(keepends=True)[:12]))
     cache, out = tmp_path / "store.sqlite", tmp_path / "results.jsonl"
     args = [
-        "run", str(data), "--criterion", "dated=The response must include a specific date or year.",
+        "run", str(data), "--criterion", f"dated={DATED}",
         "--models", "smollm2-135m-instruct", "--engine", "llamacpp", "--chunk-size", "3", "--seed", "2", "--quiet",
     ]  # fmt: skip
     proc = cli(*args, "--cache", str(cache), "--out", str(out))
@@ -62,13 +64,16 @@ def test_a_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_results(s
 
     # Samples are seeded per (seed, prompt, sample): resuming cannot change a verdict. An
     # uninterrupted run of the first 6 records (the first 3 or more stored before the kill, in
-    # chunks of 3: the rest judged after it) gives the same votes.
-    first6, clean = tmp_path / "first6.jsonl", tmp_path / "clean.jsonl"
+    # chunks of 3: the rest judged after it), the same settings through the Python API (no third
+    # process to start), gives the same votes.
+    first6 = tmp_path / "first6.jsonl"
     first6.write_text("".join(data.read_text().splitlines(keepends=True)[:6]))
-    code, _, err = finish(cli(*[str(first6) if a == str(data) else a for a in args], "--no-cache", "--out", str(clean)))
-    assert code == 0, err
+    clean = evaluate(
+        first6, [AspectCritic("dated", DATED)], ["smollm2-135m-instruct"],
+        engine="llamacpp", chunk_size=3, seed=2, use_cache=False,
+    )  # fmt: skip
     assert [(r["record_id"], r["models"][0]["votes"]) for r in resumed[:6]] == [
-        (r["record_id"], r["models"][0]["votes"]) for r in rows(clean)
+        (r.record_id, r.models[0].votes) for r in clean.iter_results()
     ]
 
 
@@ -95,7 +100,7 @@ def test_ctrl_c_keeps_what_was_judged_says_so_and_the_rerun_resumes(smollm, tmp_
     data.write_text("".join(DATA.read_text().splitlines(keepends=True)[:12]))
     cache, out = tmp_path / "store.sqlite", tmp_path / "results.jsonl"
     args = [
-        "run", str(data), "--criterion", "dated=The response must include a specific date or year.",
+        "run", str(data), "--criterion", f"dated={DATED}",
         "--models", "smollm2-135m-instruct", "--engine", "llamacpp", "--chunk-size", "3", "--seed", "2", "--quiet",
         "--cache", str(cache), "--out", str(out),
     ]  # fmt: skip
