@@ -2,7 +2,7 @@
 
 import re
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -11,18 +11,26 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOT_PROSE = re.compile(r"^(\||#|[-*+] |\d+\. |<!--|>|!!!|\?\?\?|\[[^\]]*\]:)")
 
 
+def lines(text: str) -> Iterator[tuple[int, str, str]]:
+    """(line number, line, kind) of each line of ``text`` and of a blank one after the last (it
+    ends whatever stretch is open): kind is ``fence`` for a line that opens or closes a code
+    block, ``code`` inside one, ``text`` elsewhere."""
+    fence = False
+    for number, line in enumerate([*text.split("\n"), ""], 1):
+        if line.strip().startswith("```"):
+            fence = not fence
+            yield number, line, "fence"
+        else:
+            yield number, line, "code" if fence else "text"
+
+
 def runs(text: str, counts: Callable[[str], bool]) -> list[tuple[int, int]]:
     """(first line number, words) of each run of consecutive lines outside code blocks for
     which ``counts`` holds."""
     out: list[tuple[int, int]] = []
-    start, words, fence = None, 0, False
-    for number, line in enumerate([*text.split("\n"), ""], 1):
-        if line.strip().startswith("```"):
-            fence = not fence
-            counted = False
-        else:
-            counted = not fence and bool(line.strip()) and counts(line)
-        if counted:
+    start, words = None, 0
+    for number, line, kind in lines(text):
+        if kind == "text" and line.strip() and counts(line):
             if start is None:
                 start, words = number, 0
             words += len(line.split())
@@ -52,12 +60,10 @@ def list_items(text: str) -> list[tuple[int, int]]:
     """(first line number, words) of each list item outside code blocks: its first line and the
     indented lines that continue it."""
     out: list[tuple[int, int]] = []
-    start, words, fence = None, 0, False
-    for number, line in enumerate([*text.split("\n"), ""], 1):
-        if line.strip().startswith("```"):
-            fence = not fence
-        item = not fence and LIST_ITEM.match(line)
-        goes_on = not fence and start is not None and line.startswith((" ", "\t")) and line.strip() != ""
+    start, words = None, 0
+    for number, line, kind in lines(text):
+        item = kind == "text" and LIST_ITEM.match(line)
+        goes_on = kind == "text" and start is not None and line.startswith((" ", "\t")) and line.strip() != ""
         if start is not None and (item or not goes_on):
             out.append((start, words))
             start = None
@@ -70,13 +76,7 @@ def list_items(text: str) -> list[tuple[int, int]]:
 
 def code_lines(text: str) -> list[tuple[int, str]]:
     """(line number, line) of every line inside a code block."""
-    out, fence = [], False
-    for number, line in enumerate(text.split("\n"), 1):
-        if line.strip().startswith("```"):
-            fence = not fence
-        elif fence:
-            out.append((number, line))
-    return out
+    return [(number, line) for number, line, kind in lines(text) if kind == "code"]
 
 
 def over_120_words(counter: Callable[[str], list[tuple[int, int]]]) -> list[str]:
