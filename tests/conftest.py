@@ -1,7 +1,5 @@
-import contextlib
 import gc
 import os
-from pathlib import Path
 
 import pytest
 
@@ -63,17 +61,11 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    """The CPU the suite runs on, named in its header: the suite's 15-minute budget is for the
-    2-core AMD EPYC Zen 4 class (family 25), and timings differ between CPU classes."""
-    from localjury.engines.native.cpu import detect
+    """The CPU the suite runs on, named in its header as every benchmark figure names it (family
+    and model: the suite's 15-minute budget is for the 2-core AMD EPYC Zen 4 class, family 25)."""
+    from tests.unit.benchmarks.scripts import load
 
-    info = {}
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            info.setdefault(key.strip(), value.strip())
-    where = f" (family {info['cpu family']}, model {info['model']})" if "cpu family" in info and "model" in info else ""
-    return f"cpu: {detect().describe()}{where}"
+    return f"cpu: {load('_figures.py').cpu()}"
 
 
 def pytest_collection_finish(session):
