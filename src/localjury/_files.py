@@ -1,10 +1,19 @@
-"""Small file helpers shared by the records loader, the registry, the pull, the manifest and the CLI."""
+"""Reading a user's files, the one way: a regular file only (never waiting on a FIFO, never a
+device), every read bounded (a whole file, a line of JSON Lines, a YAML document), every parse
+bounded in depth, and each failure a :class:`~localjury.errors.ConfigError` that names the
+file (and the line). The records loader, the labels, ``show``, ``verify``, the registry, the
+pull and the manifest read through it."""
 
 from __future__ import annotations
 
+import codecs
 import errno
+import json
 import os
 import stat
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -94,6 +103,31 @@ def check_no_symlink_loop(path: Path, what: str) -> None:
             raise symlink_loop_error(path, what) from None
     except ValueError:
         pass  # a NUL byte: the helpers that read or write the path name it
+
+
+def shown(text: str) -> str:
+    """``text`` as it can be written: the bytes of a name that is not UTF-8 (which Python holds
+    as lone surrogates, ``surrogateescape``) as ``\\xNN`` escapes; valid text as it is."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def check_utf8_path(path: Path, what: str) -> None:
+    """Refuse a path that cannot be written as UTF-8 text, as given or once its links are
+    resolved (a folder or file name of bytes that are not UTF-8, e.g. Latin-1's ``caf\\xe9``):
+    the manifest, the summary and the reports record each input and output path as text, so
+    such a path would fail at the end of the work instead of before it.
+
+    Raises:
+        ConfigError: Naming ``what`` the path is and the path, its bytes escaped.
+    """
+    for text in (str(path), os.path.realpath(path)):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(
+                f"the {what} path {shown(text)} is not valid UTF-8 (a name of other bytes): localjury records "
+                "every path it reads or writes as UTF-8 text; rename the file or folder, or give another path"
+            ) from None
 
 
 def check_regular_file(path: Path, what: str, hint: str) -> None:
@@ -255,3 +289,103 @@ def write_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+#: The longest line of a JSON Lines file read (a dataset's record, a results row, a label): a
+#: longer one is read past, never held whole. Far above what any judge reads (a record's text is
+#: bounded by its judges' context, about 32 MiB a field for a context of 131,072 tokens). Reading
+#: and decoding a line at the bound takes about twice its size; parsing one made of text does too,
+#: but one made of millions of tiny values (``[{},{},...]``) builds Python objects of many times it.
+MAX_LINE_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class Overlong:
+    """A line (or a row of a table) over the bound, read past."""
+
+    size: int
+    """Its bytes (for a Parquet row: of its texts, and 8 for each other value)."""
+    head: str
+    """Something to name it by: its first characters, or its id."""
+    is_id: bool = False
+    """``head`` is the row's own id."""
+
+
+def bounded_lines(fh: IO[bytes], path: Path, what: str, limit: int = MAX_LINE_BYTES) -> Iterator[bytes | Overlong]:
+    """Yield the lines of an open file, the first without a UTF-8 byte order mark; a line over
+    ``limit`` bytes as an :class:`Overlong`, without holding more of it than that.
+
+    Raises:
+        ConfigError: A read fails (naming ``what`` the file is and its path).
+    """
+    first = True
+    try:
+        while line := fh.readline(limit + 1):
+            whole = len(line) <= limit or line.endswith(b"\n")
+            if first:
+                line = line.removeprefix(codecs.BOM_UTF8)
+                first = False
+            if whole:
+                yield line
+                continue
+            head, size = line[:4096], len(line)
+            del line
+            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                size += len(rest)
+            yield Overlong(size + len(rest.rstrip(b"\n")), head.decode("utf-8", "replace"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+
+
+def parse_json(data: bytes | str) -> Any:
+    """Parse one JSON document (a line, an item) of a user's file.
+
+    Raises:
+        ValueError: Its message says why, in words that follow "line N: ": not UTF-8, not
+            valid JSON (with the column), nested deeper than Python reads (a RecursionError
+            inside), or a number longer than Python converts.
+    """
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        return json.loads(data.rstrip("\r\n"))  # a column past the line's end names no place in it
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError(
+            f"nested too deeply to read (JSON arrays and objects more than about {sys.getrecursionlimit()} levels deep)"
+        ) from None
+    except ValueError as exc:  # a number longer than sys.get_int_max_str_digits()
+        raise ValueError(f"not readable as JSON: {exc}") from None
+
+
+def json_lines(path: Path, what: str, hint: str, limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, parsed value)`` for each non-blank line of a JSON Lines file, read
+    through :func:`open_regular_file` one bounded line at a time.
+
+    Args:
+        path: The file.
+        what: What the file is, for messages: "results file", "labeled data set".
+        hint: What to give instead of a folder, e.g. "give the path of the JSONL file".
+        limit: The longest line read.
+
+    Raises:
+        ConfigError: As :func:`open_regular_file`; a read fails; or a line is over ``limit``
+            or does not parse (see :func:`parse_json`): the message names the file and the line.
+    """
+    with open_regular_file(path, what, hint) as fh:
+        for n, line in enumerate(bounded_lines(fh, path, what, limit), start=1):
+            if isinstance(line, Overlong):
+                raise ConfigError(
+                    f"{path}, line {n}: {line.size:,} bytes, over the {limit:,}-byte bound on a line of a {what}; "
+                    "it is not read"
+                )
+            if not line.strip():
+                continue
+            try:
+                yield n, parse_json(line)
+            except ValueError as exc:
+                raise ConfigError(f"{path}, line {n}: {exc}; a {what} holds one JSON value a line") from None

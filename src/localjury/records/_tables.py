@@ -20,10 +20,10 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from localjury._files import Overlong
 from localjury.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -41,18 +41,6 @@ _READ_BYTES = 1 << 20
 #: Counted for each value of a Parquet row that is not text (a number, a list's slot): about
 #: what it takes written as JSON.
 _VALUE_BYTES = 8
-
-
-@dataclass(frozen=True)
-class Overlong:
-    """A row over the bound, read past."""
-
-    size: int
-    """Its bytes (for a Parquet row: of its texts, and 8 for each other value)."""
-    head: str
-    """Something to name it by: its first characters, or its id."""
-    is_id: bool = False
-    """``head`` is the row's own id."""
 
 
 # --- A JSON list -------------------------------------------------------------------------

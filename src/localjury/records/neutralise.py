@@ -21,14 +21,15 @@ This module is a leaf: it reads a model's tokenizer files as JSON and imports no
 
 from __future__ import annotations
 
-import contextlib
-import json
+import os
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from localjury._files import parse_json, read_bounded
 
 # ruff: noqa: RUF002 (the docstring shows look-alike characters on purpose)
 
@@ -182,6 +183,10 @@ DEFAULT = Neutraliser()
 _TEMPLATE_LITERALS = re.compile(r"<\|[^|<>\s]{1,64}\|>|<[a-z_]{2,32}>|\[/?[A-Z_]{2,32}\]|<</?SYS>>")
 
 
+#: The largest tokenizer file read for its markers (a large vocabulary's tokenizer.json is tens of MB).
+MAX_TOKENIZER_BYTES = 512 << 20
+
+
 def tokenizer_markers(folder: Path) -> list[str]:
     """The added tokens and chat-template markers of the tokenizer in a model folder.
 
@@ -189,13 +194,24 @@ def tokenizer_markers(folder: Path) -> list[str]:
     ``special_tokens_map.json`` (bos/eos/pad/unk and additional special tokens), and the
     chat template (``chat_template.jinja``/``.json`` or the config's ``chat_template``) for
     the literal markers it writes. A file that is missing or not JSON contributes nothing.
+
+    Raises:
+        ConfigError: One of these files is there but is not a regular file (a FIFO, a device),
+            cannot be read, or is over :data:`MAX_TOKENIZER_BYTES`.
     """
     found: set[str] = set()
 
+    def text(name: str) -> str | None:
+        path = folder / name
+        if not os.path.lexists(path):
+            return None
+        data = read_bounded(path, "tokenizer file", "give the model's folder", MAX_TOKENIZER_BYTES)
+        return data.decode("utf-8", "replace")
+
     def load(name: str) -> object:
         try:
-            return json.loads((folder / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            return parse_json(text(name) or "")
+        except ValueError:
             return None
 
     def add(value: object) -> None:
@@ -230,8 +246,8 @@ def tokenizer_markers(folder: Path) -> list[str]:
             templates.append(template)
         elif isinstance(template, list):
             templates += [t["template"] for t in template if isinstance(t, dict) and isinstance(t.get("template"), str)]
-    with contextlib.suppress(OSError):
-        templates.append((folder / "chat_template.jinja").read_text(encoding="utf-8"))
+    if (jinja := text("chat_template.jinja")) is not None:
+        templates.append(jinja)
     data = load("chat_template.json")
     if isinstance(data, dict) and isinstance(data.get("chat_template"), str):
         templates.append(data["chat_template"])

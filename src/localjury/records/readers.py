@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import codecs
 import itertools
-import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from localjury._files import check_regular_file, open_regular_file
+from localjury._files import MAX_LINE_BYTES, Overlong, bounded_lines, check_regular_file, open_regular_file, parse_json
 from localjury.errors import ConfigError, MissingDependencyError, RecordError
-from localjury.records._tables import Overlong, csv_rows, json_items, parquet_rows
+from localjury.records._tables import csv_rows, json_items, parquet_rows
 from localjury.records.conversation import from_ragas_turns
 from localjury.records.inspect_log import iter_inspect_log
-from localjury.records.record import Record, coerce_records, dedupe, parse_record, raw_id, too_deep
+from localjury.records.record import Record, coerce_records, dedupe, parse_record, raw_id
 
 SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq", ".eval")
 _DATASET_HINT = (
@@ -31,14 +30,6 @@ _DATASET_HINT = (
     + ", ".join(SUPPORTED_SUFFIXES[:-1])
     + f" or {SUPPORTED_SUFFIXES[-1]} file, or a folder that Hugging Face datasets' save_to_disk wrote"
 )
-#: The longest line of a JSONL file read as a record, and the largest row of a JSON list, a CSV
-#: or a Parquet file: a longer one is that record's error (a JSONL line or a JSON item is read
-#: past a MiB at a time and never held whole; a Parquet row is measured before it is turned
-#: into Python; a CSV row is parsed, then dropped). Far above what any judge reads (a record's
-#: text is bounded by its judges' context, :data:`localjury.metrics.prompt_fit.MAX_TOKEN_BYTES` bytes a
-#: token: 32 MiB a field for a context of 131,072 tokens), and low enough that reading,
-#: decoding and parsing one line stays a few GiB.
-MAX_LINE_BYTES = 1 << 30
 #: Rows read from a Hugging Face dataset at a time: what a pass holds of it beside its chunk.
 HF_BATCH_ROWS = 256
 #: The fields read from a RAGAS-shaped sample (attributes of the same names).
@@ -210,29 +201,6 @@ def load_saved_dataset(path: Path) -> Any:
     return loaded
 
 
-def _lines(fh: IO[bytes], path: Path) -> Iterator[bytes | Overlong]:
-    """Yield the file's lines, the first without a UTF-8 byte order mark; a line over
-    :data:`MAX_LINE_BYTES` as an :class:`Overlong`, without holding more of it than that."""
-    first = True
-    limit = MAX_LINE_BYTES
-    try:
-        while line := fh.readline(limit + 1):
-            whole = len(line) <= limit or line.endswith(b"\n")
-            if first:
-                line = line.removeprefix(codecs.BOM_UTF8)
-                first = False
-            if whole:
-                yield line
-                continue
-            head, size = line[:4096], len(line)
-            del line
-            while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
-                size += len(rest)
-            yield Overlong(size + len(rest.rstrip(b"\n")), head.decode("utf-8", "replace"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
-
-
 def _overlong(item: Overlong, location: str, row: str, record: str) -> RecordError:
     """The error of a row over :data:`MAX_LINE_BYTES` (``row``: "line"; ``record``: "a JSONL
     record"), named by its id where it gave one, else by a hash of its size and first bytes."""
@@ -248,26 +216,13 @@ def _overlong(item: Overlong, location: str, row: str, record: str) -> RecordErr
 def _json_record(data: bytes, location: str, *, lines: bool = False) -> Record | RecordError | None:
     """The record a JSONL line or a JSON list's item holds, or its error; None for a blank
     line (``lines``: white space only, Unicode's included), which a JSONL file may hold."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return RecordError(
-            f"not valid UTF-8 ({exc.reason} at byte {exc.start})",
-            record_id=raw_id(data.decode("utf-8", "replace")),
-            location=location,
-        )
+    text = data.decode("utf-8", "replace")
     if lines and not text.strip():
         return None
     try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return RecordError(
-            f"not valid JSON ({exc.msg} at column {exc.colno})", record_id=raw_id(text), location=location
-        )
-    except RecursionError:
-        return RecordError(too_deep(), record_id=raw_id(text), location=location)
-    except ValueError as exc:  # a number longer than sys.get_int_max_str_digits()
-        return RecordError(f"not readable as JSON: {exc}", record_id=raw_id(text), location=location)
+        raw = parse_json(data)
+    except ValueError as exc:
+        return RecordError(str(exc), record_id=raw_id(text), location=location)
     try:
         return parse_record(raw, location=location)
     except RecordError as exc:
@@ -276,7 +231,7 @@ def _json_record(data: bytes, location: str, *, lines: bool = False) -> Record |
 
 def _iter_jsonl(path: Path) -> Iterator[Record | RecordError]:
     with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
-        for lineno, line in enumerate(_lines(fh, path), start=1):
+        for lineno, line in enumerate(bounded_lines(fh, path, "dataset file", MAX_LINE_BYTES), start=1):
             location = f"{path.name} line {lineno}"
             if isinstance(line, Overlong):
                 yield _overlong(line, location, "line", "a JSONL record")
