@@ -65,7 +65,7 @@ def folds_of(items: Sequence[BenchItem], folds: int | None, seed: int = 0) -> di
     units = list(dict.fromkeys(unit(it) for it in items))
     random.Random(seed).shuffle(units)
     fold = {u: i if folds is None else i % folds for i, u in enumerate(units)}
-    return {str(it.record["id"]): fold[unit(it)] for it in items}
+    return {it.id: fold[unit(it)] for it in items}
 
 
 #: A labeled record's bootstrapped answer: its quotes of the response and the reason beside them.
@@ -76,7 +76,7 @@ def traces_of(items: Sequence[BenchItem], run: RunResult, metric: str) -> dict[s
     """Record id -> the quotes and reason of its first sample (models in the run's order) that
     voted its gold label under ``metric``, a criterion judged with quoted evidence; a record no
     sample got right has none."""
-    gold = {str(it.record["id"]): it.gold for it in items}
+    gold = {it.id: it.gold for it in items}
     traces: dict[str, Trace] = {}
     for result in run.iter_results():
         if result.metric != metric or result.record_id not in gold:
@@ -101,8 +101,9 @@ def traces_of(items: Sequence[BenchItem], run: RunResult, metric: str) -> dict[s
 def examples_of(
     items: Sequence[BenchItem], where: str | Path, traces: dict[str, Trace] | None = None
 ) -> list[LabeledExample]:
-    """The labeled records as a profile's examples; ``traces``: each record's bootstrapped
-    quotes and reason (see :func:`traces_of`), a record without one given no quotes.
+    """The labeled records as a profile's examples (a row the labels reader refused, see
+    :attr:`~localjury.bench.formats.BenchItem.error`, is none); ``traces``: each record's
+    bootstrapped quotes and reason (see :func:`traces_of`), a record without one given no quotes.
 
     Raises:
         ConfigError: A record without a response, or a text that is not valid Unicode (naming
@@ -113,6 +114,8 @@ def examples_of(
         raise ConfigError(f"{where}: no labeled record has a sample that voted its gold label, to quote as an example")
     examples = []
     for it in items:
+        if it.error is not None:
+            continue
         rec = it.record
         fields = {f: rec[f] for f in _FIELDS if rec.get(f) not in (None, "", [])}
         if isinstance(fields.get("retrieved_contexts"), str):
@@ -199,7 +202,8 @@ def add_aligned(
         row["models"].update({m + ALIGNED: v for m, v in extra["models"].items()})
         if "jury_prediction" in extra:
             row["jury_prediction" + ALIGNED] = extra["jury_prediction"]
-        row["demonstrations"] = [d.record.id for d in metric.demonstrations(parse_record(it.record))]
+        shown = [] if it.error else metric.demonstrations(parse_record(it.record))
+        row["demonstrations"] = [d.record.id for d in shown]
 
 
 def decision_heads(
@@ -278,6 +282,9 @@ def build_profile(
     with OutputSet({"judge profile": out}, align.inputs(data, "labels")) as files:
         items = sample(load(data, fmt), align.limit, align.sample_seed)
         check_unique_ids(items, data)
+        if refused := next((it.error for it in items if it.error is not None), None):
+            # Every labeled record is an example of the profile: none is left out in silence.
+            raise ConfigError(f"{refused}; fix or remove the line (a profile's examples are all the labeled records)")
         names = [m if isinstance(m, str) else m.name for m in models]
         traces = zero = None
         no_heads = too_few([int(it.gold) for it in items]) if align.heads else "not asked (--no-heads)"  # type: ignore[arg-type]

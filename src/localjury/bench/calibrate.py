@@ -39,8 +39,7 @@ def _fit(
 ) -> Calibrator:
     """One model's fit on the judged records, with its held-out figures."""
     by_id = {r.record_id: r for r in run.iter_results()}
-    judged = [(it.gold, next((j for j in by_id[str(it.record["id"])].models if j.model == name), None))
-              for it in items]  # fmt: skip
+    judged = [(it.gold, next((j for j in by_id[it.id].models if j.model == name), None)) for it in items]
     rows = [(g, j, graded(j, composite=False)) for g, j in judged]
     usable = [(g, j, s) for g, j, s in rows if s is not None]
     gold = [g for g, _, _ in usable]
@@ -114,7 +113,7 @@ def calibrate(
                 f"metric {judge.name!r} is a {judge.kind} metric; calibrate judges one verdict per record"
             )
         run = evaluate(
-            [it.record for it in items],
+            [it.entry() for it in items],
             [judge],
             config=run_config,
             progress=progress,

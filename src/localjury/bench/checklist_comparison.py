@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from localjury.bench import stats
 from localjury.bench._markdown import md_text
-from localjury.errors import ConfigError
+from localjury.errors import ConfigError, RecordError
 from localjury.metrics import AspectCritic, Checklist
 from localjury.metrics.base import Metric
 from localjury.metrics.spec import parse_metric
@@ -71,7 +71,7 @@ def checklist_critics(judge: Metric, specs: Sequence[str], strictness: int) -> l
 
 
 def compare_checklist(
-    records: Sequence[dict[str, Any]],
+    records: Sequence[dict[str, Any] | RecordError],
     gold: Sequence[int],
     critics: Sequence[AspectCritic],
     config: RunConfig,
@@ -84,7 +84,7 @@ def compare_checklist(
     """Judge ``records`` on ``critics`` in both modes (each from a temporary store) and compare.
 
     Args:
-        records: The bench's records.
+        records: The bench's records (a row the labels reader refused as its error).
         gold: Their labels on the first critic (the bench's criterion).
         critics: The criteria, the labeled one first (:func:`checklist_critics`).
         config: The bench's run settings (its store is replaced by a temporary one).

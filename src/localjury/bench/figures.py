@@ -68,8 +68,8 @@ def compute(
     results only (a run of several)."""
     by_id = {r.record_id: r for r in run.iter_results() if metric is None or r.metric == metric}
     columns = _Columns(models, pairwise)
-    rows = [columns.add(it, by_id[str(it.record["id"])]) for it in items]
-    errors = sum(by_id[str(it.record["id"])].error is not None for it in items)
+    rows = [columns.add(it, by_id[it.id]) for it in items]
+    errors = sum(by_id[it.id].error is not None for it in items)
     speed = {s.model: s for s in run.summary.models}
     gold = [it.gold for it in items]
     judges = {name: columns.figures(name, items, speed.get(name), seed) for name in columns.preds}

@@ -15,12 +15,13 @@ import os
 import random
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-from localjury._files import open_regular_file, read_bounded
-from localjury.errors import ConfigError
+from localjury._files import json_lines, open_regular_file, read_bounded
+from localjury.errors import ConfigError, RecordError
+from localjury.records.record import given_id, parse_record
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,20 @@ class BenchItem:
     """LLMBar, HaluEval QA: the pair the record belongs to (its two records share it)."""
     group: str | None = None
     """TruthfulQA: the question the answer belongs to (for per-question subsampling)."""
+    error: RecordError | None = None
+    """Why the row is not judged (a field of its record, its id or its pair cannot be read):
+    reported in the results in the record's place while the others are judged."""
+    location: str | None = None
+    """Where the row sits in its file ("labels.jsonl line 7"), for messages."""
+
+    @property
+    def id(self) -> str:
+        """The record's id, as its results name it."""
+        return str(self.record["id"])
+
+    def entry(self) -> dict[str, Any] | RecordError:
+        """What a run is given for the row: its record, or the error that stands in its place."""
+        return self.error if self.error is not None else self.record
 
 
 @dataclass(frozen=True)
@@ -106,13 +121,15 @@ def first_json_line(path: Path) -> Any:
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    for n, line in _lines(path):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise ConfigError(f"{path}, line {n}: not valid JSON ({exc})") from None
+    """A JSONL set's objects with their line numbers, each line bounded and parsed (nesting
+    however deep) by :func:`localjury._files.json_lines`.
+
+    Raises:
+        ConfigError: The file is over :data:`MAX_LABELS_BYTES`, or a line is not a JSON object
+            (naming the file and the line).
+    """
+    _open(path).close()
+    for n, row in json_lines(path, _WHAT, _HINT):
         if not isinstance(row, dict):
             raise ConfigError(f"{path}, line {n}: expected a JSON object")
         yield n, row
@@ -259,17 +276,44 @@ def _truthfulqa_csv(path: Path) -> list[BenchItem]:
 
 def load_jsonl(path: Path) -> list[BenchItem]:
     """Generic: one record a line with a ``gold`` field (0/1) beside the record fields; an
-    optional ``pair`` field groups records whose gold labels form a pair."""
+    optional ``pair`` field groups records whose gold labels form a pair.
+
+    A row's ``id`` (default ``line-N``) and ``pair`` are read here, once, by the records' own
+    rule (:func:`~localjury.records.record.given_id`): a row whose id or pair cannot be read
+    (an empty string, a float, an object, a lone surrogate) is named ``line-N`` and carries its
+    error (:attr:`BenchItem.error`) instead of being judged, so that the other rows are judged
+    and written.
+
+    Raises:
+        ConfigError: A line that is not a JSON object, or a ``gold`` that is not 0 or 1
+            (naming the file and the line).
+    """
     items = []
     for n, row in _jsonl(path):
         where = f"{path}, line {n}"
         gold = row.pop("gold", None)
         if gold not in (0, 1, True, False, "0", "1"):
             raise ConfigError(f"{where}: field 'gold' must be 0 or 1, got {gold!r}")
-        pair = row.pop("pair", None)
-        row.setdefault("id", f"line-{n}")
-        items.append(BenchItem(record=row, gold=int(gold), pair=None if pair is None else str(pair)))
+        location = f"{path} line {n}"
+        pair, error = _identity(row, n, location)
+        items.append(BenchItem(record=row, gold=int(gold), pair=pair, error=error, location=location))
     return items
+
+
+def _identity(row: dict[str, Any], n: int, location: str) -> tuple[str | None, RecordError | None]:
+    """Read a label row's ``id`` (into ``row``: its own, or ``line-N``) and take out its
+    ``pair``; return the pair, and the error that stands in the row's place where either
+    cannot be read (the row then named ``line-N``)."""
+    field = "id"
+    try:
+        row["id"] = given_id(row.get("id")) or f"line-{n}"
+        field = "pair"
+        pair = row.pop("pair", None)
+        return (None if pair in (None, "") else given_id(pair)), None
+    except ValueError as exc:
+        row["id"] = f"line-{n}"
+        row.pop("pair", None)
+        return None, RecordError(str(exc), record_id=row["id"], field=field, location=location)
 
 
 FORMATS: dict[str, Format] = {
@@ -320,7 +364,7 @@ def load(path: str | Path, fmt: str, *, pairwise: bool = False) -> list[BenchIte
         loader = fmt_.load_pairs
     elif pairwise and fmt != "jsonl":
         raise ConfigError(f"format {fmt!r} holds no pairs to judge pairwise; use mode 'pointwise'")
-    items = loader(path)
+    items = [_checked(it, path) for it in loader(path)]
     if pairwise and fmt == "jsonl":
         unpaired = next((it for it in items if not {"response_a", "response_b"} <= it.record.keys()), None)
         if unpaired is not None:
@@ -333,15 +377,30 @@ def load(path: str | Path, fmt: str, *, pairwise: bool = False) -> list[BenchIte
     return items
 
 
+def _checked(item: BenchItem, path: Path) -> BenchItem:
+    """The item, with the error of its record where the records' parser refuses it (a field
+    missing, of the wrong type, not valid Unicode): every record is read once, here, so that
+    nothing after the judging meets a record it cannot read."""
+    if item.error is not None:
+        return item
+    try:
+        parse_record(item.record, location=item.location or str(path))
+    except RecordError as exc:
+        return replace(item, error=exc)
+    return item
+
+
 def check_unique_ids(items: list[BenchItem], data: str | Path) -> None:
     """Raise ConfigError when two of the records share an id (their judgments would mix).
 
     Raises:
-        ConfigError: A repeated id.
+        ConfigError: A repeated id, named with where both records sit.
     """
-    ids = [str(it.record["id"]) for it in items]
-    if len(set(ids)) != len(ids):
-        raise ConfigError(f"{data}: record ids are not unique")
+    seen: dict[str, BenchItem] = {}
+    for it in items:
+        if (first := seen.setdefault(it.id, it)) is not it:
+            places = f" ({first.location} and {it.location})" if first.location and it.location else ""
+            raise ConfigError(f"{data}: record ids are not unique: two records have the id {it.id!r}{places}")
 
 
 def sample(items: list[BenchItem], limit: int | None, seed: int) -> list[BenchItem]:

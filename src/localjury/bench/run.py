@@ -83,7 +83,7 @@ def run_bench(
         figures, rows = _judge(labelled, bench, judging)
         if critics:
             figures["checklist"] = compare_checklist(
-                [it.record for it in labelled.items], [it.gold for it in labelled.items], critics, run_config,
+                [it.entry() for it in labelled.items], [it.gold for it in labelled.items], critics, run_config,
                 seed=bench.sample_seed, progress=progress, engine_factory=engine_factory, output_set=files,
             )  # fmt: skip
         if labelled.pairwise and fmt == "llmbar":
@@ -135,7 +135,7 @@ def _judge(
     """Judge the records with the bench's metric (and, with ``aligned``, shown their nearest
     labelled records), and compute the figures and prediction rows."""
     items, judge, seed = labelled.items, labelled.judge, bench.sample_seed
-    records = [it.record for it in items]
+    records = [it.entry() for it in items]
     aligned, shots = bench.aligned, bench.shots
     # A quoting judge's examples quote what its zero-shot samples quoted: judged after them.
     fold_judge = aligned_judge(items, judge, aligned, shots, seed) if aligned and not bench.evidence else None

@@ -183,26 +183,38 @@ def _failure(raw: Mapping[str, Any], record_id: str | None, location: str | None
     return fail
 
 
+def given_id(value: Any) -> str | None:
+    """The id a row gives, as a string (an integer written in decimal); None where it gives none.
+    The one rule for ids, the records' and the labels' alike.
+
+    Raises:
+        ValueError: The id is unusable (not a string or an integer, empty, a lone surrogate,
+            an integer too long to write); the message says why.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"must be a string or an integer, got {type(value).__name__}")
+    if isinstance(value, int):
+        try:
+            return str(value)
+        except ValueError:  # Python refuses to write ints longer than sys.get_int_max_str_digits()
+            raise ValueError(
+                f"an integer of more than {sys.get_int_max_str_digits()} digits; give the id as a string"
+            ) from None
+    if (why := not_unicode(value)) is not None:
+        raise ValueError(why)
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
 def _given_id(raw: Mapping[str, Any], location: str | None) -> str | None:
     """Return the row's own id as a string, None where it gives none; raise where it is unusable."""
-    given_id = raw.get("id")
-    fail = _failure(raw, None, location)
-    if given_id is not None and (isinstance(given_id, bool) or not isinstance(given_id, int | str)):
-        raise fail("id", f"must be a string or an integer, got {type(given_id).__name__}")
-    if isinstance(given_id, int):
-        try:
-            return str(given_id)
-        except ValueError:  # Python refuses to write ints longer than sys.get_int_max_str_digits()
-            raise fail(
-                "id", f"an integer of more than {sys.get_int_max_str_digits()} digits; give the id as a string"
-            ) from None
-    if isinstance(given_id, str):
-        if (why := not_unicode(given_id)) is not None:
-            raise fail("id", why)
-        if not given_id.strip():
-            raise fail("id", "must not be empty")
-        return given_id
-    return None
+    try:
+        return given_id(raw.get("id"))
+    except ValueError as exc:
+        raise _failure(raw, None, location)("id", str(exc)) from None
 
 
 def _known_fields(raw: Mapping[str, Any], csv_cells: bool, fail: _Fail) -> dict[str, Any]:
@@ -292,13 +304,18 @@ def _check_texts(fields: Mapping[str, Any], fail: _Fail) -> None:
                 raise fail("retrieved_contexts", f"item {i} is {why}")
 
 
-def coerce_records(items: Iterable[Record | Mapping[str, Any]]) -> Iterator[Record | RecordError]:
-    """Turn records given in Python (``Record`` objects or dicts) into records or errors.
+def coerce_records(items: Iterable[Record | Mapping[str, Any] | RecordError]) -> Iterator[Record | RecordError]:
+    """Turn records given in Python (``Record`` objects or dicts) into records or errors; a
+    ``RecordError`` given in a record's place (a caller that read the row and refused it, such
+    as a labels file's line) is that record's error as it is.
 
     The n-th item's place in messages is "item n".
     """
     for i, item in enumerate(items, start=1):
         location = f"item {i}"
+        if isinstance(item, RecordError):
+            yield item
+            continue
         if isinstance(item, Record):
             # A copy: the caller's object is left as it was (it may be given twice).
             record = item.model_copy()

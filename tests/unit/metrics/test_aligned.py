@@ -405,9 +405,9 @@ def test_a_labels_reason_and_quotes_reach_the_prompt_neutralised_as_record_text_
 @pytest.mark.parametrize(
     ("field", "value", "named"),
     [
-        ("user_input", "Cats\ud800?", "user_input"),
-        ("retrieved_contexts", ["ok", "\udc00"], "retrieved_contexts[1]"),
-        ("reason", "Fish \ud800", "reason"),
+        ("user_input", "Cats\ud800?", "record 'b' ({data} line 2), field 'user_input': not valid Unicode"),
+        ("retrieved_contexts", ["ok", "\udc00"], "({data} line 2), field 'retrieved_contexts': item 1 is not valid"),
+        ("reason", "Fish \ud800", "record 'b', field 'reason': not valid Unicode"),
     ],
 )
 def test_a_label_whose_text_is_not_unicode_is_refused_naming_it(tmp_path, monkeypatch, capsys, field, value, named):
@@ -419,5 +419,5 @@ def test_a_label_whose_text_is_not_unicode_is_refused_naming_it(tmp_path, monkey
     out = tmp_path / "profile.yaml"
     code, _, err = run_cli(monkeypatch, capsys, "align", data, "--criterion", "The response is about cats.",
                            "--metric", "cats", "--no-calibrate", "-o", out)  # fmt: skip
-    assert code == 2 and f"record 'b', field '{named}': not valid Unicode: an unpaired surrogate" in err
+    assert code == 2 and named.format(data=data) in err and "an unpaired surrogate" in err, err
     assert not out.exists()
