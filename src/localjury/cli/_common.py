@@ -110,6 +110,7 @@ FLAGS = {
     "`limit`": "--limit",
     "`trust_remote_code`": "--trust-remote-code",
     "`registry`": "--registry",
+    "`fresh`": "--fresh",
 }
 
 
@@ -125,4 +126,4 @@ def _report(exc: BaseException, head: str, message: str) -> None:
     then its notes (what the judgment store kept)."""
     err.print(Text.assemble((head, "bold red"), escape_controls(cli_words(message))), soft_wrap=True)
     for note in getattr(exc, "__notes__", ()):
-        err.print(note, style="yellow", soft_wrap=True)
+        err.print(Text(escape_controls(cli_words(note)), style="yellow"), soft_wrap=True)

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from localjury._files import check_no_symlink_loop
+from localjury._files import check_no_symlink_loop, check_utf8_path
 from localjury.errors import ConfigError
 from localjury.results._commit import StagedFile, commit, settle
 from localjury.results._journal import (
@@ -76,7 +76,7 @@ def _within(path: Path, folder: Path) -> bool:
 
 def check_paths(outputs: Mapping[str, Path], inputs: Mapping[str, Path | None]) -> None:
     """Refuse output paths that are no regular file's, or that would destroy an input or
-    each other.
+    each other, and any path (an output's or an input's) that cannot be written as UTF-8 text.
 
     Args:
         outputs: What each output is (``"results file"``) -> its path.
@@ -91,6 +91,7 @@ def check_paths(outputs: Mapping[str, Path], inputs: Mapping[str, Path | None]) 
     # the command line (whose options check it as they are parsed).
     for what, path in [*named, *((w, p) for w, p in inputs.items() if p is not None)]:
         check_no_symlink_loop(path, f"the {what}")
+        check_utf8_path(path, what)
     for i, (what, path) in enumerate(named):
         if path.is_dir():
             raise ConfigError(f"the {what} {path} is a folder; give a file path for it")
@@ -99,13 +100,23 @@ def check_paths(outputs: Mapping[str, Path], inputs: Mapping[str, Path | None]) 
         for other, other_path in named[:i]:
             if _same(path, other_path):
                 raise ConfigError(f"the {what} and the {other} are the same file ({path}); give them different paths")
-        for source, source_path in inputs.items():
-            if source_path is None:
-                continue
-            if _same(path, source_path) or _within(path, source_path):
-                raise ConfigError(
-                    f"the {what} {path} would overwrite the {source} ({source_path}); write it somewhere else"
-                )
+        check_not_input(what, path, inputs)
+
+
+def check_not_input(what: str, path: Path, inputs: Mapping[str, Path | None]) -> None:
+    """Refuse a path a command writes (``what``: "results file", "judgment store") that is one
+    of its ``inputs`` (by path, through links, or as a hard link) or lies in an input folder.
+
+    Raises:
+        ConfigError: Naming the path, the input and the fix.
+    """
+    for source, source_path in inputs.items():
+        if source_path is None:
+            continue
+        if _same(path, source_path) or _within(path, source_path):
+            raise ConfigError(
+                f"the {what} {path} would overwrite the {source} ({source_path}); write it somewhere else"
+            )
 
 
 def _check_writable(what: str, path: Path) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from localjury._files import write_atomic
+from localjury._files import shown, write_atomic
 from localjury._hashing import content_hash
 from localjury._version import __version__
 from localjury.engines._catalog import loads
@@ -307,7 +307,8 @@ def build_manifest(
     return Manifest(
         localjury_version=__version__,
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        command=command,
+        # An argument of bytes that are not UTF-8 is written with them escaped, as the shell shows it.
+        command=None if command is None else [shown(arg) for arg in command],
         python=sys.version.split()[0],
         platform=f"{platform.system()} {platform.machine()}",
         packages=package_versions(),

@@ -36,7 +36,7 @@ from localjury.run.estimate import Measured, measure
 from localjury.run.generate import DryCalls, ReadOnly, TokenizerFactory
 from localjury.run.jury import jury_models
 from localjury.run.pipeline import run_passes
-from localjury.run.prepare import count_records, prepare, settle
+from localjury.run.prepare import check_store, count_records, prepare, protected_files, settle
 from localjury.store import GenerationStore, JudgmentStore, Stored
 
 if TYPE_CHECKING:
@@ -92,10 +92,11 @@ def dry_run(
     if estimate < 0:
         raise ConfigError(f"estimate must be 0 or more prompts per model, got {estimate}")
     checked = prepare(records, settled, None, engine_factory)
+    store_path = config.store.path()
+    check_store(protected_files(checked.dataset, store_path, config, checked.specs, settled.inputs))
     total, good = count_records(checked.dataset, config)
     jury = jury_models(checked.specs, checked.judgings, config)
     tokenizer = tokenizer_factory or engine_factory or load_tokenizer
-    store_path = config.store.path()
     plan = _new_plan(records, total, good, store_path, estimate)
     store = _open_store(store_path, estimate)
     try:

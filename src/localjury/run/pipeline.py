@@ -52,7 +52,7 @@ from localjury.run.config import RunConfig
 from localjury.run.context import EngineFactory, JuryModel, RunContext
 from localjury.run.generate import Calls, EngineCalls, ModelPass
 from localjury.run.jury import Jury, jury_models
-from localjury.run.prepare import Checked, Settled, count_records, prepare, protected_files, settle
+from localjury.run.prepare import Checked, Settled, check_store, count_records, prepare, protected_files, settle
 from localjury.run.result import RunResult, commit, manifest_of, output_paths, summarize
 from localjury.store import GenerationStore, JudgmentStore
 
@@ -190,6 +190,9 @@ class Run:
         own (``output_set``: bench, calibrate)."""
         config = settled.config
         protected = protected_files(checked.dataset, config.store.path(), config, checked.specs, settled.inputs)
+        # The caller's inputs too (bench: its labels, which the run is given as records).
+        given = self.output_set.inputs if self.output_set is not None else {}
+        check_store({w: p for inputs in (given, protected) for w, p in inputs.items() if p is not None})
         if self.output_set is not None:
             self.output_set.check(protected)
             yield None
@@ -375,11 +378,16 @@ def _kept_note(ctx: RunContext, store: JudgmentStore, *, temporary: bool, exc: B
     kept = store.kept
     files = "" if isinstance(exc, CommitError) and exc.outcome != "previous" else "; no results file was written"
     where = f"the temporary store {store.path}" if temporary else f"the judgment store {store.path}"
-    resume = (
-        "use it as the judgment store of the same run to resume without generating them again"
-        if temporary
-        else "the same command resumes from there without generating them again"
-    )
+    if ctx.config.store.fresh and not temporary:
+        # `fresh` generates every prompt again, the ones this run kept too: say what each choice does.
+        resume = (
+            "the same command generates them again (`fresh`); without `fresh` it keeps them, and records this run "
+            "had not reached reuse what the store held before it"
+        )
+    elif temporary:
+        resume = "use it as the judgment store of the same run to resume without generating them again"
+    else:
+        resume = "the same command resumes from there without generating them again"
     if not generated and not kept:
         return f"no judgment was generated before this{files}"
     if not kept:

@@ -19,6 +19,7 @@ from localjury.metrics.rubric_file import rubric_file_metrics
 from localjury.models.registry import ModelSpec, localjury_home, registry_path
 from localjury.records.readers import Dataset
 from localjury.records.record import Record
+from localjury.results._outputs import check_not_input
 from localjury.run.config import RunConfig
 from localjury.run.context import EngineFactory
 from localjury.run.jury import jury_specs
@@ -155,13 +156,32 @@ def protected_files(
     }
 
 
+#: What :func:`store_files` calls the judgment store's files: the inputs a run also writes.
+_STORE = "judgment store"
+
+
+def check_store(inputs: Mapping[str, Path | None]) -> None:
+    """Refuse a judgment store whose file (or a journal beside it) is one of the run's other
+    ``inputs`` (by path, through links, or as a hard link) or lies in an input folder: a run
+    writes its store in place, so ``--cache data.jsonl`` would turn the dataset into SQLite.
+    Called with every input before the store opens.
+
+    Raises:
+        ConfigError: Naming the store, the input and the fix.
+    """
+    others = {w: p for w, p in inputs.items() if not w.startswith(_STORE)}
+    for what, path in inputs.items():
+        if what.startswith(_STORE) and path is not None:
+            check_not_input(what, path, others)
+
+
 def store_files(path: Path | None) -> dict[str, Path | None]:
     """The judgment store's file and the journals SQLite keeps beside it, by what they are
     (``path``: the store where a run opens it, :meth:`~localjury.run.config.StoreConfig.path`)."""
     return {
-        "judgment store": path,
+        _STORE: path,
         **{
-            f"judgment store's {suffix} file": Path(f"{path}-{suffix}") if path else None
+            f"{_STORE}'s {suffix} file": Path(f"{path}-{suffix}") if path else None
             for suffix in ("wal", "shm", "journal")
         },
     }

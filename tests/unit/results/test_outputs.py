@@ -281,21 +281,37 @@ def test_the_dataset_is_hashed_before_it_is_read_and_a_change_during_the_run_fai
 
 
 # -- errors and interrupts say what was kept -------------------------------------------------------
-def test_an_error_mid_run_says_what_the_store_kept(tmp_path, data):
-    cache = tmp_path / "c.sqlite"
+def fails_on_second_chunk():
+    """A judge that answers its first two samples, then crashes."""
     calls = {"n": 0}
 
-    def fails_on_second_chunk(model, prompt, j):
+    def respond(model, prompt, j):
         calls["n"] += 1
         if calls["n"] > 2:
             raise RuntimeError("engine crashed")
         return judgment(1)
 
+    return respond
+
+
+def test_an_error_mid_run_says_what_the_store_kept(tmp_path, data):
+    cache = tmp_path / "c.sqlite"
     with pytest.raises(RuntimeError, match="engine crashed") as info:
         evaluate(data, [DATED], [spec("A")], cache=cache, chunk_size=2, out=tmp_path / "r.jsonl",
-                 engine_factory=factory(fails_on_second_chunk, []))  # fmt: skip
+                 engine_factory=factory(fails_on_second_chunk(), []))  # fmt: skip
     (note,) = info.value.__notes__
     assert f"the 2 judgments generated before this are kept in the judgment store {cache}" in note
+
+
+def test_a_fresh_run_cut_short_says_the_same_command_generates_its_judgments_again(tmp_path, data):
+    """`fresh` generates every prompt again, those its cut-short run kept too: the note says
+    so, and what a run without `fresh` would do, instead of promising a resume."""
+    with pytest.raises(RuntimeError, match="engine crashed") as info:
+        evaluate(data, [DATED], [spec("A")], cache=tmp_path / "c.sqlite", fresh=True, chunk_size=2,
+                 out=tmp_path / "r.jsonl", engine_factory=factory(fails_on_second_chunk(), []))  # fmt: skip
+    (note,) = info.value.__notes__
+    assert "the 2 judgments generated before this are kept" in note and "resumes" not in note
+    assert "the same command generates them again (`fresh`); without `fresh` it keeps them" in note
 
 
 class FullStore(localjury.store.JudgmentStore):
