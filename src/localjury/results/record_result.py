@@ -4,10 +4,15 @@ in :mod:`localjury.results.summary`)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from localjury._files import MAX_LINE_BYTES, json_lines
+from localjury.errors import ConfigError
 
 
 class InvalidSample(BaseModel):
@@ -232,10 +237,98 @@ class RecordResult(BaseModel):
     when none was cut."""
 
 
-def read_results(path: Path) -> list[RecordResult]:
-    """Read a results.jsonl file back."""
-    with path.open(encoding="utf-8") as fh:
-        return [RecordResult.model_validate_json(line) for line in fh if line.strip()]
+#: The longest line of a results file read back: the bound on every JSON Lines line
+#: (:data:`localjury._files.MAX_LINE_BYTES`). A result holds what its judges wrote (reasons,
+#: thinking, quotes, abstained outputs), never a record's texts, so a run's line stays far
+#: below it; a longer one is read past, never held whole, and refused.
+MAX_RESULT_LINE_BYTES = MAX_LINE_BYTES
+_RESULTS_HINT = "give the path of a results file (the .jsonl that `localjury run --out` writes)"
+#: The fix for a line that is not a result: the file was edited, cut, or is another JSONL file.
+NOT_A_RESULT_FIX = "check that the file is one that `localjury run --out` wrote (a run writes it anew)"
+_JSON_KINDS = {list: "a JSON array", str: "a JSON string", bool: "JSON true or false", int: "a JSON number",
+               float: "a JSON number"}  # fmt: skip
+
+
+def read_results(path: Path, on_bad: Callable[[int, str], None] | None = None) -> Iterator[RecordResult]:
+    """Read a results file back, one bounded line at a time (a regular file only: a FIFO is
+    refused, never waited on; see :func:`localjury._files.json_lines`).
+
+    Args:
+        path: The results file.
+        on_bad: Called with the number of each line that is valid JSON but not a result and
+            why, and the reading goes on; by default such a line raises.
+
+    Yields:
+        Each line's result, in order.
+
+    Raises:
+        ConfigError: The file is not a regular file or cannot be read; a line is over
+            :data:`MAX_RESULT_LINE_BYTES` or not valid JSON (the reading stops there); or a line
+            is not a result and ``on_bad`` is None. The message names the file and the line.
+    """
+    for n, value in json_lines(path, "results file", _RESULTS_HINT, MAX_RESULT_LINE_BYTES):
+        # JSON's \ud800 escapes parse to lone surrogates, which no terminal or file can take,
+        # and pydantic keeps them in strings: a result the run wrote has none.
+        why, result = _lone_surrogate(value), None
+        if why is None:
+            try:
+                result = RecordResult.model_validate(value)
+            except ValidationError as exc:
+                why = _why(value, exc)
+        if result is not None:
+            yield result
+        elif on_bad is None:
+            raise ConfigError(f"{path}, line {n} is not a result ({why}); {NOT_A_RESULT_FIX}")
+        else:
+            on_bad(n, str(why))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: object) -> str | None:
+    """Where the first text (a string or a key) with a lone surrogate is in a parsed line, and
+    which surrogate; None when there is none."""
+    # Each item's place as a chain (its parent's chain, its key): built into words only once found.
+    stack: list[tuple[tuple[Any, ...], object]] = [((), value)]
+    while stack:
+        chain, item = stack.pop()
+        if isinstance(item, str) and (found := _SURROGATE.search(item)):
+            return f"{_place(chain)}: not valid Unicode (a lone surrogate, \\u{ord(found.group()):04x})"
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if _SURROGATE.search(key):
+                    return f"{_place(chain)}: a key that is not valid Unicode (a lone surrogate)"
+                stack.append(((chain, key), child))
+        elif isinstance(item, list):
+            stack.extend(((chain, i), child) for i, child in enumerate(item))
+    return None
+
+
+def _place(chain: tuple[Any, ...]) -> str:
+    """A place in a line from its chain of keys (see :func:`_lone_surrogate`), for a message."""
+    parts: list[str] = []
+    while chain:
+        chain, key = chain
+        parts.append(str(key))
+    return _shown(".".join(reversed(parts)))
+
+
+def _shown(where: str) -> str:
+    """A place in a line, for a message: the line's own text, cut and escaped."""
+    where = where.encode("utf-8", "backslashreplace").decode("utf-8") or "the line"
+    return where if len(where) <= 80 else where[:80] + "…"
+
+
+def _why(value: object, exc: ValidationError) -> str:
+    """What is wrong with a parsed line, in a few words: what JSON it holds where it is not an
+    object, else the first field that does not validate (and how many more)."""
+    if not isinstance(value, dict):
+        return f"{'JSON null' if value is None else _JSON_KINDS.get(type(value), 'a JSON value')}, not an object"
+    first = exc.errors(include_url=False, include_context=False, include_input=False)[0]
+    more = exc.error_count() - 1
+    where = _shown(".".join(str(part) for part in first["loc"]))
+    return f"{where}: {first['msg']}" + (f"; {more} more problem{'s' * (more > 1)}" if more else "")
 
 
 #: Fields that hold verdict probabilities: floats read from the logits, which a batch of

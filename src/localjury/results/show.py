@@ -1,19 +1,95 @@
 """One judgment as a reader checks it: each model's samples (vote, reason, quotes) and the
 judged text with every quote marked where it stands (``localjury show``; the bench report's
-evidence section renders the same marks as HTML)."""
+evidence section renders the same marks as HTML); and the results ``show`` reads, past the
+lines that are not results (:func:`read_shown`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 
 from rich.console import Group
 from rich.text import Text
 
 from localjury._terminal import escape_controls
+from localjury.errors import ConfigError
 from localjury.records.conversation import last_response
 from localjury.records.record import Record
-from localjury.results.record_result import ModelJudgment, Quote, RecordResult
+from localjury.results.record_result import NOT_A_RESULT_FIX, ModelJudgment, Quote, RecordResult, read_results
+
+
+@dataclasses.dataclass
+class Shown:
+    """The results of a file that ``show`` prints, and the lines it could not read."""
+
+    path: Path
+    """The results file."""
+    rows: list[RecordResult] = dataclasses.field(default_factory=list)
+    """The results kept, in the file's order."""
+    lines: int = 0
+    """Lines read (results, and lines that are not results)."""
+    first_bad: tuple[int, str] | None = None
+    """The first line that is valid JSON but not a result: its number, and why."""
+    bad: int = 0
+    """How many lines are not results."""
+    stopped: ConfigError | None = None
+    """Why the reading stopped before the end (a line too long, or not JSON), if it did."""
+
+    @property
+    def complete(self) -> bool:
+        """Every line of the file was read as a result."""
+        return self.stopped is None and not self.bad
+
+    def problem(self) -> ConfigError | None:
+        """The error to report once the rows are shown: the line where the reading stopped, or
+        the first line that is not a result (and how many more); None when the file read whole."""
+        k = len(self.rows)
+
+        def shown(lines: str) -> str:
+            return f"{k:,} judgment{'s' * (k != 1)} of the {lines} {'is' if k == 1 else 'are'} shown"
+
+        if self.stopped is not None:
+            more = f"; {self.bad:,} lines before it are not results either" if self.bad else ""
+            return ConfigError(f"{self.stopped}; the reading stopped there{more}; {shown('lines before it')}")
+        if self.first_bad is None:
+            return None
+        n, why = self.first_bad
+        more = f" (nor are {self.bad - 1:,} more lines)" if self.bad > 1 else ""
+        return ConfigError(
+            f"{self.path}, line {n} is not a result ({why}){more}; {shown('other lines')}; {NOT_A_RESULT_FIX}"
+        )
+
+
+def read_shown(path: Path, keep: Callable[[RecordResult], bool]) -> Shown:
+    """Read the results ``show`` prints: those ``keep`` accepts, past any line that is valid
+    JSON but not a result, and up to a line that cannot be read at all (too long, not JSON),
+    so that the judgments a reader can reach are shown beside the error
+    (:meth:`Shown.problem`).
+
+    Raises:
+        ConfigError: The file is not a regular file or cannot be opened, or its first line
+            cannot be read (nothing to show beside the error).
+    """
+    shown = Shown(path)
+
+    def skip(n: int, why: str) -> None:
+        shown.lines += 1
+        shown.bad += 1
+        shown.first_bad = shown.first_bad or (n, why)
+
+    try:
+        for row in read_results(path, on_bad=skip):
+            shown.lines += 1
+            if keep(row):
+                shown.rows.append(row)
+    except ConfigError as exc:
+        if not shown.lines:
+            raise
+        shown.stopped = exc
+    return shown
+
 
 #: Characters of context kept on each side of a quote when a text is long.
 CONTEXT_CHARS = 80

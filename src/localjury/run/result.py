@@ -35,7 +35,13 @@ class RunResult:
     results_path: Path | None = None
 
     def iter_results(self) -> Iterator[RecordResult]:
-        """Every result, from memory or from the results file."""
+        """Every result, from memory or from the results file (read back one bounded line at a
+        time: :func:`~localjury.results.record_result.read_results`).
+
+        Raises:
+            ConfigError: The results file is not a regular file, cannot be read, or a line of it
+                is too long or not a result (naming the file and the line).
+        """
         if self.results or self.results_path is None:
             yield from self.results
         else:
