@@ -33,7 +33,9 @@ def verify(
     Hashes every weight, config and tokenizer file again. Exits 1 when anything differs.
     A commit of these files that was cut short is settled first (completed, or undone); a
     commit journal localjury cannot prove it wrote is refused and left as it is. Files are
-    read only as regular files, and no further than the manifest says they held.
+    read only as regular files on a disk (not a file of /proc, nor a sparse file of holes),
+    each once, and no further than the manifest says they held; a manifest asking for more
+    than 10,000 checks is refused.
     """
     from localjury.results._outputs import settle_pending
     from localjury.results.manifest import manifest_path_for
@@ -56,18 +58,27 @@ def verify(
         raise typer.Exit(1)
 
 
+#: The most characters of a check's cell printed: longer than any path (4,096 bytes on Linux).
+MAX_CELL = 4096
+
+
 def print_checks(checks: Sequence[Check], path: Path, console: Console) -> None:
     """Print ``localjury verify``'s checks: what, whether it matches, the manifest's value and
-    this machine's (a SHA-256 by its first 16 digits)."""
+    this machine's (a SHA-256 by its first 16 digits; a cell over :data:`MAX_CELL` characters
+    cut there)."""
     import re
 
     from localjury._terminal import Column, print_table
 
     def short(value: str | None) -> str:
-        return value[:16] + "…" if value and re.fullmatch(r"[0-9a-f]{64}", value) else str(value)
+        return value[:16] + "…" if value and re.fullmatch(r"[0-9a-f]{64}", value) else clip(str(value))
+
+    def clip(value: str) -> str:
+        # A manifest's text is data: a name of megabytes (no path is) would take minutes to lay out.
+        return value if len(value) <= MAX_CELL else f"{value[:MAX_CELL]}… ({len(value):,} characters)"
 
     columns = [
-        Column("check", [c.what for c in checks], "name"),
+        Column("check", [clip(c.what) for c in checks], "name"),
         Column("ok", [Text("yes") if c.ok else Text("NO", style="red") for c in checks], justify="left"),
         Column("manifest", [short(c.expected) for c in checks], "text"),
         Column("this machine", [short(c.found) for c in checks], "text"),

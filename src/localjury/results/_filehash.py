@@ -6,10 +6,17 @@ never opened), exactly the bytes its size says (a file of ``/proc`` says 0 and y
 it is refused, not read on), and only when its size is the one the manifest recorded, where
 it recorded one. A datasets folder is walked without following links, over a bounded number
 of entries.
+
+``localjury verify`` (the ``found_*`` functions) also reads only what is on a disk, since a
+model file's size is not recorded: a file of the kernel that says it holds bytes
+(``/proc/kcore`` says 128 TiB) and a sparse file that is mostly holes (``/var/log/lastlog``; a
+64 GiB file made by ``truncate``) are not read; and each file is read once, however many names it is given. A
+dense file is read whole, however large: a model's weights can be tens of GiB.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -21,7 +28,16 @@ from pathlib import Path
 MAX_DATASET_ENTRIES = 10_000
 #: How deep a datasets folder is walked: a DatasetDict's splits are one level down.
 MAX_DATASET_DEPTH = 4
+#: A file whose holes (the parts of it that are not on the disk, read as zeros) exceed this
+#: and half of its size is not read by ``verify``: hashing them costs time and no disk.
+MAX_HOLE_BYTES = 64 << 20
+#: The data extents counted to measure a file's holes; past them, the rest counts as data.
+_MAX_EXTENTS = 10_000
+#: The file systems of the kernel: their files make up their content (and their sizes).
+_KERNEL_FOLDERS = ("/proc", "/sys")
 _BLOCK = 1 << 20
+#: What ``verify`` found of the files it hashed: by (device, inode, size, mtime), the SHA-256.
+Seen = dict[tuple[int, int, int, int], str]
 _KINDS = (
     (stat.S_ISDIR, "a folder"),
     (stat.S_ISFIFO, "a FIFO"),
@@ -38,16 +54,21 @@ class Unhashable(Exception):
         self.reason = reason
 
 
-def stable_sha256(path: Path, size: object = None) -> str:
+def stable_sha256(path: Path, size: object = None, *, on_disk: bool = False, seen: Seen | None = None) -> str:
     """SHA-256 of a regular file's bytes, read in blocks of 1 MiB.
 
     Args:
         path: The file (a symbolic link to one is followed: model folders are made of them).
         size: The size the manifest recorded, if any: a file of another size is not read.
+        on_disk: Read only a file that is on a disk: not a file of the kernel (``/proc``,
+            ``/sys``) that says it holds bytes, nor one whose holes exceed
+            :data:`MAX_HOLE_BYTES` and half its size.
+        seen: The files hashed so far, by identity: one of them is not read again.
 
     Raises:
         Unhashable: The file is missing, not a regular file, of another size than ``size``,
-            unreadable, or yields more or fewer bytes than its size.
+            unreadable, (``on_disk``) not on a disk, or yields more or fewer bytes than its
+            size.
     """
     try:
         _regular(os.stat(path).st_mode)
@@ -56,11 +77,18 @@ def stable_sha256(path: Path, size: object = None) -> str:
         raise Unhashable("file missing") from None
     except OSError as exc:
         raise Unhashable(f"cannot be read ({exc.strerror or exc})") from None
+    except ValueError:  # a NUL byte in the path
+        raise Unhashable("not a valid path (it holds a NUL byte)") from None
     try:
         st = os.fstat(fd)
         _regular(st.st_mode)  # what was opened, should the path have changed since
         if size is not None and st.st_size != size:
             raise Unhashable(f"size {st.st_size}, was {size}")
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if seen is not None and key in seen:
+            return seen[key]
+        if on_disk:
+            _on_disk(fd, st)
         digest = hashlib.sha256()
         left = st.st_size
         while left:
@@ -71,11 +99,48 @@ def stable_sha256(path: Path, size: object = None) -> str:
             left -= len(block)
         if os.read(fd, 1):
             raise Unhashable("it yields more bytes than its size (a file of /proc, or one being written): not read on")
+        if seen is not None:
+            seen[key] = digest.hexdigest()
         return digest.hexdigest()
     except OSError as exc:
         raise Unhashable(f"cannot be read ({exc.strerror or exc})") from None
     finally:
         os.close(fd)
+
+
+def _on_disk(fd: int, st: os.stat_result) -> None:
+    """Refuse a file of the kernel that says it holds bytes (one that says 0 is read for none,
+    and refused if it yields more), or one that is mostly holes (see :func:`stable_sha256`)."""
+    for folder in _KERNEL_FOLDERS:
+        try:
+            kernel = st.st_size > 0 and os.stat(folder).st_dev == st.st_dev
+        except OSError:
+            continue
+        if kernel:
+            raise Unhashable(f"a file of the kernel ({folder}) that says it holds {st.st_size:,} bytes: not read")
+    holes = st.st_size - _data_bytes(fd, st.st_size)
+    if holes > MAX_HOLE_BYTES and holes * 2 > st.st_size:
+        raise Unhashable(f"a sparse file: {holes:,} of its {st.st_size:,} bytes are holes, not on a disk: not read")
+
+
+def _data_bytes(fd: int, size: int) -> int:
+    """The bytes of an open file that are data, not holes, as its file system tells (all of
+    them where it cannot: no SEEK_HOLE, or more than :data:`_MAX_EXTENTS` extents)."""
+    if not hasattr(os, "SEEK_HOLE"):
+        return size
+    data = at = 0
+    try:
+        for _ in range(_MAX_EXTENTS):
+            if at >= size:
+                return data
+            start = os.lseek(fd, at, os.SEEK_DATA)
+            at = os.lseek(fd, start, os.SEEK_HOLE)
+            data += at - start
+        return data + max(0, size - at)
+    except OSError as exc:
+        return data if exc.errno == errno.ENXIO else size  # ENXIO: no data past ``at``
+    finally:
+        os.lseek(fd, 0, os.SEEK_SET)
 
 
 def _regular(mode: int) -> None:
@@ -114,7 +179,7 @@ def dataset_files(folder: Path) -> list[Path]:
     return sorted(found)
 
 
-def folder_sha256(folder: Path, size: object = None) -> str:
+def folder_sha256(folder: Path, size: object = None, *, on_disk: bool = False) -> str:
     """SHA-256 over the files of a datasets folder (:func:`dataset_files`): each file's path
     inside it and SHA-256, in order.
 
@@ -122,6 +187,7 @@ def folder_sha256(folder: Path, size: object = None) -> str:
         folder: The folder.
         size: The total size of its files the manifest recorded, if any: a folder whose
             files add up to another size is not read.
+        on_disk: As :func:`stable_sha256`'s, for each file.
 
     Raises:
         Unhashable: See :func:`dataset_files` and :func:`stable_sha256`.
@@ -131,7 +197,7 @@ def folder_sha256(folder: Path, size: object = None) -> str:
         raise Unhashable(f"size {total}, was {size}")
     digest = hashlib.sha256()
     for p in files:
-        digest.update(f"{p.relative_to(folder).as_posix()}\0{stable_sha256(p)}\n".encode())
+        digest.update(f"{p.relative_to(folder).as_posix()}\0{stable_sha256(p, on_disk=on_disk)}\n".encode())
     return digest.hexdigest()
 
 
@@ -147,24 +213,24 @@ def folder_size(files: list[Path]) -> int:
         raise Unhashable(f"cannot be read ({exc.strerror or exc})") from None
 
 
-def found_sha256(path: Path, size: object = None) -> str:
-    """A file's SHA-256 as ``localjury verify`` finds it (see :func:`stable_sha256`), or why
-    it was not read."""
+def found_sha256(path: Path, size: object = None, seen: Seen | None = None) -> str:
+    """A file's SHA-256 as ``localjury verify`` finds it (see :func:`stable_sha256`: only a
+    file on a disk, each file of ``seen`` once), or why it was not read."""
     try:
-        return stable_sha256(path, size)
+        return stable_sha256(path, size, on_disk=True, seen=seen)
     except Unhashable as exc:
         return exc.reason
 
 
 def found_dataset_sha256(path: Path, size: object = None) -> str:
     """A dataset's SHA-256 as ``localjury verify`` finds it, or why it was not read: a regular
-    file, or a Hugging Face datasets folder, never any other folder (a manifest's path is data,
-    and ``/`` is a folder too); no more than the ``size`` the manifest recorded."""
+    file on a disk, or a Hugging Face datasets folder, never any other folder (a manifest's path
+    is data, and ``/`` is a folder too); no more than the ``size`` the manifest recorded."""
     try:
         if not path.is_dir():
-            return stable_sha256(path, size)
+            return stable_sha256(path, size, on_disk=True)
         if is_saved_dataset(path):
-            return folder_sha256(path, size)
+            return folder_sha256(path, size, on_disk=True)
         return "a folder that is not a Hugging Face datasets folder (save_to_disk): not read"
     except Unhashable as exc:
         return exc.reason
