@@ -27,7 +27,7 @@ from localjury.records.neutralise import Neutraliser
 from localjury.records.record import Record
 from localjury.results.record_result import InvalidSample, ModelJudgment, RecordResult
 from localjury.types import Completion, Message, Stored
-from localjury.votes.calibration import CalibrationFile, Calibrator
+from localjury.votes.calibration import CalibrationFile, Calibrator, fits_by_metric
 from localjury.votes.heads import DecisionHead
 from localjury.votes.voting import (
     Scoring,
@@ -362,7 +362,7 @@ def judging_for(metric: Metric, sampling: JudgingSettings) -> Judging:
     if metric.calibrators:  # a judge profile's fits (an AlignedCritic)
         calibrators = {c.model: c for c in metric.calibrators}
     elif calibration is not None and metric.kind == "judge":
-        calibrators = {c.model: c for c in calibration.calibrators if c.metric == metric.name}
+        calibrators = dict(fits_by_metric(calibration.calibrators).get(metric.name, {}))
     else:
         calibrators = {}
     return judging(

@@ -11,6 +11,7 @@ judgment store keys every generation by them.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -124,8 +125,8 @@ class JudgeProfile(BaseModel):
     @field_validator("examples")
     @classmethod
     def _unique_ids(cls, value: list[LabeledExample]) -> list[LabeledExample]:
-        ids = [e.id for e in value]
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        counts = Counter(e.id for e in value)
+        dupes = sorted(i for i, n in counts.items() if n > 1)
         if dupes:
             raise ValueError(f"example ids must be unique; repeated: {', '.join(dupes[:5])}")
         return value

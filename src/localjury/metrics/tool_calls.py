@@ -28,7 +28,9 @@ reference calls as a criterion can ask it).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from localjury.errors import RecordError
@@ -53,6 +55,22 @@ def json_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and bool(a == b)
 
 
+def json_key(value: Any) -> Hashable:
+    """A hashable form of a parsed JSON value: two values have equal keys exactly where
+    :func:`json_equal` holds (a NaN, equal to nothing, gets a key of its own), so that calls are
+    matched through a dict rather than each against every other."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        # Python's == and hash agree across int and float (1 == 1.0, exactly for large ones).
+        return ("number", value) if value == value else ("nan", object())
+    if isinstance(value, dict):
+        return ("object", frozenset((k, json_key(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("array", tuple(json_key(v) for v in value))
+    return (type(value).__name__, value)
+
+
 @dataclass(frozen=True)
 class _Call:
     """A call with its arguments parsed, for matching."""
@@ -60,10 +78,12 @@ class _Call:
     name: str
     arguments: Any
     text: str
+    key: Hashable = field(compare=False)
 
     @classmethod
     def of(cls, call: FunctionCall) -> _Call:
-        return cls(call.name, json.loads(call.arguments), f"{call.name}({call.arguments})")
+        arguments = json.loads(call.arguments)
+        return cls(call.name, arguments, f"{call.name}({call.arguments})", (call.name, json_key(arguments)))
 
     def matches(self, other: _Call) -> bool:
         return self.name == other.name and json_equal(self.arguments, other.arguments)
@@ -141,13 +161,14 @@ def _in_order(ref: list[_Call], act: list[_Call]) -> list[tuple[int, int]]:
 
 def _any_order(ref: list[_Call], act: list[_Call]) -> list[tuple[int, int]]:
     """Each reference call matched to the first call made that matches it and is still free."""
-    free = list(range(len(act)))
+    free: dict[Hashable, deque[int]] = {}  # the calls made, by key, each key's in order
+    for j, call in enumerate(act):
+        free.setdefault(call.key, deque()).append(j)
     pairs = []
     for i, call in enumerate(ref):
-        j = next((j for j in free if call.matches(act[j])), None)
-        if j is not None:
-            free.remove(j)
-            pairs.append((i, j))
+        waiting = free.get(call.key)
+        if waiting:
+            pairs.append((i, waiting.popleft()))
     return pairs
 
 

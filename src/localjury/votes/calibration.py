@@ -161,6 +161,25 @@ def cross_validated(
     return k, out
 
 
+#: The last list of fits :func:`fits_by_metric` indexed, and its index.
+_indexed: list[tuple[list[Calibrator], dict[str, dict[str, Calibrator]]]] = []
+
+
+def fits_by_metric(calibrators: list[Calibrator]) -> dict[str, dict[str, Calibrator]]:
+    """Fits by metric, then by model (of two for one model and metric, the later), indexed once
+    for a list however often it is asked: a run asks for each of its metrics' fits, and a file
+    may hold thousands. The index is shared: read it, never change it.
+    """
+    cached = _indexed[0] if _indexed else None
+    if cached is None or cached[0] is not calibrators:  # the list is held, so its id is never reused
+        index: dict[str, dict[str, Calibrator]] = {}
+        for c in calibrators:
+            index.setdefault(c.metric, {})[c.model] = c
+        cached = (calibrators, index)
+        _indexed[:] = [cached]
+    return cached[1]
+
+
 class CalibrationFile(BaseModel):
     """What ``localjury calibrate`` writes and ``run --calibration`` reads."""
 
@@ -181,8 +200,8 @@ class CalibrationFile(BaseModel):
         return self.model_copy(update={"calibrators": kept + new})
 
     def lookup(self, model: str, metric: str) -> Calibrator | None:
-        """The fit for this model and metric, or None."""
-        return next((c for c in self.calibrators if c.model == model and c.metric == metric), None)
+        """The fit for this model and metric (of two, the later: the one a run applies), or None."""
+        return fits_by_metric(self.calibrators).get(metric, {}).get(model)
 
     def require(self, models: Iterable[str], metrics: Iterable[str], where: str) -> None:
         """Refuse a run this file does not cover, before any model loads.
