@@ -50,6 +50,12 @@ class HeadCritic(AlignedCritic):
         #: Each head's hash, computed once (it hashes every weight).
         self.head_sha256s = {model: head.sha256() for model, head in self.heads.items()}
 
+    @property
+    def head_source(self) -> str:
+        """Where its heads come from, for messages: the judge profile's file, where it was read from one."""
+        path = (self.profile or {}).get("path")
+        return f"judge profile {path}" if path else f"the judge profile of metric {self.name!r}"
+
     def zero_shot_messages(self, record: Record, neutralise: Neutraliser = DEFAULT) -> list[Message]:
         """The criterion's prompt with no demonstrations: what a head reads."""
         return AspectCritic.messages(self, record, neutralise)

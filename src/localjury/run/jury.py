@@ -1,4 +1,7 @@
-"""The jury: the models' specs as the run uses them, checked before anything loads."""
+"""The jury: the models' specs as the run uses them, checked before anything loads: against the
+run's settings, a thinking budget against each model's context, and a decision head against its
+model's shape, read from the model's config (a Hugging Face folder's config.json, a GGUF file's
+metadata) without loading it."""
 
 from __future__ import annotations
 
@@ -8,8 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localjury.engines import quotes_refusal, resolve_engine
+from localjury.engines._catalog import loads
 from localjury.errors import ConfigError
+from localjury.metrics.head_critic import HeadCritic
 from localjury.metrics.judging import Judging
+from localjury.models._shape import model_shape
 from localjury.models._trust import check_remote_code
 from localjury.models.registry import DEFAULT_MODEL, ModelSpec, load_registry
 from localjury.records.neutralise import Neutraliser, tokenizer_markers
@@ -19,6 +25,10 @@ from localjury.run.context import JuryModel
 
 if TYPE_CHECKING:
     from localjury.run.cluster.session import RaySession
+
+#: The fewest tokens a thinking budget must leave a prompt in a model's context: a judge prompt's
+#: instruction alone takes more (a budget that leaves less makes every record an error).
+MIN_PROMPT_TOKENS = 64
 
 
 def resolve_models(
@@ -60,17 +70,24 @@ def jury_specs(judgings: Sequence[Judging], config: RunConfig, session: RaySessi
         ConfigError: A model named twice or unknown, a model asking to run its own code that
             the run does not name in ``trust_remote_code``, sampling at temperature 0 with a
             strictness above 1, an extractor not in the jury, a calibration without a fit
-            for a (model, judge metric) of the run, or a metric asking for quoted evidence
-            of a model whose engine cannot constrain quotes.
+            for a (model, judge metric) of the run, a metric asking for quoted evidence
+            of a model whose engine cannot constrain quotes, a thinking budget that leaves a
+            prompt no room in its model's context, or a decision head whose weights or layer
+            do not fit its model's config.
     """
     jury = config.jury
     specs = resolve_models(jury.models, jury.registry, jury.trust_remote_code)
     seen = [s.name for s in specs]
     if len(set(seen)) != len(seen):
         raise ConfigError(f"a model is named twice in the jury: {', '.join(seen)}")
+    if jury.thinking is not None:
+        specs = [spec.model_copy(update={"thinking": jury.thinking}) for spec in specs]
+    # Before the engines are resolved: `auto` may time each engine on the model (minutes, once).
+    for spec in specs:
+        _check_thinking(spec, spec.max_tokens if config.sampling.max_tokens is None else config.sampling.max_tokens)
+    _check_heads(specs, judgings, jury.engine)
     resolve = session.resolve_engine if session is not None else resolve_engine
-    thinking = {"thinking": jury.thinking} if jury.thinking is not None else {}
-    specs = [spec.model_copy(update={"engine": resolve(spec, jury.engine), **thinking}) for spec in specs]
+    specs = [spec.model_copy(update={"engine": resolve(spec, jury.engine)}) for spec in specs]
     k = max(j.k for j in judgings)
     for spec in specs:
         temp = spec.temperature if config.sampling.temperature is None else config.sampling.temperature
@@ -91,6 +108,40 @@ def jury_specs(judgings: Sequence[Judging], config: RunConfig, session: RaySessi
         if refusal is not None:
             raise ConfigError(f"model {spec.name!r}, metric {quoting[0]!r}: {refusal}")
     return specs
+
+
+def _check_thinking(spec: ModelSpec, max_tokens: int) -> None:
+    """Refuse a thinking budget that leaves a sample's prompt no room in the model's context:
+    every record would be an error ("exceeds its context") after the model loads."""
+    if not spec.thinking:
+        return
+    output = spec.output_tokens(max_tokens)
+    if output + MIN_PROMPT_TOKENS > spec.context_length:
+        raise ConfigError(
+            f"model {spec.name!r}: a thinking budget of {spec.thinking:,} tokens, with max_tokens {max_tokens:,} "
+            f"and {output - max_tokens - spec.thinking} for the close, takes {output:,} of its context_length "
+            f"{spec.context_length:,} and leaves fewer than {MIN_PROMPT_TOKENS} tokens for a prompt: lower the "
+            "thinking budget (--thinking, or thinking in models.yaml) or max_tokens, or raise context_length"
+        )
+
+
+def _check_heads(specs: Sequence[ModelSpec], judgings: Sequence[Judging], engine: str | None) -> None:
+    """Refuse a decision head whose weights or layer do not fit its model, read from the
+    model's config (config.json, or the GGUF's metadata) without loading it. The files are
+    those of the engine the run names (``engine``, else the entry's); for ``auto``, of the
+    engine the head was fitted on (another engine is refused by the head's binding)."""
+    for judging in judgings:
+        metric = judging.metric
+        if not isinstance(metric, HeadCritic):
+            continue
+        for spec in specs:
+            head = metric.heads.get(spec.name)
+            if head is None:
+                continue
+            named = "server" if spec.is_served else engine or spec.engine
+            shape = model_shape(spec, loads(head.binding.engine if named == "auto" else named))
+            if shape is not None:
+                head.check_shape(shape, model=spec.name, source=metric.head_source)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from localjury._hashing import content_hash
 from localjury.errors import ConfigError
+from localjury.models._shape import ModelShape
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,6 +99,32 @@ class DecisionHead(BaseModel):
             )
         z = float(sum(w * float(x) for w, x in zip(self.weights, state, strict=True))) + self.bias
         return 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
+
+    def check_shape(self, shape: ModelShape, *, model: str, source: str) -> None:
+        """Refuse a model whose hidden states this head cannot read: another hidden size than
+        its weights' count, or fewer blocks than its layer needs.
+
+        Args:
+            shape: The model's shape, read from its config.
+            model: The model's name.
+            source: Where the head comes from (its judge profile), for the message.
+
+        Raises:
+            ConfigError: Naming the head's file, its weight count or layer, the model, and the
+                model's hidden size or blocks.
+        """
+        head = f"the decision head of {self.binding.model!r} in {source}"
+        fix = "it was fitted on another model's hidden states: run `localjury align` again for this model"
+        if shape.hidden_size is not None and shape.hidden_size != len(self.weights):
+            raise ConfigError(
+                f"{head} has {len(self.weights):,} weights, but model {model!r} has a hidden size of "
+                f"{shape.hidden_size:,} ({shape.source}): {fix}"
+            )
+        if shape.blocks is not None and self.layer >= shape.blocks:
+            raise ConfigError(
+                f"{head} reads layer {self.layer}, but model {model!r} has {shape.blocks} blocks, 0 to "
+                f"{shape.blocks - 1} ({shape.source}): {fix}"
+            )
 
     def verdict(self, probability: float) -> int:
         """1 where ``probability`` is at or above the threshold, else 0."""
