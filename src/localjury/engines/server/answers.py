@@ -37,6 +37,13 @@ TOKEN_BYTES = 1 << 10
 LOGPROB_TOKEN_BYTES = 16 << 10
 #: Whatever n and max_tokens, no answer is read past this.
 ANSWER_CEILING = 256 << 20
+#: The most characters kept of one sample's thinking (``reasoning_content``): far more than a
+#: thinking budget's tokens write (about 4 characters a token: 250,000 tokens), so that a server
+#: that sends more (one answer may hold hundreds of MiB within its cap) has its sample keep the
+#: head, and a note of the cut, rather than the whole in the store and the results.
+THINKING_MAX_CHARS = 1 << 20
+#: What follows a thinking cut to :data:`THINKING_MAX_CHARS`.
+THINKING_CUT = "\n[… thinking cut: the server sent {sent:,} characters; the first {kept:,} are kept]"
 
 LogProb = Annotated[float, Strict(), Field(le=LOGPROB_SLACK, allow_inf_nan=False)]
 """A log-probability: a finite number, at most 0 (beyond float rounding, :data:`LOGPROB_SLACK`)."""
@@ -57,6 +64,14 @@ def answer_cap(n: int, max_tokens: int, logprobs: bool) -> Cap:
     what = "with log-probabilities" if logprobs else "without log-probabilities"
     rule = f"64 KiB + {per >> 10} KiB per token of {n} x {max_tokens} tokens {what}, at most 256 MiB"
     return Cap(size, rule)
+
+
+def bounded_thinking(thinking: str | None) -> str | None:
+    """A sample's thinking as it is kept: whole up to :data:`THINKING_MAX_CHARS` characters,
+    else its head and a note saying how much the server sent."""
+    if thinking is None or len(thinking) <= THINKING_MAX_CHARS:
+        return thinking
+    return thinking[:THINKING_MAX_CHARS] + THINKING_CUT.format(sent=len(thinking), kept=THINKING_MAX_CHARS)
 
 
 def structured(mode: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -240,7 +255,7 @@ class Answers:
                     n_tokens=n_tokens,
                     finished=choice.finish_reason == "stop",
                     verdict_probs=verdict_probs(steps, decision) if steps and schema is not None else None,
-                    thinking=thinking,
+                    thinking=bounded_thinking(thinking),
                 )
             )
         return out
