@@ -9,9 +9,11 @@ that row's error.
   followed; nothing parsed), each item then parsed alone: an item over the bound is read past
   without being held, and an item that is not valid JSON is that row's error.
 - CSV is parsed by pandas as before (every cell a string), :data:`CSV_CHUNK_ROWS` rows at a time.
-- Parquet is read a row group at a time, in batches sized from the file's own metadata, string
-  columns stored with a dictionary read as dictionaries (a few distinct long strings repeated
-  over many rows stay a few strings), and turned into Python rows only a measured
+- Parquet is read a row group at a time, page by page, in batches sized from the file's own
+  metadata and its dictionaries' longest entries; a text column stored with a dictionary is read
+  as that dictionary where its plain values could be too many bytes (a few distinct long
+  strings repeated over many rows stay a few strings), as plain values elsewhere (a dictionary
+  read holds a row group's distinct values); rows are turned into Python only a measured
   :data:`BATCH_BYTES` at a time.
 """
 
@@ -21,14 +23,10 @@ import codecs
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from localjury._files import Overlong
 from localjury.errors import ConfigError
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pyarrow as pa
 
 #: The measured size of the rows turned into Python objects at a time (see :func:`_row_sizes`).
 BATCH_BYTES = 16 << 20
@@ -213,136 +211,3 @@ def _reason(exc: BaseException) -> str:
     """What an error says, never empty (pyarrow's MemoryError, say, says nothing)."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-# --- Parquet ------------------------------------------------------------------------------
-
-
-def parquet_rows(fh: IO[bytes], path: Path, limit: int) -> Iterator[dict[str, Any] | Overlong]:
-    """A Parquet file's rows, in order, read a row group at a time in batches sized from its
-    metadata; a row whose measured size (:func:`_row_sizes`) is over ``limit`` as an
-    :class:`Overlong`, never turned into Python objects.
-
-    Raises:
-        ConfigError: pyarrow cannot read the file (the message names the file and says why).
-    """
-    import pyarrow.parquet as pq
-
-    try:
-        meta = pq.ParquetFile(fh).metadata
-        shared = sorted(_dictionary_columns(meta))
-        reader = pq.ParquetFile(fh, read_dictionary=shared)
-        for group in range(meta.num_row_groups):
-            rows = _batch_rows(meta.row_group(group), shared)
-            for batch in reader.iter_batches(batch_size=rows, row_groups=[group], use_pandas_metadata=False):
-                yield from _batch_rows_of(batch, limit)
-    except ConfigError:
-        raise
-    except Exception as exc:  # pyarrow raises several unrelated types for a bad file
-        raise ConfigError(f"cannot read {path} as Parquet: {_reason(exc)}") from exc
-
-
-def _dictionary_columns(meta: Any) -> set[str]:
-    """The text and bytes columns (leaf paths) stored with a dictionary in some row group: read
-    as dictionaries (pyarrow reads only those so, not a decimal or a JSON column)."""
-    texts = {
-        j
-        for j in range(meta.num_columns)
-        if meta.schema.column(j).physical_type == "BYTE_ARRAY"
-        and meta.schema.column(j).logical_type.type in ("STRING", "NONE")
-    }
-    return {
-        column.path_in_schema
-        for group in range(meta.num_row_groups)
-        for j in texts
-        if (column := meta.row_group(group).column(j)).has_dictionary_page
-    }
-
-
-def _batch_rows(group: Any, shared: list[str]) -> int:
-    """Rows per batch of a row group, so that a batch decodes to about :data:`BATCH_BYTES`:
-    each column counted at its uncompressed size, or at its values' count (a run of one
-    number repeated is a few bytes stored), a dictionary column at its indices."""
-    total = 0
-    for j in range(group.num_columns):
-        column = group.column(j)
-        values = column.num_values * (4 if column.path_in_schema in shared else _VALUE_BYTES)
-        total += max(column.total_uncompressed_size, values)
-    per_row = max(1, total // max(1, group.num_rows))
-    return max(1, min(PARQUET_BATCH_ROWS, BATCH_BYTES // per_row))
-
-
-def _batch_rows_of(batch: pa.RecordBatch, limit: int) -> Iterator[dict[str, Any] | Overlong]:
-    """A batch's rows, turned into Python a measured :data:`BATCH_BYTES` at a time."""
-    measured = _row_sizes(batch)
-    if measured.max(initial=0) <= limit and measured.sum() <= BATCH_BYTES:
-        yield from batch.to_pylist()  # the usual batch, sized from the metadata: at once
-        return
-    sizes: list[int] = measured.tolist()
-    start = 0
-    while start < batch.num_rows:
-        if sizes[start] > limit:
-            yield _overlong_row(sizes[start], _short_id(batch, start))
-            start += 1
-            continue
-        end, held = start, 0
-        while end < batch.num_rows and sizes[end] <= limit and (end == start or held + sizes[end] <= BATCH_BYTES):
-            held += sizes[end]
-            end += 1
-        yield from batch.slice(start, end - start).to_pylist()
-        start = end
-
-
-def _short_id(batch: pa.RecordBatch, row: int) -> Any:
-    """The row's ``id`` when it is short (to name the row's error), else None."""
-    if "id" not in batch.schema.names:
-        return None
-    cell = batch.column("id").slice(row, 1)
-    return cell.to_pylist()[0] if _sizes(cell)[0] <= 200 else None
-
-
-def _row_sizes(batch: pa.RecordBatch) -> np.ndarray:
-    """Each row's measured size: the bytes of its texts, and :data:`_VALUE_BYTES` for each other
-    value (a number, a list's slot), found from the Arrow arrays without making Python objects."""
-    import numpy as np
-
-    total = np.zeros(batch.num_rows, dtype=np.int64)
-    for column in batch.columns:
-        total += _sizes(column)
-    return total
-
-
-def _sizes(array: pa.Array) -> np.ndarray:
-    """Each value's measured size (see :func:`_row_sizes`); a null's is 0."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    kind = array.type
-    if pa.types.is_dictionary(kind):
-        values = _sizes(array.dictionary)
-        indices = array.indices.fill_null(0).to_numpy(zero_copy_only=False)
-        sizes = values[indices] if len(values) else np.zeros(len(array), dtype=np.int64)
-    elif (
-        pa.types.is_string(kind)
-        or pa.types.is_large_string(kind)
-        or pa.types.is_binary(kind)
-        or (pa.types.is_large_binary(kind))
-    ):
-        sizes = pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-    elif (
-        pa.types.is_list(kind)
-        or pa.types.is_large_list(kind)
-        or pa.types.is_fixed_size_list(kind)
-        or (pa.types.is_map(kind))
-    ):
-        items = _sizes(array.flatten()) + _VALUE_BYTES
-        parents = pc.list_parent_indices(array).to_numpy(zero_copy_only=False)
-        sizes = np.bincount(parents, weights=items, minlength=len(array)).astype(np.int64)
-    elif pa.types.is_struct(kind):
-        sizes = sum((_sizes(field) for field in array.flatten()), np.zeros(len(array), dtype=np.int64))
-    else:
-        sizes = np.full(len(array), _VALUE_BYTES, dtype=np.int64)
-    if array.null_count:
-        sizes = np.where(array.is_null().to_numpy(zero_copy_only=False), 0, sizes)
-    return np.asarray(sizes, dtype=np.int64)

@@ -19,7 +19,9 @@ from typing import Any
 
 from localjury._files import MAX_LINE_BYTES, Overlong, bounded_lines, check_regular_file, open_regular_file, parse_json
 from localjury.errors import ConfigError, MissingDependencyError, RecordError
-from localjury.records._tables import csv_rows, json_items, parquet_rows
+from localjury.records._parquet import parquet_rows
+from localjury.records._saved import check_saved_dataset
+from localjury.records._tables import csv_rows, json_items
 from localjury.records.conversation import from_ragas_turns
 from localjury.records.inspect_log import iter_inspect_log
 from localjury.records.record import Record, coerce_records, dedupe, parse_record, raw_id
@@ -169,12 +171,15 @@ def is_saved_dataset(path: Path) -> bool:
 
 def load_saved_dataset(path: Path) -> Any:
     """Open a ``save_to_disk`` folder with ``datasets.load_from_disk`` (memory-mapped, not
-    read into memory); a DatasetDict folder must hold one split.
+    read into memory), once :func:`check_saved_dataset` has checked what it names; a
+    DatasetDict folder must hold one split.
 
     Raises:
         MissingDependencyError: The ``datasets`` package is not installed.
-        ConfigError: The folder cannot be read, or holds several splits.
+        ConfigError: The folder names files outside it or special files (see
+            :func:`check_saved_dataset`), cannot be read, or holds several splits.
     """
+    check_saved_dataset(path)
     # Before datasets (and huggingface_hub) is imported: a run never calls out.
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
