@@ -39,8 +39,9 @@ PLAIN_CHUNK_BYTES = 64 << 20
 #: A column read as a dictionary is read again as plain strings once its dictionary grows by
 #: this many bytes past its dictionary page.
 GROWN_BYTES = 1 << 20
-#: How pyarrow opens the file: pages read as they are decoded, never column chunks whole.
-_OPEN = {"pre_buffer": False, "buffer_size": _READ_BYTES}
+#: How pyarrow opens the file: pages read as they are decoded, never column chunks whole; JSON
+#: and UUID columns as their text and bytes (only those can be read as dictionaries).
+_OPEN = {"pre_buffer": False, "buffer_size": _READ_BYTES, "arrow_extensions_enabled": False}
 
 
 def parquet_rows(fh: IO[bytes], path: Path, limit: int) -> Iterator[dict[str, Any] | Overlong]:
@@ -77,13 +78,14 @@ class _Text:
 
 
 def _text_columns(meta: Any) -> dict[int, _Text]:
-    """The text and bytes columns, by leaf index: those pyarrow can read as dictionaries (it
-    reads only those so, not a decimal or a JSON column)."""
+    """The text and bytes columns, by leaf index: those pyarrow can read as dictionaries (JSON
+    and BSON too, read as their text or bytes: the file is opened without Arrow's extension
+    types; a decimal's bytes are a number of at most 32 bytes, read as one)."""
     names = sorted(meta.schema.to_arrow_schema().names, key=len, reverse=True)
     texts = {}
     for j in range(meta.num_columns):
         column = meta.schema.column(j)
-        if column.physical_type == "BYTE_ARRAY" and column.logical_type.type in ("STRING", "NONE"):
+        if column.physical_type == "BYTE_ARRAY" and column.logical_type.type != "DECIMAL":
             top = next((n for n in names if column.path == n or column.path.startswith(n + ".")), column.path)
             texts[j] = _Text(column.path, top, column.max_repetition_level > 0)
     return texts
@@ -264,6 +266,8 @@ def _sizes(array: pa.Array) -> np.ndarray:
     import pyarrow.compute as pc
 
     kind = array.type
+    if isinstance(kind, pa.ExtensionType):  # JSON, UUID...: measured as what they are stored as
+        return _sizes(array.storage)
     if pa.types.is_dictionary(kind):
         values = _sizes(array.dictionary)
         indices = array.indices.fill_null(0).to_numpy(zero_copy_only=False)
@@ -272,9 +276,13 @@ def _sizes(array: pa.Array) -> np.ndarray:
         pa.types.is_string(kind)
         or pa.types.is_large_string(kind)
         or pa.types.is_binary(kind)
-        or (pa.types.is_large_binary(kind))
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_string_view(kind)
+        or pa.types.is_binary_view(kind)
     ):
         sizes = pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    elif pa.types.is_fixed_size_binary(kind):
+        sizes = np.full(len(array), kind.byte_width, dtype=np.int64)
     elif (
         pa.types.is_list(kind)
         or pa.types.is_large_list(kind)

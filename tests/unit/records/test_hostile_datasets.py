@@ -131,6 +131,26 @@ def test_a_bomb_behind_a_first_row_without_contexts_is_still_read_as_its_diction
     assert isinstance(third, RecordError) and third.location == "d.parquet row 3"
 
 
+def test_a_json_column_is_measured_as_its_text_and_read_as_its_dictionary(tmp_path, monkeypatch):
+    """A column of Parquet's JSON type (Arrow's json extension type) was measured at 8 bytes a
+    value, and never read as a dictionary: now it is text like any other."""
+    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 100_000)
+    long = json.dumps("x" * 200_000)
+    values = pa.array([long if i % 3 else '"short"' for i in range(60)])
+    table = pa.table(
+        {"id": [f"r{i}" for i in range(60)], "response": pa.ExtensionArray.from_storage(pa.json_(), values)}
+    )
+    path = tmp_path / "d.parquet"
+    pq.write_table(table, path, compression="zstd")
+    assert path.stat().st_size < 20_000
+    entries = list(iter_records(path))
+    assert [isinstance(e, Record) for e in entries] == [i % 3 == 0 for i in range(60)]
+    assert entries[0].response == '"short"'
+    assert entries[1].location == "d.parquet row 2" and "the row is 200,004 bytes, over the 100,000-byte" in str(
+        entries[1]
+    )
+
+
 def distinct_rows(rows):
     return {
         "id": [f"r{i}" for i in range(rows)],
