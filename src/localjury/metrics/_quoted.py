@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel
 
-from localjury.records.conversation import ChatMessage
+from localjury.records.conversation import ChatMessage, last_response
 from localjury.records.record import Record
 from localjury.records.thinking import split_thinking
 from localjury.results.record_result import Quote
@@ -52,9 +52,12 @@ def quotable_texts(
 
 
 def _start_in(record: Record | None, field: str, shown: str) -> int:
-    """Where ``shown`` starts in the record's ``field``: after its thinking when the judge is
-    shown the answer alone, else 0."""
+    """Where ``shown`` starts in the record's ``field`` (a conversation's ``response``: its last
+    assistant turn, as ``localjury show`` finds it): after its thinking when the judge is shown
+    the answer alone, else 0."""
     raw = getattr(record, field, None) if record is not None else None
+    if raw is None and field == "response" and record is not None and record.messages:
+        raw = last_response(record.messages)
     if isinstance(raw, str) and raw != shown:
         split = split_thinking(raw)
         if split.thinking is not None and split.answer == shown:
