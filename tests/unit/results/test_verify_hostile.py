@@ -5,7 +5,6 @@ check that differs, saying why the file was not read, or the manifest is refused
 verify hang or read what is not on a disk."""
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from localjury.results import _filehash
 from localjury.results import verify as verify_module
 from localjury.results._filehash import MAX_HOLE_BYTES, found_sha256, stable_sha256
 from localjury.results.verify import MAX_CHECKS, read_manifest
-from tests.fakes import run_args, run_cli
+from tests.unit.results import test_manifest_verify
 
 
 def bounded():
@@ -37,23 +36,8 @@ def verify(*args, timeout=60):
     return proc.returncode, proc.stdout, " ".join(proc.stderr.split())
 
 
-@pytest.fixture
-def finished(tmp_path, fake_model, monkeypatch, capsys):
-    """A finished run's results (its manifest beside them), and a function that edits the manifest."""
-    registry, _ = fake_model
-    data = tmp_path / "d.jsonl"
-    data.write_text("".join(json.dumps({"id": f"r{i}", "response": f"answer {i}"}) + "\n" for i in range(2)))
-    out = tmp_path / "o" / "r.jsonl"
-    code, _, err = run_cli(monkeypatch, capsys, *run_args(data, registry, out, "--no-cache"))
-    assert code == 0, err
-    manifest = out.parent / "r.manifest.json"
-
-    def edit(change):
-        body = json.loads(manifest.read_text())
-        change(body)
-        manifest.write_text(json.dumps(body))
-
-    return out, edit
+#: A finished run's results (its manifest beside them), and a function that edits the manifest.
+finished = test_manifest_verify.run
 
 
 def model_files(*names, digest="ab" * 32):
