@@ -190,9 +190,7 @@ class Run:
         own (``output_set``: bench, calibrate)."""
         config = settled.config
         protected = protected_files(checked.dataset, config.store.path(), config, checked.specs, settled.inputs)
-        # The caller's inputs too (bench: its labels, which the run is given as records).
-        given = self.output_set.inputs if self.output_set is not None else {}
-        check_store({w: p for inputs in (given, protected) for w, p in inputs.items() if p is not None})
+        check_store(protected, self.output_set.inputs if self.output_set is not None else {})
         if self.output_set is not None:
             self.output_set.check(protected)
             yield None
@@ -378,8 +376,7 @@ def _kept_note(ctx: RunContext, store: JudgmentStore, *, temporary: bool, exc: B
     kept = store.kept
     files = "" if isinstance(exc, CommitError) and exc.outcome != "previous" else "; no results file was written"
     where = f"the temporary store {store.path}" if temporary else f"the judgment store {store.path}"
-    if ctx.config.store.fresh and not temporary:
-        # `fresh` generates every prompt again, the ones this run kept too: say what each choice does.
+    if ctx.config.store.fresh and not temporary:  # every prompt generated again, the kept ones too
         resume = (
             "the same command generates them again (`fresh`); without `fresh` it keeps them, and records this run "
             "had not reached reuse what the store held before it"

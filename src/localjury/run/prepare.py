@@ -160,15 +160,17 @@ def protected_files(
 _STORE = "judgment store"
 
 
-def check_store(inputs: Mapping[str, Path | None]) -> None:
+def check_store(inputs: Mapping[str, Path | None], given: Mapping[str, Path | None] | None = None) -> None:
     """Refuse a judgment store whose file (or a journal beside it) is one of the run's other
     ``inputs`` (by path, through links, or as a hard link) or lies in an input folder: a run
     writes its store in place, so ``--cache data.jsonl`` would turn the dataset into SQLite.
-    Called with every input before the store opens.
+    Called with every input before the store opens; ``given``: the caller's inputs too (bench:
+    its labels, which the run is given as records).
 
     Raises:
         ConfigError: Naming the store, the input and the fix.
     """
+    inputs = {w: p for named in (given or {}, inputs) for w, p in named.items() if p is not None}
     others = {w: p for w, p in inputs.items() if not w.startswith(_STORE)}
     for what, path in inputs.items():
         if what.startswith(_STORE) and path is not None:
