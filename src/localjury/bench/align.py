@@ -30,7 +30,8 @@ from localjury._version import __version__
 from localjury.bench.calibrate import _fit
 from localjury.bench.config import AlignConfig
 from localjury.bench.decision_ways import decide, fit_model_heads, prompt_ways, too_few
-from localjury.bench.formats import BenchItem, check_unique_ids, load, sample
+from localjury.bench.formats import BenchItem, load
+from localjury.bench.sampling import check_unique_ids, sample
 from localjury.engines import load_engine, resolve_engine
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic

@@ -12,7 +12,8 @@ from localjury._version import __version__
 from localjury.bench import stats
 from localjury.bench._judge import graded, resolve_metric
 from localjury.bench.config import CalibrateConfig
-from localjury.bench.formats import BenchItem, load, sample
+from localjury.bench.formats import BenchItem, load
+from localjury.bench.sampling import sample
 from localjury.errors import ConfigError
 from localjury.models.registry import ModelSpec
 from localjury.results._outputs import OutputSet

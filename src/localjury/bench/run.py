@@ -15,8 +15,9 @@ from localjury.bench.align import add_aligned, aligned_judge, traces_of
 from localjury.bench.checklist_comparison import checklist_critics, compare_checklist
 from localjury.bench.config import BenchConfig
 from localjury.bench.figures import compute
-from localjury.bench.formats import FORMATS, BenchItem, check_unique_ids, load, sample
+from localjury.bench.formats import FORMATS, BenchItem, load
 from localjury.bench.published import llmbar_reference
+from localjury.bench.sampling import check_unique_ids, sample
 from localjury.errors import ConfigError
 from localjury.metrics.base import Metric
 from localjury.models.registry import ModelSpec

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from localjury.bench.formats import FORMATS, load, sample
+from localjury.bench.formats import FORMATS, load
+from localjury.bench.sampling import sample
 from localjury.errors import ConfigError
 from tests import ROOT
 

@@ -11,8 +11,9 @@ pytest.importorskip("sklearn")
 
 from localjury.bench.align import build_profile
 from localjury.bench.calibrate import calibrate
-from localjury.bench.formats import check_unique_ids, load
+from localjury.bench.formats import load
 from localjury.bench.run import run_bench
+from localjury.bench.sampling import check_unique_ids
 from localjury.errors import ConfigError
 from localjury.metrics import AspectCritic
 from tests.fakes import GOLD, factory, judgment, responder, spec
