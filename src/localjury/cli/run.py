@@ -119,9 +119,9 @@ DryRunOpt = Annotated[
     bool,
     typer.Option(
         "--dry-run",
-        help="Plan the run without running it: per model the records, prompts, samples and prompt tokens to "
-        "generate, the samples already in the judgment store, and the time estimated from a short sample "
-        "(--estimate). Writes no results.",
+        help="Plan the run without running it or loading a model: per model the records, prompts, samples and "
+        "prompt tokens to generate and the samples already in the judgment store; with --estimate N, also the "
+        "time estimated from N prompts generated per model. Writes no results.",
     ),
 ]
 EstimateOpt = Annotated[
@@ -129,8 +129,9 @@ EstimateOpt = Annotated[
     typer.Option(
         "--estimate",
         min=0,
-        help="With --dry-run: prompts per model to generate and time for the estimate (default 4; 0: load no "
-        "model). What they generate is kept in the judgment store for the run.",
+        help="With --dry-run: load each model with work left, generate and time N of its prompts, and estimate "
+        "the run's time (default 0: load no model, no estimate; 4 is a good start). What they generate is kept "
+        "in the judgment store for the run.",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="With --dry-run: print the plan as JSON.")]
@@ -177,7 +178,7 @@ def run(
     settings: dict[str, Any] | None = None,
 ) -> None:
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary
-    (with --dry-run: plan the run and estimate its time instead)."""
+    (with --dry-run: plan the run instead, without loading a model)."""
     from localjury.metrics.spec import metrics_of_options
     from localjury.results.gate import Gate, check_names
     from localjury.results.summary import summary_path_for
@@ -229,16 +230,9 @@ def _dry_run(data: Path, metrics: list[Any], config: Any, estimate: int | None, 
     """Plan the run and print the plan (a table, or JSON on stdout)."""
     from localjury.results.tables import print_plan
     from localjury.run import dry_run
-    from localjury.run.dry import DEFAULT_ESTIMATE_PROMPTS
 
     with _interruptible(), _progress(quiet or as_json) as progress:
-        plan = dry_run(
-            data,
-            metrics,
-            config=config,
-            estimate=DEFAULT_ESTIMATE_PROMPTS if estimate is None else estimate,
-            progress=progress,
-        )
+        plan = dry_run(data, metrics, config=config, estimate=estimate or 0, progress=progress)
     if as_json:
         sys.stdout.write(plan.model_dump_json(indent=2) + "\n")
     else:

@@ -42,8 +42,6 @@ from localjury.store import GenerationStore, JudgmentStore, Stored
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-#: Prompts per model that the estimate generates, by default.
-DEFAULT_ESTIMATE_PROMPTS = 4
 
 
 def dry_run(
@@ -52,7 +50,7 @@ def dry_run(
     models: Sequence[str | ModelSpec] | None = None,
     *,
     config: RunConfig | None = None,
-    estimate: int = DEFAULT_ESTIMATE_PROMPTS,
+    estimate: int = 0,
     progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
     tokenizer_factory: TokenizerFactory | None = None,
@@ -60,14 +58,17 @@ def dry_run(
 ) -> RunPlan:
     """Plan the run :func:`~localjury.evaluate` would make with the same arguments, per model:
     the records, prompts and samples (judgments) it would generate, their prompt tokens, and
-    the samples already in the judgment store; then estimate its time from a short sample.
+    the samples already in the judgment store, without loading a model (the prompt tokens are
+    counted with each model's tokenizer alone); with ``estimate``, then estimate its time from a
+    short sample.
 
     ``records``, ``metrics``, ``models``, ``config`` and ``settings`` are as for
     :func:`~localjury.evaluate` (``cluster`` excepted: a dry run plans a run on this machine).
 
     Args:
         estimate: Prompts per model to generate and time (the first ones the run would
-            generate; each draws its k samples); 0 loads no model and estimates nothing.
+            generate; each draws its k samples); 0 (the default) loads no model and estimates
+            nothing.
             What they generate is kept in the judgment store, under the keys the run uses.
         progress: A rich ``Progress`` to show each model's planning pass in.
         engine_factory: Build an engine from a spec, for the estimate (default: the

@@ -54,10 +54,10 @@ def judge(metrics=(DATED, SHORT), **kw):
                     engine_factory=factory(respond, []), **kw)  # fmt: skip
 
 
-def test_counts_are_the_runs_and_no_model_loads_without_an_estimate(tmp_path):
+def test_counts_are_the_runs_and_no_model_loads_by_default(tmp_path):
     engines: list = []
     store = tmp_path / "store.sqlite"
-    result = plan(engines=engines, estimate=0, cache=store)
+    result = plan(engines=engines, cache=store)  # no estimate asked for: the default
     assert engines == [] and not store.exists()  # no model loaded, no store made
     assert (result.records, result.record_errors, result.seconds, result.kept) == (5, 1, None, False)
     run = judge(cache=tmp_path / "other.sqlite")
