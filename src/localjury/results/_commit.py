@@ -9,8 +9,8 @@ A commit of an output set (see :class:`localjury.results._outputs.OutputSet`) go
 3. a journal, ``.<anchor>.localjury.commit`` beside the set's anchor (its last file, the one
    that vouches for the others: the manifest, ``metrics.json``), lists each file's final path,
    temporary file and backup and the identity (device, inode, size) of its new and previous
-   file, and is signed (see the trust rule below); it is written whole (a temporary file,
-   fsynced, renamed) before anything is renamed;
+   file, and is signed; it is written whole (a temporary file, fsynced, renamed) before
+   anything is renamed;
 4. any file of the set this commit does not write and (in a set of several files) the
    anchor's previous file are removed, then each temporary file is renamed over its final
    path, the anchor last;
@@ -31,14 +31,9 @@ files are new and which are the previous ones, and leaves the journal for the ne
 So a reader going through localjury finds a whole previous set or a whole new set; one that
 does not can tell from the anchor, which is missing while the renames are under way.
 
-**The trust rule.** A journal is data until proven ours: it is settled only when it is signed
-with this user's commit key (an HMAC-SHA256 with ``$LOCALJURY_HOME/commit.key``, which only
-this user can read: whoever wrote the output folder cannot sign) and lists only the files of its own set, each a
-name in the journal's folder (an absolute path for a file of the set in another folder)
-with temporary files and backups of ours beside it, none a link (see
-:mod:`localjury.results._journal`). A journal that fails any of this (planted in a folder
-someone sent, or written under another ``$LOCALJURY_HOME``) is never settled nor removed,
-and nothing it names is touched: the command stops and names it and the rule it fails.
+**The trust rule.** A journal is data until proven ours (:mod:`localjury.results._journal`):
+one localjury cannot prove it wrote for its own files is never settled nor removed, and
+nothing it names is touched.
 """
 
 from __future__ import annotations
@@ -51,35 +46,15 @@ from pathlib import Path
 
 from localjury.errors import CommitError, ConfigError, Outcome
 from localjury.results._journal import (
-    MARK,
     NEW_FILE,
-    OURS,
     Entry,
-    Journal,
-    UntrustedJournal,
     commit_key,
-    host,
     identity,
     journal_bytes,
     journal_path,
     own_name,
     read_journal,
 )
-
-__all__ = [
-    "MARK",
-    "OURS",
-    "Entry",
-    "Journal",
-    "StagedFile",
-    "UntrustedJournal",
-    "commit",
-    "host",
-    "identity",
-    "journal_path",
-    "own_name",
-    "settle",
-]
 
 
 class StagedFile:
@@ -92,15 +67,14 @@ class StagedFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.tmp = own_name(path, "tmp")
-        fd = os.open(self.tmp, NEW_FILE, 0o666)
-        self._fh = os.fdopen(fd, "wb")
+        self._fh = os.fdopen(os.open(self.tmp, NEW_FILE, 0o666), "wb")
         self._hash = hashlib.sha256()
         self.size = 0
         self.sha256: str | None = None
 
-    def write(self, text: str) -> None:
-        """Append text (UTF-8)."""
-        data = text.encode("utf-8")
+    def write(self, text: str | bytes) -> None:
+        """Append text (as UTF-8) or bytes."""
+        data = text.encode("utf-8") if isinstance(text, str) else text
         self._hash.update(data)
         self._fh.write(data)
         self.size += len(data)
@@ -120,8 +94,7 @@ class StagedFile:
         """Close without caring whether that fails (a full disk), and remove the file."""
         with contextlib.suppress(OSError):
             self._fh.close()
-        with contextlib.suppress(OSError):
-            self.tmp.unlink(missing_ok=True)
+        _remove(self.tmp)
 
 
 def commit(staged: Sequence[StagedFile], removed: Iterable[Path] = ()) -> None:
@@ -134,14 +107,20 @@ def commit(staged: Sequence[StagedFile], removed: Iterable[Path] = ()) -> None:
     key = commit_key(create=True)
     for f in staged:
         f.close()
-    anchor = staged[-1].path
-    gone = [p for p in removed if os.path.lexists(p)]
+    journal = journal_path(staged[-1].path)
     entries: list[Entry] = []
     try:
-        for path, tmp in [*((p, None) for p in gone), *((f.path, f.tmp) for f in staged)]:
+        for path, tmp in [*((p, None) for p in removed if os.path.lexists(p)), *((f.path, f.tmp) for f in staged)]:
             entries.append(_entry(path, tmp))
-        journal = journal_path(anchor)
-        _write_journal(journal, anchor, entries, key)
+        record = StagedFile(staged[-1].path)  # a temporary file of the anchor's: clean_stale's if left
+        try:
+            record.write(journal_bytes(journal, entries, key))
+            record.close()
+            os.replace(record.tmp, journal)
+        except BaseException:
+            record.discard()
+            raise
+        _sync_folders([journal, *(Path(e.path) for e in entries)])
     except BaseException:
         for e in entries:  # nothing was renamed: the previous set is untouched
             _remove(e.backup)
@@ -161,28 +140,12 @@ def _entry(path: Path, tmp: Path | None) -> Entry:
     old = identity(path)
     backup = None
     if old is not None:
-        link = own_name(path, "old")
+        backup = own_name(path, "old")
         try:
-            os.link(path, link, follow_symlinks=False)
-            backup = str(link)
+            os.link(path, backup, follow_symlinks=False)
         except OSError:  # a file system without hard links: this file cannot be restored
-            pass
-    return Entry(path=str(path), tmp=str(tmp) if tmp else None, backup=backup, new=identity(tmp), old=old)
-
-
-def _write_journal(journal: Path, anchor: Path, entries: list[Entry], key: bytes) -> None:
-    tmp = own_name(anchor, "tmp")  # a temporary file of the anchor's: removed by clean_stale if left
-    try:
-        fd = os.open(tmp, NEW_FILE, 0o666)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(journal_bytes(journal, entries, key))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, journal)
-    except BaseException:
-        _remove(tmp)
-        raise
-    _sync_folders([journal, *(Path(e.path) for e in entries)])
+            backup = None
+    return Entry(path=str(path), tmp=tmp and str(tmp), backup=backup and str(backup), new=identity(tmp), old=old)
 
 
 def _forward(entries: list[Entry]) -> None:
@@ -212,12 +175,12 @@ def _back(entries: list[Entry]) -> None:
     _sync_folders(Path(e.path) for e in entries)
 
 
-def can_forward(entries: list[Entry]) -> bool:
+def _can_forward(entries: list[Entry]) -> bool:
     """Whether every new file is in place or whole in its temporary file."""
     return all(e.tmp is None or identity(e.path) == e.new or identity(e.tmp) == e.new for e in entries)
 
 
-def can_back(entries: list[Entry]) -> bool:
+def _can_back(entries: list[Entry]) -> bool:
     """Whether every previous file is in place, in its backup, or was none."""
     return all(e.old is None or identity(e.path) == e.old or identity(e.backup) == e.old for e in entries)
 
@@ -244,22 +207,22 @@ def settle(journal: Path, key: bytes | None) -> str:
     recorded, entries = read_journal(journal, key)
     names = ", ".join(Path(e.path).name for e in entries)
     by = f"by process {recorded.pid} on {recorded.host}"
-    if can_forward(entries):
+    if _can_forward(entries):
         _forward(entries)
         done = f"completed a commit cut short ({by}): {names} are the files it wrote"
-    elif can_back(entries):
+    elif _can_back(entries):
         _back(entries)
         done = f"undid a commit cut short ({by}): {names} are the previous files"
     else:
         raise ConfigError(
-            f"the commit journal {journal} cannot be settled ({describe(entries)}): neither the new nor the "
+            f"the commit journal {journal} cannot be settled ({_describe(entries)}): neither the new nor the "
             "previous files are all on disk; move the journal aside and write the files again"
         )
     _finish(journal, entries)
     return done
 
 
-def describe(entries: list[Entry]) -> str:
+def _describe(entries: list[Entry]) -> str:
     """Which files are new, which are the previous ones, which are missing."""
     groups: dict[str, list[str]] = {}
     for e in entries:
@@ -268,10 +231,8 @@ def describe(entries: list[Entry]) -> str:
             state = "new"
         elif here == e.old:
             state = "previous" if here is not None else "absent (as before)"
-        elif here is None:
-            state = "missing"
         else:
-            state = "changed by someone else"
+            state = "missing" if here is None else "changed by someone else"
         groups.setdefault(state, []).append(Path(e.path).name)
     return "; ".join(f"{state}: {', '.join(names)}" for state, names in groups.items())
 
@@ -285,7 +246,7 @@ def _after_failure(journal: Path, entries: list[Entry], exc: BaseException) -> t
         what = f"{exc.strerror or exc}" + (f" renaming {Path(where).name}" if where else "")
     failed = f"committing {', '.join(Path(e.path).name for e in entries)} failed part way ({what})"
     try:
-        if can_back(entries):
+        if _can_back(entries):
             _back(entries)
             _finish(journal, entries)
             kept = [Path(e.path).name for e in entries if e.old is not None]
@@ -295,10 +256,10 @@ def _after_failure(journal: Path, entries: list[Entry], exc: BaseException) -> t
             )
         _forward(entries)
         _finish(journal, entries)
-        return "new", f"{failed}; a second try completed it: {describe(entries)}"
+        return "new", f"{failed}; a second try completed it: {_describe(entries)}"
     except OSError as again:
         return "mixed", (
-            f"{failed}, and undoing it failed too ({again.strerror or again}): {describe(entries)}. The journal "
+            f"{failed}, and undoing it failed too ({again.strerror or again}): {_describe(entries)}. The journal "
             f"{journal} lists the rest: the next localjury command that writes these files, or `localjury verify` "
             "of these results, completes the new set when all its files are on disk, else puts the previous one back"
         )

@@ -2,36 +2,33 @@
 command runs, and committed together.
 
 :class:`OutputSet` is what every command that writes files goes through (``run``, ``bench``,
-``calibrate``). Opening it
+``calibrate``, ``align``). Opening it
 
 - refuses an output path that is a folder or not a regular file, that cannot be written, or
   that resolves (through symbolic or hard links) to one of the command's inputs (the dataset,
   the judgment store and its ``-wal``/``-shm``/``-journal`` files, models.yaml, a model's
   files, a criteria file) or to another output; a run adds its own inputs with
   :meth:`OutputSet.check` before any model loads;
-- takes an advisory lock (``flock``) on each output, ``.<name>.localjury.lock`` beside it,
-  held until the set is closed: a second command writing one of the same files meanwhile
-  fails at once, naming the file and the process that holds it. A lock file that is not
-  localjury's own (a link, a FIFO, another file's hard link, other content) is refused and
-  left as it is (:mod:`localjury.results._locks`);
+- locks each output until the set is closed (:func:`lock`): a second command writing one
+  of the same files meanwhile fails at once, naming the file and the process that holds it;
 - settles any commit of these files that was cut short, by the recovery rule of
   :mod:`localjury.results._commit`; a journal localjury cannot prove it wrote for these files
-  (its trust rule) stops the command instead, untouched, as does every file it names;
+  (:mod:`localjury.results._journal`) stops the command instead, untouched, as does every
+  file it names;
 - removes temporary files and backups that killed commands left: only regular files under
-  localjury's own names (``.<name>.localjury.<host>.<pid>.<random>.tmp``/``.old``) of a
-  process of this machine that no longer runs.
-
-Every file of ours beside an output is created new (``O_EXCL``: never through a link, never
-over what is there).
+  localjury's own names (:data:`~localjury.results._journal.OURS`) of a process of this
+  machine that no longer runs.
 
 Each output is then written beside its final path and :meth:`OutputSet.commit` renames them
-into place together (:func:`localjury.results._commit.commit`); leaving the set without a commit
-(an error, Ctrl-C) removes every temporary file and renames nothing.
+into place together; leaving the set without a commit (an error, Ctrl-C) removes every
+temporary file and renames nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import logging
 import os
 import re
@@ -45,33 +42,24 @@ from localjury.errors import ConfigError
 from localjury.results._commit import StagedFile, commit, settle
 from localjury.results._journal import (
     MARK,
-    NEW_FILE,
     OURS,
-    UntrustedJournal,
+    OWN_FILE,
     commit_key,
     host,
     journal_path,
-    own_name,
-    read_journal,
+    journals_of,
+    not_ours,
 )
-from localjury.results._locks import lock as _lock
-from localjury.results._locks import unlock as _unlock
 
 log = logging.getLogger(__name__)
 
 
 def _same(a: Path, b: Path) -> bool:
     """Whether two paths name one file: the same path once resolved, or hard links."""
-    if a.resolve() == b.resolve():
-        return True
     try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
     except OSError:
         return False
-
-
-def _within(path: Path, folder: Path) -> bool:
-    return folder.is_dir() and path.resolve().is_relative_to(folder.resolve())
 
 
 def check_paths(outputs: Mapping[str, Path], inputs: Mapping[str, Path | None]) -> None:
@@ -113,23 +101,11 @@ def check_not_input(what: str, path: Path, inputs: Mapping[str, Path | None]) ->
     for source, source_path in inputs.items():
         if source_path is None:
             continue
-        if _same(path, source_path) or _within(path, source_path):
+        inside = source_path.is_dir() and path.resolve().is_relative_to(source_path.resolve())
+        if inside or _same(path, source_path):
             raise ConfigError(
                 f"the {what} {path} would overwrite the {source} ({source_path}); write it somewhere else"
             )
-
-
-def _check_writable(what: str, path: Path) -> None:
-    """Create the output's folder and a file in it, as writing the output will."""
-    probe = own_name(path, "tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(probe, NEW_FILE, 0o666))
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot write the {what} {path}: {exc.strerror or exc}; choose a folder you can write to"
-        ) from None
-    probe.unlink(missing_ok=True)
 
 
 def clean_stale(path: Path) -> list[Path]:
@@ -139,7 +115,7 @@ def clean_stale(path: Path) -> list[Path]:
     one localjury wrote). Returns what was removed."""
     removed: list[Path] = []
     here = host()
-    for tmp in path.parent.glob(f".{glob_escape(path.name)}.{MARK}.*"):
+    for tmp in path.parent.iterdir():
         match = OURS.match(tmp.name)
         if not match or match["name"] != path.name or match["host"] != here or _alive(int(match["pid"])):
             continue
@@ -150,54 +126,14 @@ def clean_stale(path: Path) -> list[Path]:
     return removed
 
 
-def glob_escape(name: str) -> str:
-    """``name`` with glob's special characters taken literally."""
-    return re.sub(r"([*?\[])", r"[\1]", name)
-
-
 def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # another user's
+        pass
     return True
-
-
-def _journals(paths: list[Path], key: bytes | None) -> dict[Path, list[Path]]:
-    """The commit journals in the folders of ``paths`` that concern one of them, with the
-    files each names.
-
-    Raises:
-        ConfigError: A journal named after one of ``paths`` or listing one is not one
-            localjury can prove it wrote (see :func:`_untrusted`).
-    """
-    wanted = {p.resolve() for p in paths}
-    names = {p.name for p in paths}
-    found: dict[Path, list[Path]] = {}
-    for folder in {p.parent for p in paths}:
-        for journal in folder.glob(f".*.{MARK}.commit"):
-            try:
-                files = [Path(e.path) for e in read_journal(journal, key)[1]]
-            except UntrustedJournal as exc:
-                if journal.name[1:].removesuffix(f".{MARK}.commit") in names or exc.names & names:
-                    raise _untrusted(exc) from None
-                continue  # another set's, and not ours to judge
-            if wanted & {f.resolve() for f in files}:
-                found[journal] = files
-    return found
-
-
-def _untrusted(exc: UntrustedJournal) -> ConfigError:
-    return ConfigError(
-        f"the commit journal {exc.journal} is not one localjury can prove it wrote for these files: {exc.reason}. "
-        "It was left as it is, and no file it names was touched. If a localjury command of yours wrote it under "
-        "another LOCALJURY_HOME, run with that one to settle it; else move it aside (and check the files beside "
-        "it) and run again"
-    )
 
 
 def settle_pending(paths: Iterable[Path], held: Mapping[Path, int] | None = None) -> list[str]:
@@ -211,20 +147,119 @@ def settle_pending(paths: Iterable[Path], held: Mapping[Path, int] | None = None
     done: list[str] = []
     ours = {p.resolve() for p in held or {}}
     key = commit_key(create=False)
-    for journal, files in _journals(list(paths), key).items():
+    for journal, files in journals_of(list(paths), key).items():
         locks: list[tuple[int, Path]] = []
         try:
             for f in files:
                 if f.resolve() not in ours:
-                    locks.append((_lock("file", f), f))
-            if os.path.lexists(journal):
+                    locks.append((lock("file", f), f))
+            if os.path.lexists(journal):  # read again: it may have changed before the locks
                 done.append(settle(journal, key))
-        except UntrustedJournal as exc:  # changed since it was read: still not acted on
-            raise _untrusted(exc) from None
         finally:
             for fd, f in locks:
-                _unlock(fd, f)
+                unlock(fd, f)
     return done
+
+
+# -- locks --------------------------------------------------------------------------------------
+#: What a lock file of ours holds: the line naming its holder, or nothing yet.
+_LOCK_LINE = re.compile(rb"(?:pid \d+ on [A-Za-z0-9-]+\n)?")
+_LOCK_BYTES = 200
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file of an output."""
+    return path.with_name(f".{path.name}.{MARK}.lock")
+
+
+def lock(what: str, path: Path) -> int:
+    """Lock an output for this process (fail at once when another holds it); the descriptor.
+
+    The lock is an advisory one (``flock``) on :func:`lock_path`, which holds the holder's
+    ``pid N on host``. Only a lock file of localjury's own is ever locked and written: it is
+    looked at before it is opened (a FIFO or a device in its place is never opened), opened
+    without following a symbolic link and without waiting on a FIFO, and one that is a link,
+    not a regular file, another file's hard link or holds anything but a lock's line is
+    refused and left as it is (a file planted under that name would otherwise be
+    overwritten, or the file a link points at).
+
+    Raises:
+        ConfigError: Another process holds the lock, the file system has no locks, or the
+            lock file is not one of ours.
+    """
+    file = lock_path(path)
+    while True:
+        fd = _open(what, path, file)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, _LOCK_BYTES, 0).decode("utf-8", "replace").strip() or "its pid not yet written"
+            os.close(fd)
+            if isinstance(exc, BlockingIOError):
+                raise ConfigError(
+                    f"the {what} {path} is being written by another localjury process ({holder}); wait for it "
+                    "to end, or write to another path"
+                ) from None
+            raise ConfigError(
+                f"cannot lock the {what} {path} ({exc.strerror or exc}): its folder's file system has no "
+                "locks; write it to a local disk"
+            ) from None
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samestat(os.fstat(fd), os.lstat(file)):
+                break
+        os.close(fd)  # its holder removed it as it let go: lock the file that is there now
+    if not _LOCK_LINE.fullmatch(os.pread(fd, _LOCK_BYTES + 1, 0)):
+        os.close(fd)
+        raise _not_a_lock(what, path, file, "holds something other than the `pid N on host` line of a lock")
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"pid {os.getpid()} on {host()}\n".encode(), 0)
+    return fd
+
+
+def _open(what: str, path: Path, file: Path) -> int:
+    """Open (or create) the lock file, when it is one of ours (see :func:`lock`)."""
+    problem = None
+    with contextlib.suppress(OSError):  # looked at first; os.open says what else is wrong
+        problem = _problem(os.lstat(file))
+    if problem is None:
+        try:  # its folder and a file in it, made as the commit will make them
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(file, os.O_RDWR | os.O_CREAT | OWN_FILE, 0o666)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise ConfigError(
+                    f"cannot write the {what} {path}: {exc.strerror or exc}; choose a folder you can write to"
+                ) from None
+            problem = "is a symbolic link"
+        else:
+            problem = _problem(os.fstat(fd))  # what was opened, should it have changed since
+            if problem is None:
+                return fd
+            os.close(fd)
+    raise _not_a_lock(what, path, file, problem)
+
+
+def _problem(st: os.stat_result) -> str | None:
+    return "is a symbolic link" if stat.S_ISLNK(st.st_mode) else not_ours(st, _LOCK_BYTES, "a lock's line")
+
+
+def _not_a_lock(what: str, path: Path, lock: Path, problem: str) -> ConfigError:
+    return ConfigError(
+        f"the lock file {lock} of the {what} {path} {problem}, so it is not a lock of localjury's: localjury "
+        f"never writes through a link nor into another file, and left it as it is; remove {lock.name} (check "
+        "what it is first) and run again"
+    )
+
+
+def unlock(fd: int, path: Path) -> None:
+    """Release an output's lock, removing the lock file while still holding it: whoever opened
+    it meanwhile finds, once it has the lock, that it is no longer the file at that path, and
+    tries again (see :func:`lock`). Only our own file goes: whatever took its name since is left."""
+    file = lock_path(path)
+    with contextlib.suppress(OSError):
+        if os.path.samestat(os.fstat(fd), os.lstat(file)):
+            file.unlink()
+    os.close(fd)
 
 
 class OutputSet:
@@ -270,13 +305,11 @@ class OutputSet:
                 another process writes one of the files, or a commit cannot be settled.
         """
         check_paths(self.outputs, self.inputs)
-        for what, path in self.outputs.items():
-            _check_writable(what, path)
         if self.outputs:  # the commit signs its journal with it: refused now, not after the work
             commit_key(create=True)
         try:
             for what, path in self.outputs.items():
-                self._locks[path] = _lock(what, path)
+                self._locks[path] = lock(what, path)
             self.settled = settle_pending(self.outputs.values(), self._locks)
         except BaseException:
             self.close()
@@ -287,7 +320,7 @@ class OutputSet:
             clean_stale(path)
 
     def check(self, inputs: Mapping[str, Path | None]) -> None:
-        """Refuse outputs that resolve to one of more ``inputs`` (a run's, before its models load).
+        """Refuse outputs that resolve to one or more ``inputs`` (a run's, before its models load).
 
         Raises:
             ConfigError: See :func:`check_paths`.
@@ -299,8 +332,7 @@ class OutputSet:
         """Start writing an output (with ``text`` as its whole content, closed at once)."""
         if path not in self._locks:
             raise ValueError(f"{path} is not an output of this open set: {', '.join(map(str, self.outputs.values()))}")
-        staged = StagedFile(path)
-        self._staged[path] = staged
+        staged = self._staged[path] = StagedFile(path)
         if text is not None:
             staged.write(text)
             staged.close()
@@ -330,5 +362,5 @@ class OutputSet:
                 f.discard()
         self._staged.clear()
         for path, fd in self._locks.items():
-            _unlock(fd, path)
+            unlock(fd, path)
         self._locks.clear()

@@ -19,7 +19,7 @@ import localjury.run.pipeline
 from localjury import AspectCritic, evaluate
 from localjury.cli import main
 from localjury.errors import CommitError, ConfigError
-from localjury.results import _locks as locks
+from localjury.results import _outputs
 from localjury.results._outputs import OutputSet
 from tests import ROOT
 from tests.fakes import factory, fake_registry, judgment, run_args, spec
@@ -174,17 +174,17 @@ def test_a_lock_file_its_holder_removed_is_not_taken_twice(tmp_path):
     """A writer that opened the lock file just before its holder removed it must not then
     hold the removed file while a third writer holds the new one."""
     target = tmp_path / "r.jsonl"
-    fd = locks.lock("results file", target)
-    stale = os.open(locks.lock_path(target), os.O_RDWR)  # opened before the holder lets go
-    locks.unlock(fd, target)
-    third = locks.lock("results file", target)  # creates and holds a new lock file
+    fd = _outputs.lock("results file", target)
+    stale = os.open(_outputs.lock_path(target), os.O_RDWR)  # opened before the holder lets go
+    _outputs.unlock(fd, target)
+    third = _outputs.lock("results file", target)  # creates and holds a new lock file
     import fcntl
 
     fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the removed file's lock is free...
     os.close(stale)
     with pytest.raises(ConfigError, match="being written by another localjury process"):
-        locks.lock("results file", target)  # ...but the path's lock is the third writer's
-    locks.unlock(third, target)
+        _outputs.lock("results file", target)  # ...but the path's lock is the third writer's
+    _outputs.unlock(third, target)
 
 
 # -- a rename failing part way ------------------------------------------------------------------
@@ -349,21 +349,19 @@ def test_the_next_run_settles_a_commit_killed_part_way_before_it_writes(
 
 
 def test_verify_leaves_a_commit_under_way_to_its_writer(tmp_path):
-    import localjury.results._outputs as outputs
-    from localjury.results._commit import Entry, journal_path
-    from localjury.results._journal import commit_key, journal_bytes
+    from localjury.results._journal import Entry, commit_key, journal_bytes, journal_path
 
     target = tmp_path / "r.manifest.json"
     target.write_text("new\n")
     journal = journal_path(target)
     entry = Entry(path=str(target), tmp=None, backup=None, new=None, old=None)
     journal.write_bytes(journal_bytes(journal, [entry], commit_key(create=True)))
-    held = locks.lock("manifest", target)  # its writer, mid-commit
+    held = _outputs.lock("manifest", target)  # its writer, mid-commit
     with pytest.raises(ConfigError, match=f"the file {target} is being written by another localjury process"):
-        outputs.settle_pending([target])
+        _outputs.settle_pending([target])
     assert journal.exists() and target.exists()
-    locks.unlock(held, target)
-    (done,) = outputs.settle_pending([target])
+    _outputs.unlock(held, target)
+    (done,) = _outputs.settle_pending([target])
     assert f"completed a commit cut short (by process {os.getpid()} on" in done and not journal.exists()
 
 

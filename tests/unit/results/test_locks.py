@@ -91,7 +91,7 @@ def test_links_and_special_files_under_our_temporary_names_are_not_removed(
 ):
     """clean_stale removes only regular files of ours: a link with our name (never one we make)
     stays, and so does a FIFO."""
-    from localjury.results._commit import host
+    from localjury.results._journal import host
 
     registry, _ = fake_model
     victim = tmp_path / "victim.txt"

@@ -186,7 +186,7 @@ def test_temporary_files_left_by_a_killed_run_are_cleaned_up(tmp_path, data):
     out = tmp_path / "r.jsonl"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(dead.stdout)
-    from localjury.results._commit import host
+    from localjury.results._journal import host
     from localjury.results._outputs import clean_stale
 
     stale = tmp_path / f".r.jsonl.localjury.{host()}.{pid}.0123abcd.tmp"
@@ -213,7 +213,7 @@ FOREIGN_TMP = [
 
 @pytest.mark.parametrize("name", FOREIGN_TMP)
 def test_temporary_files_localjury_never_wrote_are_left_alone(tmp_path, data, name):
-    from localjury.results._commit import host
+    from localjury.results._journal import host
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     foreign = tmp_path / name.format(host=host(), pid=int(dead.stdout))
