@@ -71,7 +71,7 @@ def main() -> None:
     if args.phase:
         print(json.dumps(phase(args.phase)))
         return
-    from localjury.models.registry import localjury_home
+    from localjury._files import localjury_home
 
     folder = str(localjury_home() / "models" / args.model)
     with tempfile.TemporaryDirectory() as home:

@@ -43,9 +43,10 @@ from typing import Any
 import numpy as np
 
 from localjury import evaluate
+from localjury._files import localjury_home
 from localjury.bench.scales import scale_agreement
 from localjury.metrics import Rubric
-from localjury.models.registry import DEFAULT_MODEL, localjury_home
+from localjury.models.registry import DEFAULT_MODEL
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
 from _figures import RESULTS, provenance, save, table

@@ -22,6 +22,12 @@ import yaml
 from localjury._yaml import MAX_YAML_BYTES, YamlBoundError, load_bounded
 from localjury.errors import ConfigError
 
+
+def localjury_home() -> Path:
+    """``$LOCALJURY_HOME`` (default ``~/.cache/localjury``): the models, the judgment store, the
+    probes' and the file hashes' memos, the commit key."""
+    return Path(os.environ.get("LOCALJURY_HOME") or Path.home() / ".cache" / "localjury").expanduser()
+
 _SPECIAL_FILES = (
     (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISSOCK, "a socket"),

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from importlib.util import find_spec
 from typing import Any
 
-from localjury.engines._catalog import ENGINES
+from localjury.engines._catalog import ENGINES, ready
 from localjury.engines.native.cpu import detect as detect_cpu
 from localjury.models.registry import Registry
 
@@ -126,7 +126,7 @@ def diagnose(registry: Registry, *, measure: bool = False, probe: bool = True) -
             choice = kernel_choice(spec.gguf_file(), probe=probe)
             state = "repacked kernels on" if choice.extra_bufts else "repacked kernels off"
             kernels = f"{state}: {choice.reason}" if choice.usable else f"unsafe: {choice.reason}"
-        models.append(ModelReport(spec.name, spec.ready(), engine, why, opts, kernels))
+        models.append(ModelReport(spec.name, ready(spec), engine, why, opts, kernels))
     info = {
         "name": cpu.name,
         "threads": cpu.threads,

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypedDict
+from typing import Annotated, Literal, TypedDict
+
+from pydantic import BeforeValidator
 
 #: JSON-schema keyword that marks an array of strings as quotes: an engine that constrains by a
 #: prompt's quotable texts (a :class:`~localjury.engines.base.GenerateCall`'s ``quotes``) lets each
@@ -86,3 +88,13 @@ def thinking_tokens(budget: int) -> int:
 
 ProgressFn = Callable[[int], None]
 """Called with the number of prompts just completed."""
+
+
+def _thinking_off(value: object) -> object:
+    # `off` (YAML reads `thinking: off` as False) is 0: no thinking.
+    return 0 if value is False or value == "off" else value
+
+
+Thinking = Annotated[int | None, BeforeValidator(_thinking_off)]
+"""A thinking budget setting (models.yaml's ``thinking``, ``--thinking``): tokens, 0 or ``off``
+for none, None for the entry's own."""

@@ -168,7 +168,7 @@ def sandbox(tmp_path, monkeypatch):
     import localjury.bench.align
     import localjury.run.dry
     import localjury.run.pipeline
-    from localjury.models.registry import ModelSpec
+    import localjury.run.prepare
 
     log: list = []
 
@@ -193,7 +193,7 @@ def sandbox(tmp_path, monkeypatch):
         # and the README's /models/Qwen2.5-7B-Instruct, none of them in this $LOCALJURY_HOME, and
         # the scripted engine loads no file. Everything else (registry, engine choice, hashing
         # what is there) runs as it does.
-        monkeypatch.setattr(ModelSpec, "require_files", lambda self, engine: None)
+        monkeypatch.setattr(localjury.run.prepare, "require_files", lambda spec, engine: None)
         return log
 
     return make

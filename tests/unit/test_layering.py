@@ -1,6 +1,7 @@
 """Imports flow one way (cli -> run -> metrics / engines / votes / results -> records /
-models -> types / errors / engines._catalog, the engines' facts the registry reads), no
-module imports the package's __init__, and the modules'
+models -> types / errors), no module imports the package's __init__, no models module imports
+an engine (the engines read the models.yaml schema, never the reverse), no backend imports the
+catalog that gathers the backends' facts, and the modules'
 imports have no cycle: not at the top level, nor through an import inside a function or an
 ``if TYPE_CHECKING:`` block. Read from the source, without importing anything."""
 
@@ -29,7 +30,6 @@ LAYERS = {
     "localjury.results._outputs": 1,
     "localjury.results._commit": 1,
     "localjury.results._journal": 1,
-    "localjury.results._locks": 1,
     "localjury.records": 1,
     "localjury.models": 1,
     "localjury._files": 1,
@@ -43,12 +43,9 @@ LAYERS = {
     "localjury.models._embedded": 0,
     "localjury.models._engine_settings": 0,
     "localjury.models._safetensors": 0,
-    "localjury.engines._facts": 0,
-    "localjury.engines._catalog": 0,
 }
-#: Packages whose ``__init__`` alone has a layer of its own: each engine's package holds its
-#: facts, which the catalog gathers, in the bottom layer; its modules are the engines' layer.
-PACKAGE_ONLY = {f"localjury.engines.{backend}": 0 for backend in ("transformers", "llamacpp", "vllm", "server")}
+#: The backend packages: each one's ``__init__`` holds its facts, which engines/_catalog.py gathers.
+BACKENDS = tuple(f"localjury.engines.{backend}" for backend in ("transformers", "llamacpp", "vllm", "server"))
 #: Modules that never import an engine.
 ENGINE_FREE = (
     "localjury.votes.voting",
@@ -102,8 +99,6 @@ MODULES = {
 
 
 def layer(module: str) -> int:
-    if module in PACKAGE_ONLY:
-        return PACKAGE_ONLY[module]
     prefix = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len, default=None)
     assert prefix is not None, f"{module} is in no layer: add it to LAYERS"
     return LAYERS[prefix]
@@ -119,6 +114,19 @@ def test_imports_flow_one_way(module):
         assert not [m for m in anywhere if m.startswith("localjury.engines")], f"{module} imports an engine"
     if module.startswith("localjury.engines"):
         assert not [m for m in anywhere if m.startswith(("localjury.metrics", "localjury.store"))]
+
+
+def test_no_models_module_imports_an_engine():
+    """Not even inside a function: the engines' facts read the models.yaml schema, so an arrow
+    back from models/ to engines/ would run up the stack."""
+    models = [m for m in MODULES if m == "localjury.models" or m.startswith("localjury.models.")]
+    found = {m: sorted(i for i in MODULES[m][1] if i.startswith("localjury.engines")) for m in models}
+    assert models and {m: i for m, i in found.items() if i} == {}
+
+
+def test_no_backend_imports_the_catalog_of_the_backends():
+    backends = [m for m in MODULES if m.startswith(BACKENDS)]
+    assert [m for m in backends if "localjury.engines._catalog" in MODULES[m][1]] == []
 
 
 def test_no_import_cycle():

@@ -51,6 +51,7 @@ def models_list(registry: RegistryOpt = None) -> None:
     each will run on here and why (`localjury doctor` says more)."""
     from localjury._terminal import Column, print_table
     from localjury.engines import explain_engine
+    from localjury.engines._catalog import ready
     from localjury.models.registry import ModelSpec, load_registry
 
     reg = load_registry(registry)
@@ -58,19 +59,19 @@ def models_list(registry: RegistryOpt = None) -> None:
     # What each will run on here, and why (auto: measured, or the rule until measured; never a
     # measurement from a listing: `localjury doctor --measure` does that).
     engines = [explain_engine(s) for s in specs]
-    missing = [s.name for s in specs if s.embedded and not s.is_served and not s.ready()]
+    missing = [s.name for s in specs if s.embedded and not s.is_served and not ready(s)]
 
-    def ready(spec: ModelSpec) -> str:
+    def shown(spec: ModelSpec) -> str:
         if spec.is_served:
             return f"served at {spec.base_url}"
-        return "yes" if spec.ready() else "no" if spec.embedded else "no: path missing"
+        return "yes" if ready(spec) else "no" if spec.embedded else "no: path missing"
 
     # A column is one line; importance: where 80 columns are too few, the lowest goes first.
     columns = [
         Column("model", [s.name for s in specs], "name"),
         Column("for", ["judging" if s.purpose == "judge" else "pipeline only" for s in specs], "figure", 2, "left"),
         Column("engine", [e for e, _ in engines], "figure", 3, "left"),
-        Column("ready", [ready(s) for s in specs], "figure", 4, "left"),
+        Column("ready", [shown(s) for s in specs], "figure", 4, "left"),
         Column("engine chosen because", [why for _, why in engines], "text", importance=2),
         Column("description", [s.description for s in specs], "text", importance=1),
     ]
@@ -90,6 +91,7 @@ def models_info(name: Annotated[str, typer.Argument(help="Model name.")], regist
     server reports of it)."""
     import json
 
+    from localjury.engines._catalog import ready
     from localjury.errors import LocaljuryError
     from localjury.models._pull import SOURCE_FILE
     from localjury.models.registry import load_registry
@@ -107,7 +109,7 @@ def models_info(name: Annotated[str, typer.Argument(help="Model name.")], regist
         return
     folder = spec.local_dir()
     info["local_dir"] = str(folder)
-    info["ready"] = spec.ready()
+    info["ready"] = ready(spec)
     if (folder / SOURCE_FILE).is_file():
         info["source"] = json.loads((folder / SOURCE_FILE).read_text())
     out.print_json(data=info)

@@ -32,13 +32,14 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from localjury.engines._catalog import ENGINES
 from localjury.engines.native.cpu import detect as detect_cpu
 
 if TYPE_CHECKING:
     from localjury.models.registry import ModelSpec
 
-#: The order the candidates are listed and measured in.
-ORDER = ("vllm", "transformers", "llamacpp")
+#: The candidates, in the order they are listed and measured in: each engine's ``auto`` rank.
+ORDER = tuple(name for _, name in sorted((f.auto, name) for name, f in ENGINES.items() if f.auto is not None))
 #: Samples the timed call draws: 4 prompts x 3 (the demo's strictness), after a warm-up.
 PROBE_PROMPTS, PROBE_N = 4, 3
 #: Seconds one engine's measurement may take (a load included).
@@ -79,24 +80,19 @@ def _cuda() -> bool:
 
 
 def options(spec: ModelSpec) -> list[EngineOption]:
-    """Which engines could load ``spec``'s files on this machine, in :data:`ORDER`."""
-    has_hf = not spec.is_gguf_path and (spec.local_dir() / "config.json").is_file()
-    has_gguf = spec.gguf_file().is_file()
+    """Which engines could load ``spec``'s files on this machine, in :data:`ORDER`: the files
+    each one's facts say it loads, then what it needs of the machine."""
+    here = {"hf": not spec.is_gguf_path and spec.has_files("hf"), "gguf": spec.has_files("gguf")}
     pull = f"localjury models pull {spec.name} --dequantize" if spec.embedded else "a Hugging Face folder as path"
     found: list[EngineOption] = []
     for engine in ORDER:
         why: str | None = None
-        if engine == "vllm":
-            if not has_hf:
-                why = f"needs the Hugging Face weights ({pull})"
-            elif not _cuda():
-                why = "needs vLLM and a CUDA device"
-        elif engine == "transformers":
-            if not has_hf:
-                why = f"needs the Hugging Face weights ({pull})"
-        elif not has_gguf:
-            why = "needs a GGUF file"
-        elif find_spec("llama_cpp") is None:
+        loads = ENGINES[engine].loads
+        if loads is not None and not here[loads]:
+            why = f"needs the Hugging Face weights ({pull})" if loads == "hf" else "needs a GGUF file"
+        elif engine == "vllm" and not _cuda():
+            why = "needs vLLM and a CUDA device"
+        elif engine == "llamacpp" and find_spec("llama_cpp") is None:
             why = "llama-cpp-python is not installed (pip install 'localjury[llamacpp]')"
         found.append(EngineOption(engine, why is None, why))
     return found
@@ -126,7 +122,7 @@ def _files_key(spec: ModelSpec) -> str:
 def cache_path(spec: ModelSpec) -> Path:
     """Where ``spec``'s measured choice is kept: per CPU, model files, settings that change the
     speed (dtype, batch size) and engine versions."""
-    from localjury.models.registry import localjury_home
+    from localjury._files import localjury_home
 
     cpu = detect_cpu()
     key = "|".join(

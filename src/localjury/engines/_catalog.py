@@ -1,34 +1,32 @@
 """The engines localjury knows, by name: each backend package's facts (its ``__init__``'s
-``FACTS``, an :class:`~localjury.engines._facts.EngineFacts`), and the questions the registry,
-the manifest and a run ask of them instead of comparing engine names. :mod:`localjury.engines`
-loads an engine from its entry. Nothing here imports a backend (torch, vLLM, llama.cpp): a
-backend package's ``__init__`` imports nothing heavy.
+``FACTS``, an :class:`~localjury.engines._facts.EngineFacts`), and the questions a run, the
+manifest and the CLI ask of them instead of comparing engine names: which files an engine loads
+and whether they are here, how its replicas and samples are keyed.
+:mod:`localjury.engines` loads an engine from its entry. Nothing here imports a backend (torch,
+vLLM, llama.cpp): a backend package's ``__init__`` imports nothing heavy, and no backend imports
+this module back.
 
 Adding an engine: its package (``engines/<name>/``: its facts in ``__init__.py``, its engine in
-a module of its own), its name in :data:`EngineName` and its row in :data:`ENGINES` (a unit
-test keeps the two in step).
+``<name>.py``), the package in :data:`BACKENDS`, and its name in models.yaml's
+:data:`~localjury.models._engine_settings.EngineName` (a unit test keeps the two in step).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from localjury.engines._facts import EngineFacts, Entry, Files
-from localjury.engines.llamacpp import FACTS as LLAMACPP
-from localjury.engines.server import FACTS as SERVER
-from localjury.engines.transformers import FACTS as TRANSFORMERS
-from localjury.engines.vllm import FACTS as VLLM
+from localjury.engines import llamacpp, server, transformers, vllm
+from localjury.engines._facts import EngineFacts, Entry
+from localjury.models._engine_settings import Files
 
-EngineName = Literal["transformers", "vllm", "llamacpp", "server"]
-"""The engines' names, in :data:`ENGINES`' order (models.yaml's ``engine`` also takes ``auto``)."""
+if TYPE_CHECKING:
+    from localjury.models.registry import ModelSpec
 
-#: The engines by name.
-ENGINES: dict[str, EngineFacts] = {
-    "transformers": TRANSFORMERS,
-    "vllm": VLLM,
-    "llamacpp": LLAMACPP,
-    "server": SERVER,
-}
+#: The backend packages, in the order of models.yaml's engine names.
+BACKENDS = (transformers, vllm, llamacpp, server)
+#: The engines by name: each one's facts, read from its package.
+ENGINES: dict[str, EngineFacts] = {backend.FACTS.name: backend.FACTS for backend in BACKENDS}
 
 
 def loads(engine: str) -> Files | None:
@@ -38,10 +36,29 @@ def loads(engine: str) -> Files | None:
     return facts.loads if facts is not None else None
 
 
-def is_served(engine: str) -> bool:
-    """Whether ``engine`` judges through an OpenAI-compatible server (an entry's ``base_url``)."""
-    facts = ENGINES.get(engine)
-    return facts is not None and facts.served
+def ready(spec: ModelSpec) -> bool:
+    """Whether the files ``spec``'s engine loads are here (the GGUF for an engine that loads GGUF
+    files or a ``.gguf`` path, the Hugging Face folder for the others, either for ``auto``, which
+    picks among the engines that can load what is here); a model on a server has no files to
+    prepare (whether its server is up is checked when a run starts)."""
+    if spec.is_served:
+        return True
+    if loads(spec.engine) == "gguf" or spec.is_gguf_path:
+        return spec.has_files("gguf")
+    return spec.has_files("hf") or (spec.engine == "auto" and spec.has_files("gguf"))
+
+
+def require_files(spec: ModelSpec, engine: str) -> Path | None:
+    """What ``engine`` loads of ``spec``'s model (:meth:`~localjury.models.registry.ModelSpec.require`):
+    the GGUF file for an engine that loads GGUF files (with its tokenizer ready), the Hugging Face
+    folder otherwise, nothing for a model on a server.
+
+    Raises:
+        ModelNotAvailableError: The files are missing or not whole, with the command that fixes it.
+    """
+    if spec.is_served:
+        return None
+    return spec.require("gguf" if loads(engine) == "gguf" else "hf")
 
 
 def gpus_per_replica(spec: Entry) -> int | None:

@@ -1,6 +1,10 @@
-"""The per-engine blocks of a models.yaml entry: ``vllm:`` (how the vLLM engine runs a model)
-and ``server:`` (how the server engine talks to an OpenAI-compatible server), and which hosts
-count as this machine. Re-exported by :mod:`localjury.models.registry`."""
+"""What a models.yaml entry says of engines: the names its ``engine`` takes, the kinds of model
+files an engine loads, its per-engine blocks, ``vllm:`` (how the vLLM engine runs a model) and
+``server:`` (how the server engine talks to an OpenAI-compatible server), and which hosts count
+as this machine. Re-exported by :mod:`localjury.models.registry`.
+
+The schema only: what each engine loads, needs and can do is its package's facts
+(:mod:`localjury.engines`), which read this module; nothing here imports an engine."""
 
 from __future__ import annotations
 
@@ -10,7 +14,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["LOOPBACK_NAMES", "ServerSettings", "VllmSettings", "is_loopback"]
+__all__ = ["LOOPBACK_NAMES", "SERVED_ENGINE", "EngineName", "Files", "ServerSettings", "VllmSettings", "is_loopback"]
+
+EngineName = Literal["transformers", "vllm", "llamacpp", "server"]
+"""The engines' names, in the order of :data:`localjury.engines._catalog.ENGINES` (a unit test
+keeps the two in step; models.yaml's ``engine`` also takes ``auto``)."""
+SERVED_ENGINE: EngineName = "server"
+"""The engine of an entry with ``base_url``: it judges through that server and loads no files."""
+Files = Literal["gguf", "hf"]
+"""A model's files as an engine loads them: one GGUF file, or a Hugging Face folder
+(config.json and safetensors weights)."""
 
 
 class VllmSettings(BaseModel):

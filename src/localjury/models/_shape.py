@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, ClassVar
 
+from localjury.models._engine_settings import Files
 from localjury.models.registry import ModelSpec
 
 #: The largest config.json read for a model's hidden size (larger: not read, the load checks).
@@ -34,9 +35,9 @@ class ModelShape:
     """Where it was read, for messages (``its /models/x/config.json``)."""
 
 
-def model_shape(spec: ModelSpec, kind: str | None) -> ModelShape | None:
+def model_shape(spec: ModelSpec, kind: Files | None) -> ModelShape | None:
     """The hidden size and blocks of the model ``spec`` as an engine that loads ``kind`` of files
-    loads it (``engines._catalog.loads``), read from its config (a Hugging Face folder's
+    loads it (its facts say which), read from its config (a Hugging Face folder's
     config.json, a GGUF file's metadata) without loading its weights; None where there is no
     such file (a server; a model not pulled yet: its load says so) or it does not say."""
     try:

@@ -14,20 +14,26 @@ import hashlib
 import os
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from localjury._files import read_yaml
-from localjury.engines._catalog import EngineName, is_served, loads
+from localjury._files import localjury_home, read_yaml
 from localjury.errors import ConfigError, ModelNotAvailableError
 from localjury.models._embedded import EmbeddedName
-from localjury.models._engine_settings import ServerSettings, VllmSettings, is_loopback
+from localjury.models._engine_settings import (
+    SERVED_ENGINE,
+    EngineName,
+    Files,
+    ServerSettings,
+    VllmSettings,
+    is_loopback,
+)
 from localjury.models._gguf_tokenizer import save_gguf_tokenizer
 from localjury.models._safetensors import safetensors_problem
 from localjury.models._trust import check_shadowing
-from localjury.types import thinking_tokens
+from localjury.types import Thinking, thinking_tokens
 
 #: The judge when none is named: the best embedded judge measured on the demo's labelled cases
 #: (benchmarks/results/demo_panel.md). `localjury models pull` fetches it.
@@ -37,11 +43,6 @@ PACKAGED_REGISTRY = Path(__file__).parents[1] / "models.yaml"  # src/localjury/m
 GGUF_NAME = "model.gguf"
 
 
-Thinking = Annotated[
-    int | None,
-    # `off` (YAML reads `thinking: off` as False) is 0: no thinking.
-    BeforeValidator(lambda value: 0 if value is False or value == "off" else value),
-]
 """A thinking setting: None (unset), 0 (``off``) or a budget of tokens (:attr:`ModelSpec.thinking`;
 each field that takes one bounds it at 0)."""
 
@@ -118,10 +119,10 @@ class ModelSpec(BaseModel):
                 f"(an OpenAI-compatible server){given}"
             )
         if self.base_url is None:
-            if is_served(self.engine):
+            if self.engine == SERVED_ENGINE:
                 raise ValueError(f"engine {self.engine!r} needs 'base_url': the URL of an OpenAI-compatible server")
             return self
-        if self.engine != "auto" and not is_served(self.engine):
+        if self.engine not in ("auto", SERVED_ENGINE):
             raise ValueError(f"an entry with 'base_url' runs on the server engine, not {self.engine!r}; drop 'engine'")
         if self.prompt_format == "plain":
             raise ValueError(
@@ -196,29 +197,21 @@ class ModelSpec(BaseModel):
             key = str(gguf)
         return localjury_home() / "tokenizers" / hashlib.sha256(key.encode()).hexdigest()[:16]
 
-    def ready(self) -> bool:
-        """Whether the files the model's engine loads are here (the GGUF for an entry on an engine
-        that loads GGUF files, llamacpp, or a ``.gguf`` path, the Hugging Face folder for transformers and vLLM,
-        either for ``auto``, which picks among the engines that can load what is here); a model on a
-        server has no files to prepare (whether its server is up is checked when a run starts)."""
-        if self.is_served:
-            return True
-        if loads(self.engine) == "gguf" or self.is_gguf_path:
+    def has_files(self, files: Files) -> bool:
+        """Whether the model's ``files`` are here: its GGUF file, or its Hugging Face folder's
+        config.json (not checked further: :meth:`require` does)."""
+        if files == "gguf":
             return self.gguf_file().is_file()
-        has_hf = (self.local_dir() / "config.json").is_file()
-        return has_hf or (self.engine == "auto" and self.gguf_file().is_file())
+        return (self.local_dir() / "config.json").is_file()
 
-    def require_files(self, engine: str) -> Path | None:
-        """What ``engine`` loads (:func:`~localjury.engines._catalog.loads`): the GGUF file for
-        llamacpp (with its tokenizer ready), the Hugging Face folder otherwise, nothing for a
-        model on a server.
+    def require(self, files: Files) -> Path:
+        """The model's ``files``, checked: its GGUF file (with its tokenizer ready), or its
+        Hugging Face folder.
 
         Raises:
             ModelNotAvailableError: See :meth:`require_gguf` and :meth:`require_local_dir`.
         """
-        if self.base_url is not None:
-            return None
-        if loads(engine) != "gguf":
+        if files == "hf":
             return self.require_local_dir()
         gguf = self.require_gguf()
         folder = self.tokenizer_dir()
@@ -339,11 +332,6 @@ def _unread_local(source: str) -> bool:
         return local.is_file() and not local.samefile(source)
     except OSError:
         return local.is_file()
-
-
-def localjury_home() -> Path:
-    """Return ``$LOCALJURY_HOME`` (default ``~/.cache/localjury``)."""
-    return Path(os.environ.get("LOCALJURY_HOME") or Path.home() / ".cache" / "localjury").expanduser()
 
 
 def registry_source(registry: str | Path | None = None) -> tuple[Path, bool]:

@@ -14,12 +14,14 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from localjury._files import localjury_home
 from localjury._setting_bounds import Bounded
 from localjury.errors import ConfigError
 from localjury.metrics.base import MAX_STRICTNESS
 from localjury.metrics.judging import OverflowPolicy
-from localjury.models.registry import ModelSpec, Thinking, localjury_home
+from localjury.models.registry import ModelSpec
 from localjury.run.cluster import RayCluster
+from localjury.types import Thinking
 from localjury.votes.calibration import CalibrationFile, load_calibration
 from localjury.votes.voting import SCORINGS, Scoring, TieBreak, check_tie_break
 

@@ -45,8 +45,8 @@ from typing import Any
 
 from outlines_core import Index, Vocabulary
 
+from localjury._files import localjury_home
 from localjury.engines.constrain.lru import Lru
-from localjury.models.registry import localjury_home
 
 log = logging.getLogger(__name__)
 

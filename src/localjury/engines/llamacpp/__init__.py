@@ -5,7 +5,7 @@ loaded."""
 from localjury.engines._facts import EngineFacts
 
 FACTS = EngineFacts(
-    module="localjury.engines.llamacpp.llamacpp",
+    name="llamacpp",
     cls="LlamaCppEngine",
     install=(
         "pip install 'localjury[llamacpp]' (llama-cpp-python builds llama.cpp from source; scripts/setup "
@@ -15,4 +15,6 @@ FACTS = EngineFacts(
     package="llama_cpp",
     distributions=("llama-cpp-python",),
     optional=True,
+    auto=2,
+    hidden_states=True,
 )

@@ -93,8 +93,7 @@ class LlamaCppEngine(LocalDecoding):
 
     def __init__(self, spec: ModelSpec) -> None:
         self.spec = spec
-        gguf = spec.require_files(self.name)
-        assert gguf is not None, "a model on a server has no GGUF file"
+        gguf = spec.require("gguf")
         self.gguf: Path = gguf
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer_dir(), local_files_only=True)

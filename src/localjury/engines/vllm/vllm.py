@@ -126,13 +126,13 @@ class VllmEngine(BatchEngine):
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import StructuredOutputsParams
 
-        from localjury.engines._catalog import quotes_refusal
         from localjury.engines.constrain.quotes import has_quotes
+        from localjury.engines.vllm import FACTS
 
         prompts, n, sampling, schema, quotes = call.prompts, call.n, call.sampling, call.schema, call.quotes
         guidance = _backend(self.spec) == "guidance"
         if schema is not None and quotes is not None and has_quotes(schema) and not guidance:
-            raise EngineError(str(quotes_refusal(self.name, self.spec)), engine=self.name, model=self.spec.name)
+            raise EngineError(str(FACTS.quotes_refusal(self.spec)), engine=self.name, model=self.spec.name)
         if call.thinking is not None and not guidance:
             raise EngineError(
                 "a thinking budget needs vLLM's guidance backend: load the model with thinking set in models.yaml "
