@@ -2,9 +2,10 @@
 pairwise, and the agent-run metrics (goal achieved, tool-call accuracy, tool-result faithfulness).
 
 Each kind of metric is one module, its metric and its judging together (``aspect_critic``,
-``rubric``, ``pairwise``, ``checklist``, ``composite``, ``tool_calls``); :mod:`.judging` holds the
-protocol they follow and the table they register in, :mod:`.prompt_fit` the fitting of their
-prompts to a model's context."""
+``head_critic``, ``rubric``, ``pairwise``, ``checklist``, ``composite``, ``tool_calls``);
+:mod:`.judging` holds :class:`BaseJudging`, the four members a kind writes and their defaults,
+:mod:`.kinds` the registry of the kinds and of the metrics known by name, :mod:`.prompt_fit`
+the fitting of their prompts to a model's context."""
 
 from localjury.metrics.agent import AGENT_METRICS, GoalAchieved, ToolResultFaithfulness
 from localjury.metrics.aspect_critic import PREDEFINED_ASPECTS, AspectCritic, CriterionInput
@@ -26,6 +27,7 @@ from localjury.metrics.faithfulness import (
     StatementsInContext,
     StatementSource,
 )
+from localjury.metrics.judging import BaseJudging, Extraction, Judged, Request
 from localjury.metrics.pairwise import PairInput, PairwiseCritic, Preference
 from localjury.metrics.rubric import PREDEFINED_RUBRICS, Rubric, predefined_rubric
 from localjury.metrics.tool_calls import ToolCallAccuracy
@@ -38,14 +40,17 @@ __all__ = [
     "PREDEFINED_RUBRICS",
     "STATEMENT_GENERATOR",
     "AspectCritic",
+    "BaseJudging",
     "Checklist",
     "ChecklistCriterion",
     "CompositeMetric",
     "CriterionInput",
+    "Extraction",
     "FactualAccuracy",
     "Faithfulness",
     "GoalAchieved",
     "JudgeMetric",
+    "Judged",
     "Judgment",
     "Message",
     "Metric",
@@ -55,6 +60,7 @@ __all__ = [
     "ParsedSample",
     "Preference",
     "PromptProgram",
+    "Request",
     "Rubric",
     "StatementSource",
     "StatementVerdict",

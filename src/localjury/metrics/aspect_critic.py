@@ -11,14 +11,12 @@ from pydantic import BaseModel
 
 from localjury.errors import MetricError, RecordError, UnknownNameError
 from localjury.metrics._binding import RecordInput
-from localjury.metrics.base import JudgeMetric, Judgment, ParsedSample, VerdictFirstJudgment
+from localjury.metrics.base import JudgeMetric, Judgment, VerdictFirstJudgment
 from localjury.metrics.evidence import EvidenceJudgment
-from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, agree, judges
+from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request
 from localjury.metrics.prompt_fit import fit_prompt
 from localjury.records.conversation import Scope
 from localjury.records.record import Record
-from localjury.results.record_result import ModelJudgment
-from localjury.types import Completion
 from localjury.votes.voting import TieBreak
 
 INSTRUCTION = (
@@ -262,11 +260,11 @@ class AspectCritic(JudgeMetric):
         )
 
 
-@judges(JudgeMetric)
 class VerdictJudging(BaseJudging):
     """A :class:`~localjury.metrics.base.JudgeMetric` (the Aspect Critic): one prompt, one
     verdict per sample, the majority per model (calibrated, or by confidence under probability
-    scoring: :meth:`~localjury.metrics.judging.BaseJudging.verdict_judgment`), the mean over the models."""
+    scoring: :meth:`~localjury.metrics.judging.BaseJudging.verdict_judgment`), the mean over the
+    models. It writes only its :meth:`requests`; the rest is :class:`BaseJudging`'s."""
 
     metric: JudgeMetric
 
@@ -290,23 +288,3 @@ class VerdictJudging(BaseJudging):
                 quotes=quotes,
             )
         ]
-
-    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
-        return agree([self._parse(c, record).vote for c in samples])
-
-    def _parse(self, sample: Completion, record: Record) -> ParsedSample:
-        """One sample parsed; its quotes located in ``record`` where the metric asks for quotes."""
-        if self.metric.quote_from:
-            return self.metric.parse(sample.text, finished=sample.finished, record=record)
-        return self.metric.parse(sample.text, finished=sample.finished)
-
-    def judge(
-        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
-    ) -> tuple[ModelJudgment, Any]:
-        (drawn,) = samples
-        parsed = [self._parse(c, record) for c in drawn]
-        p_pass = [
-            c.verdict_probs[0] if p.vote is not None and c.verdict_probs else None
-            for c, p in zip(drawn, parsed, strict=True)
-        ]
-        return self.verdict_judgment(name, parsed, p_pass), None

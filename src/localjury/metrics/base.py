@@ -200,7 +200,7 @@ class PromptProgram(Generic[InT, OutT]):
 class Metric:
     """Anything a run can judge: a name, samples per model (strictness), a tie-break.
 
-    ``kind`` names how a run judges it (:data:`localjury.metrics.judging.KINDS`): ``"judge"``
+    ``kind`` names how a run judges it (:data:`localjury.metrics.kinds.KINDS`): ``"judge"``
     for a :class:`JudgeMetric`, ``"composite"`` for a ``CompositeMetric``, ``"pairwise"``
     for a ``PairwiseCritic``, ``"rubric"`` for a ``Rubric``, ``"checklist"`` for a criterion
     of a ``Checklist``, ``"tool_calls"`` for a ``ToolCallAccuracy`` (computed, no judge). The
@@ -208,6 +208,9 @@ class Metric:
     """
 
     kind: ClassVar[str | None] = None
+    judging: ClassVar[Any] = None
+    """The judging class of a metric of a kind outside the registry (a user's kind: a subclass of
+    :class:`~localjury.metrics.judging.BaseJudging`); None for the registry's kinds."""
     quote_from: tuple[str, ...] = ()
     """The input fields whose text the output's quotes must be spans of; none by default."""
     revision: str | None = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, ClassVar
 
@@ -28,13 +28,11 @@ from localjury.errors import MetricError, RecordError
 from localjury.metrics._binding import RecordInput
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import Judgment, Message, Metric, ParsedSample, PromptProgram, bind_input
-from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, judges
+from localjury.metrics.judging import BaseJudging, Extraction, Judged, Juror, OverflowPolicy, Request, Samples, agree
 from localjury.metrics.prompt_fit import fit_prompt
 from localjury.records.conversation import Scope
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
-from localjury.results.record_result import ModelJudgment
-from localjury.types import Completion
 
 #: Output tokens a checklist adds per criterion beyond the first (the criterion's key, its
 #: reason of at most 200 characters, its verdict and the JSON between them), on top of the
@@ -253,7 +251,6 @@ class ChecklistCriterion(Metric):
         return f"ChecklistCriterion({self.name!r}, {self.index + 1} of {self.checklist.names})"
 
 
-@judges(ChecklistCriterion)
 class ChecklistJudging(BaseJudging):
     """One criterion of a checklist. Its request asks for the whole checklist (the same
     messages, schema, k and token budget for every criterion of the checklist, so a model's
@@ -265,7 +262,7 @@ class ChecklistJudging(BaseJudging):
 
     metric: ChecklistCriterion
 
-    def first_step(self, record: Record, first: Juror) -> Request | None:
+    def first_step(self, record: Record, first: Juror) -> Extraction | None:
         self.metric.checklist.messages(record, first.neutralise)  # raises the record's error
         return None
 
@@ -281,16 +278,9 @@ class ChecklistJudging(BaseJudging):
         schema = checklist.json_schema()
         return [Request(key, messages, schema, self.k, budget, model.temperature, turns_cut=cut, revision=revision)]
 
-    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
-        # The whole checklist's, so that every criterion draws the same samples.
-        parsed = [self.metric.checklist.parse(c.text, finished=c.finished) for c in samples]
-        if any(p.problem for p in parsed):
-            return False
-        return all(len({p.votes[i] for p in parsed}) == 1 for i in range(len(self.metric.checklist.critics)))
-
-    def judge(
-        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
-    ) -> tuple[ModelJudgment, Any]:
+    def judge(self, name: str, record: Record, context: Any, samples: Samples) -> Judged:
+        if isinstance(samples, str):
+            return super().judge(name, record, context, samples)
         (drawn,) = samples
         parsed = [self.metric.parse(c.text, finished=c.finished) for c in drawn]
         count, i = len(self.metric.checklist.critics), self.metric.index
@@ -299,7 +289,11 @@ class ChecklistJudging(BaseJudging):
             c.verdict_probs[i] if p.vote is not None and c.verdict_probs and len(c.verdict_probs) == count else None
             for c, p in zip(drawn, parsed, strict=True)
         ]
-        return self.verdict_judgment(name, parsed, p_pass), None
+        judged = self.verdict_judgment(name, parsed, p_pass)
+        # Unanimous as the whole checklist is, so that every criterion draws the same samples.
+        whole = [self.metric.checklist.parse(c.text, finished=c.finished) for c in drawn]
+        unanimous = not any(p.problem for p in whole) and all(agree([p.votes[j] for p in whole]) for j in range(count))
+        return replace(judged, unanimous=unanimous)
 
 
 def checklist_metrics(metrics: Sequence[Metric], group: bool = False) -> list[Metric]:

@@ -22,12 +22,21 @@ from localjury.errors import MetricError
 from localjury.metrics._quoted import Quotable, locate_quotes, quotable_texts
 from localjury.metrics.base import Message, Metric, PromptProgram, bind_input, check_inputs
 from localjury.metrics.evidence import MAX_QUOTES, QuoteText
-from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, invalid_samples, judges
+from localjury.metrics.judging import (
+    BaseJudging,
+    Extraction,
+    Judged,
+    Juror,
+    OverflowPolicy,
+    Request,
+    Samples,
+    invalid_samples,
+)
 from localjury.metrics.prompt_fit import fit_prompt
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.results.record_result import ModelJudgment, Quote, RecordResult, StatementJudgment, StatementResult
-from localjury.types import QUOTE_KEY, Completion, Stored
+from localjury.types import QUOTE_KEY
 from localjury.votes.voting import TieBreak, final_score, model_score, model_verdict, share_supported
 
 #: At most this many statements are extracted from one response (part of the schema).
@@ -282,19 +291,19 @@ class CompositeMetric(Metric):
         )
 
 
-@judges(CompositeMetric)
 class StatementsJudging(BaseJudging):
     """A :class:`CompositeMetric`: the extractor breaks the record into statements (one
     sample, temperature 0); each model verifies all of them in k samples; the majority per
-    statement and model, the share supported per model, the mean over the models."""
+    statement and model, the share supported per model, the mean over the models. A record
+    with no statement asks no model (its score is null)."""
 
     extracts: ClassVar[bool] = True
     metric: CompositeMetric
 
-    def first_step(self, record: Record, first: Juror) -> Request | None:
+    def first_step(self, record: Record, first: Juror) -> Extraction | None:
         self.metric.verify_input(record, [])  # a missing context is the record's error, before any load
         messages = self.metric.extract_messages(record, first.neutralise)
-        return Request(
+        request = Request(
             (record.id, self.metric.name),
             messages,
             self.metric.extract_schema(),
@@ -302,23 +311,12 @@ class StatementsJudging(BaseJudging):
             max_tokens=max(first.max_tokens, EXTRACTION_TOKENS),
             temperature=0.0,
         )
-
-    def read_first_step(self, record: Record, stored: Stored | None, by: str, lost: str | None) -> Any:
-        if stored is None:
-            return f"no statement extraction by {by!r}" + (f": {lost}" if lost else " in the judgment store")
-        if isinstance(stored, str):
-            return f"statement extraction by {by!r} failed: {stored}"
-        (sample,) = stored
-        statements, problem = self.metric.parse_statements(sample.text, finished=sample.finished)
-        if statements is None:
-            return f"statement extraction by {by!r} abstained: {problem}; raw: {sample.text!r}"
-        return statements
-
-    def judged(self, context: Any) -> bool:
-        return bool(context)
+        return Extraction(request, self.metric.parse_statements)
 
     def requests(self, model: Juror, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
         statements: list[str] = context
+        if not statements:
+            return []
         budget = max(model.max_tokens, 64 + TOKENS_PER_STATEMENT * len(statements))
         render = partial(self.metric.verify_messages, statements=statements, neutralise=model.neutralise)
         fitted = fit_prompt(on_overflow, model, record, budget, render(record), render)
@@ -329,15 +327,12 @@ class StatementsJudging(BaseJudging):
         quotes = tuple(q.text for q in self.metric.quotable(fitted.shown)) if self.metric.quote_from else None
         return [Request(key, verify, schema, self.k, budget, model.temperature, turns_cut=cut, quotes=quotes)]
 
-    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
-        parsed = [self.metric.parse_verification(c.text, record, context, finished=c.finished) for c in samples]
-        if any(p.problem for p in parsed):
-            return False
-        return all(len({p.votes[i] for p in parsed}) == 1 for i in range(len(context)))
-
-    def judge(
-        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
-    ) -> tuple[ModelJudgment, Any]:
+    def judge(self, name: str, record: Record, context: Any, samples: Samples) -> Judged:
+        if isinstance(samples, str):
+            judgment = ModelJudgment(
+                model=name, votes=[], reasons=[], abstentions=self.k, verdict=None, score=None, error=samples
+            )
+            return Judged(judgment)
         (drawn,) = samples
         checks = [self.metric.parse_verification(c.text, record, context, finished=c.finished) for c in drawn]
         verdicts: list[int | None] = []
@@ -368,27 +363,21 @@ class StatementsJudging(BaseJudging):
             score=share_supported(verdicts),
             invalid=invalid,
         )
-        return judgment, per_statement
+        # Unanimous where every sample parsed and each statement's votes agree.
+        unanimous = not any(p.problem for p in checks) and all(len(set(s.votes)) == 1 for s in per_statement)
+        return Judged(judgment, per_statement, unanimous)
 
-    def unjudged(self, name: str, error: str) -> ModelJudgment:
-        return ModelJudgment(
-            model=name, votes=[], reasons=[], abstentions=self.k, verdict=None, score=None, error=error
-        )
-
-    def result(
-        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
-    ) -> RecordResult:
+    def combine(self, record: Record, context: Any, judged: list[Judged]) -> RecordResult:
         statements: list[str] = context
-        by_statement = [[d[i] for _, d in judged if d is not None] for i in range(len(statements))]
+        by_statement = [[j.detail[i] for j in judged if j.detail is not None] for i in range(len(statements))]
         return RecordResult(
             record_id=record.id,
             metric=self.metric.name,
-            score=final_score([j.score for j, _ in judged]),
+            score=final_score([j.judgment.score for j in judged]),
             error=None,
-            models=[j for j, _ in judged],
+            models=[j.judgment for j in judged],
             statements=[
                 StatementResult(statement=text, score=final_score([model_score(j.verdict) for j in js]), models=js)
                 for text, js in zip(statements, by_statement, strict=True)
             ],
-            extracted_by=extracted_by,
         )

@@ -24,12 +24,12 @@ from typing import Any, ClassVar
 
 from localjury.metrics.aligned import AlignedCritic
 from localjury.metrics.aspect_critic import AspectCritic, VerdictJudging
-from localjury.metrics.judging import Juror, OverflowPolicy, Request, judges
+from localjury.metrics.judging import Judged, Juror, OverflowPolicy, Request, Samples
 from localjury.metrics.prompt_fit import fit_prompt
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.results.record_result import HeadDecision, ModelJudgment
-from localjury.types import Completion, Message
+from localjury.types import Message
 from localjury.votes.heads import DecisionHead, HeadBinding
 
 
@@ -61,10 +61,10 @@ class HeadCritic(AlignedCritic):
         return AspectCritic.messages(self, record, neutralise)
 
 
-@judges(HeadCritic)
 class HeadJudging(VerdictJudging):
     """A :class:`HeadCritic`: a model with a head sends one zero-shot prompt decided by it; the
-    others judge as :class:`~localjury.metrics.aspect_critic.VerdictJudging` does."""
+    others judge as :class:`~localjury.metrics.aspect_critic.VerdictJudging` does. (A head's
+    request is of one sample, never split under adaptive strictness.)"""
 
     metric: HeadCritic
 
@@ -96,27 +96,22 @@ class HeadJudging(VerdictJudging):
             *beside,
         ]
 
-    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
-        if len(samples) == 1 and samples[0].n_tokens == 0 and samples[0].verdict_probs:
-            return True  # a head's decision: there is no second sample to draw
-        return super().unanimous(record, context, samples)
-
-    def judge(
-        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
-    ) -> tuple[ModelJudgment, Any]:
+    def judge(self, name: str, record: Record, context: Any, samples: Samples) -> Judged:
         head = self.metric.heads.get(name)
         if head is None:
             return super().judge(name, record, context, samples)
+        if isinstance(samples, str):
+            return Judged(self.abstained(name, samples, 1))
         (decided, *_), *beside = samples
         p = (decided.verdict_probs or (None,))[0]
         if p is None:  # pragma: no cover - an engine's head completion always carries it
-            return self.unjudged(name, "the decision head gave no probability"), None
+            return Judged(self.abstained(name, "the decision head gave no probability", 1))
         vote = head.verdict(p)
         votes = reasons = None
         if beside:
-            parsed = [self._parse(c, record) for c in beside[0]]
+            parsed = [self.parse(c, record) for c in beside[0]]
             votes, reasons = [x.vote for x in parsed], [x.reason for x in parsed]
-        return ModelJudgment(
+        judgment = ModelJudgment(
             model=name,
             votes=[vote],
             reasons=[None],
@@ -133,14 +128,8 @@ class HeadJudging(VerdictJudging):
                 votes=votes,
                 reasons=reasons,
             ),
-        ), None
-
-    def unjudged(self, name: str, error: str) -> ModelJudgment:
-        if name not in self.metric.heads:
-            return super().unjudged(name, error)
-        return ModelJudgment(
-            model=name, votes=[None], reasons=[None], abstentions=1, verdict=None, score=None, error=error
         )
+        return Judged(judgment, unanimous=True)
 
 
 def head_models(heads: Sequence[DecisionHead]) -> dict[str, DecisionHead]:

@@ -1,12 +1,20 @@
-"""How a run judges a metric: the :class:`Judging` protocol every kind of metric follows, the
-:class:`BaseJudging` a kind extends, and the table of kinds, :data:`KINDS`.
+"""How a run judges a metric: the :class:`BaseJudging` every kind of metric extends (the four
+members a kind writes, and the defaults of everything else), and what a run sees of it, the
+:class:`Judging` protocol.
 
 A kind of metric is one module of this package: its metric (prompt program, parsing) and its
-judging (its requests, how samples become a model's judgment and judgments a result),
-registered in one line, ``@judges(TheMetric)`` above the judging class. A kind judged in one
-step writes only what differs from :class:`BaseJudging` (its ``requests`` and ``judge``, and
-``unanimous``, ``unjudged`` or ``result`` where they differ from one yes/no verdict per sample);
-:mod:`~localjury.metrics.rubric` and :mod:`~localjury.metrics.tool_calls` are short examples.
+judging, listed in the registry, :data:`localjury.metrics.kinds.KINDS`. A kind writes at most
+four members, each with a default here:
+
+- :meth:`~BaseJudging.first_step`: the record's error before any model loads, or an
+  :class:`Extraction` asked of the extractor first (a composite's statements);
+- :meth:`~BaseJudging.requests`: what a model is asked for a record (nothing by default);
+- :meth:`~BaseJudging.judge`: a model's samples, or why it has none, to its judgment (:class:`Judged`;
+  one yes/no verdict per sample);
+- :meth:`~BaseJudging.combine`: the models' judgments to the record's result (the mean score).
+
+:mod:`~localjury.metrics.rubric` and :mod:`~localjury.metrics.tool_calls` are short examples, and
+``examples/unsure_kind.py`` one outside the package.
 
 The run stages (:mod:`~localjury.run.plan`, :mod:`~localjury.run.generate`,
 :mod:`~localjury.run.assemble`) only call a :class:`Judging`; they never look at a metric's
@@ -18,16 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, Protocol
 
-from localjury.errors import ConfigError
 from localjury.metrics.base import Metric, ParsedSample
 from localjury.models.registry import ModelSpec
 from localjury.records.neutralise import Neutraliser
 from localjury.records.record import Record
 from localjury.results.record_result import InvalidSample, ModelJudgment, RecordResult
 from localjury.types import Completion, Message, Stored
-from localjury.votes.calibration import CalibrationFile, Calibrator, fits_by_metric
+from localjury.votes.calibration import CalibrationFile, Calibrator
 from localjury.votes.heads import DecisionHead
 from localjury.votes.voting import (
     Scoring,
@@ -45,6 +52,9 @@ from localjury.votes.voting import (
 OverflowPolicy = Literal["error", "truncate"]
 Key = tuple[str, str]
 """(record id, metric name)."""
+Samples = list[list[Completion]] | str
+"""A model's samples of a record, per prompt in the order of its requests; or, where it has
+none, why (the record's error for that model)."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,45 @@ class Request:
     head: DecisionHead | None = None
     """Decide by this decision head instead of sampling (:mod:`~localjury.metrics.head_critic`;
     its hash is in ``revision``, so in the store key)."""
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """A first step: one request to the extractor before the models judge, and how its one
+    sample becomes the record's context (what the kind's other members are handed)."""
+
+    request: Request
+    parse: Callable[..., tuple[Any, str | None]]
+    """``parse(text, finished=...)``: the context, or None and why the sample is not one."""
+    what: str = "statement extraction"
+    """What the step is, in the record's error when it fails."""
+
+    def read(self, stored: Stored | None, by: str, lost: str | None) -> Any:
+        """The context from the step's stored generation by model ``by``, or the record's
+        error (a string): no generation (``lost`` says why, where known), a failed one, or a
+        sample that does not parse."""
+        if stored is None:
+            return f"no {self.what} by {by!r}" + (f": {lost}" if lost else " in the judgment store")
+        if isinstance(stored, str):
+            return f"{self.what} by {by!r} failed: {stored}"
+        (sample,) = stored
+        context, problem = self.parse(sample.text, finished=sample.finished)
+        if context is None:
+            return f"{self.what} by {by!r} abstained: {problem}; raw: {sample.text!r}"
+        return context
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One model's judgment of a record, as a kind's :meth:`~BaseJudging.judge` gives it."""
+
+    judgment: ModelJudgment
+    detail: Any = None
+    """What the kind's :meth:`~BaseJudging.combine` needs beside the judgment (a composite's
+    votes per statement); None for a model that could not judge."""
+    unanimous: bool = False
+    """Its samples already decide its majority: every one decided, all alike (adaptive
+    strictness draws no more; see :meth:`~BaseJudging.unanimous`)."""
 
 
 class Juror(Protocol):
@@ -124,17 +173,19 @@ class JudgingSettings(Protocol):
 
 
 class Judging(Protocol):
-    """How one metric is judged: its requests, when its samples are unanimous, and how a
-    model's samples become that model's judgment and the models' judgments a result.
+    """How one metric is judged, as the run calls it: a :class:`BaseJudging` (see there).
 
     ``context`` is what a metric's first step gave for a record (a composite's statements),
     None for a metric judged in one step.
     """
 
-    kind: ClassVar[str]
-    """The ``kind`` of the metrics it judges; also the metric's kind in summaries and manifests."""
     extracts: ClassVar[bool]
     """Its first step is the extractor's (its results name the extractor)."""
+
+    @property
+    def kind(self) -> str:
+        """The ``kind`` of the metric; also the metric's kind in summaries and manifests."""
+        ...
 
     @property
     def metric(self) -> Metric:
@@ -151,56 +202,25 @@ class Judging(Protocol):
         """What an even split of valid votes gives."""
         ...
 
-    def first_step(self, record: Record, first: Juror) -> Request | None:
-        """The request that comes before the models judge (a statement extraction by ``first``,
-        the extractor), or None. Raises the record's ``RecordError`` when it cannot be judged."""
-        ...
+    def first_step(self, record: Record, first: Juror) -> Extraction | None: ...
 
-    def read_first_step(self, record: Record, stored: Stored | None, by: str, lost: str | None) -> Any:
-        """The context from the first step's stored generation by model ``by``, or an error string."""
-        ...
+    def requests(self, model: Juror, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]: ...
 
-    def judged(self, context: Any) -> bool:
-        """Whether the models have anything to judge for this context."""
-        ...
+    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool: ...
 
-    def requests(self, model: Juror, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
-        """``model``'s requests of k samples each for the record: one per prompt it is asked
-        (one; a pairwise metric's two orders), each with its own ``key``."""
-        ...
+    def judge(self, name: str, record: Record, context: Any, samples: Samples) -> Judged: ...
 
-    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
-        """Whether these first samples of one prompt already decide its majority (adaptive strictness)."""
-        ...
-
-    def judge(
-        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
-    ) -> tuple[ModelJudgment, Any]:
-        """Model ``name``'s judgment from its samples (each prompt's, in the order of
-        :meth:`requests`), and what :meth:`result` needs beside it."""
-        ...
-
-    def unjudged(self, name: str, error: str) -> ModelJudgment:
-        """Model ``name``'s judgment when it has no samples for the record."""
-        ...
-
-    def result(
-        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
-    ) -> RecordResult:
-        """The record's result from each model's judgment (and its detail; None for an unjudged one)."""
-        ...
+    def combine(self, record: Record, context: Any, judged: list[Judged]) -> RecordResult: ...
 
 
 @dataclass(frozen=True)
 class BaseJudging:
-    """What every judging is built with (:func:`judging_for`), and the defaults of a metric
-    judged in one step, one yes/no verdict per sample: the record's error is whatever rendering
-    the metric's prompt raises, every record is judged, all k samples abstain where a model
-    could not judge, and the record's score is the mean of the models' scores. A kind writes
-    :meth:`requests` and :meth:`judge`, and whatever else of the :class:`Judging` differs."""
+    """What every judging is built with (:func:`localjury.metrics.kinds.judging_for`), and the
+    defaults of a metric judged in one step, one yes/no verdict per sample: the record's error
+    is whatever rendering the metric's prompt raises, no model is asked anything unless the kind
+    says what (:meth:`requests`), a model's judgment is :meth:`verdict_judgment`'s of its parsed
+    samples of one prompt, and the record's score is the mean of the models' scores."""
 
-    kind: ClassVar[str] = ""
-    """The ``kind`` of the metrics it judges (set by :func:`judges`)."""
     extracts: ClassVar[bool] = False
     """Its first step is the extractor's (its results name the extractor)."""
     metric: Any
@@ -217,40 +237,43 @@ class BaseJudging:
     with_reasons: bool = False
     """A model decided by a decision head also draws its usual samples, reported beside the head's decision."""
 
-    def first_step(self, record: Record, first: Juror) -> Request | None:
-        """None: the models judge the record in one step. The metric's prompt is rendered once
-        (``metric.messages``), so that a record it cannot judge is its error before any model loads."""
+    @property
+    def kind(self) -> str:
+        """The metric's ``kind``: the key of its judging in the registry."""
+        return str(self.metric.kind)
+
+    def first_step(self, record: Record, first: Juror) -> Extraction | None:
+        """The record's error before any model loads (raised as its ``RecordError``), or the
+        request asked of ``first``, the extractor, before the models judge. By default the
+        metric's prompt is rendered once (``metric.messages``), and there is no first step."""
         self.metric.messages(record, first.neutralise)  # raises the record's error
         return None
 
-    def read_first_step(self, record: Record, stored: Stored | None, by: str, lost: str | None) -> Any:
-        return None
-
-    def judged(self, context: Any) -> bool:
-        return True
-
     def requests(self, model: Juror, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
-        raise NotImplementedError(f"{type(self).__name__} asks the models nothing")
+        """``model``'s requests of k samples each for the record: one per prompt it is asked
+        (one; a pairwise metric's two orders), each with its own ``key``, its prompt fitted to
+        the model's context (:func:`~localjury.metrics.prompt_fit.fit_prompt`). None by default:
+        a record no model is asked about has no judgments, only :meth:`combine`'s result."""
+        return []
 
-    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
-        """False: under adaptive strictness every sample is drawn."""
-        return False
+    def judge(self, name: str, record: Record, context: Any, samples: Samples) -> Judged:
+        """Model ``name``'s judgment of the record from its samples (each prompt's, in the
+        order of :meth:`requests`), or, where ``samples`` is why it has none, its abstention on
+        every sample. By default the samples of one prompt, each one yes/no verdict."""
+        if isinstance(samples, str):
+            return Judged(self.abstained(name, samples, self.k))
+        (drawn,) = samples
+        parsed = [self.parse(c, record) for c in drawn]
+        p_pass = [
+            c.verdict_probs[0] if p.vote is not None and c.verdict_probs else None
+            for c, p in zip(drawn, parsed, strict=True)
+        ]
+        return self.verdict_judgment(name, parsed, p_pass)
 
-    def judge(
-        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
-    ) -> tuple[ModelJudgment, Any]:
-        raise NotImplementedError(f"{type(self).__name__} reads no samples")
-
-    def unjudged(self, name: str, error: str) -> ModelJudgment:
-        k = self.k
-        return ModelJudgment(
-            model=name, votes=[None] * k, reasons=[None] * k, abstentions=k, verdict=None, score=None, error=error
-        )
-
-    def result(
-        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
-    ) -> RecordResult:
-        models = [j for j, _ in judged]
+    def combine(self, record: Record, context: Any, judged: list[Judged]) -> RecordResult:
+        """The record's result from each model's judgment: the mean of their scores and of
+        their confidences."""
+        models = [j.judgment for j in judged]
         return RecordResult(
             record_id=record.id,
             metric=self.metric.name,
@@ -258,11 +281,27 @@ class BaseJudging:
             error=None,
             confidence=final_score([j.confidence for j in models]),
             models=models,
-            statements=None,
-            extracted_by=extracted_by,
         )
 
-    def verdict_judgment(self, name: str, parsed: Sequence[ParsedSample], p_pass: list[float | None]) -> ModelJudgment:
+    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
+        """Whether these first samples of one prompt already decide its majority (adaptive
+        strictness): :meth:`judge`'s word on them, judged alone."""
+        return self.judge("", record, context, [samples]).unanimous
+
+    def parse(self, sample: Completion, record: Record) -> ParsedSample:
+        """One sample of the metric's prompt parsed; its quotes located in ``record`` where the
+        metric asks for quotes."""
+        if self.metric.quote_from:
+            return self.metric.parse(sample.text, finished=sample.finished, record=record)
+        return self.metric.parse(sample.text, finished=sample.finished)
+
+    def abstained(self, name: str, error: str, n: int) -> ModelJudgment:
+        """Model ``name``'s judgment where it has no samples: ``n`` abstentions, and why."""
+        return ModelJudgment(
+            model=name, votes=[None] * n, reasons=[None] * n, abstentions=n, verdict=None, score=None, error=error
+        )
+
+    def verdict_judgment(self, name: str, parsed: Sequence[ParsedSample], p_pass: list[float | None]) -> Judged:
         """Model ``name``'s judgment from its parsed samples of one yes/no criterion and their
         verdict probabilities: calibrated where the model has a fit, by its confidence under
         probability scoring, else the majority of its valid votes (an abstention for each
@@ -281,7 +320,7 @@ class BaseJudging:
         else:
             verdict = model_verdict(votes, self.tie)
             score = model_score(verdict)
-        return ModelJudgment(
+        judgment = ModelJudgment(
             model=name,
             votes=votes,
             reasons=[p.reason for p in parsed],
@@ -295,6 +334,7 @@ class BaseJudging:
             invalid=invalid_samples(parsed, [p.vote is None for p in parsed]),
             evidence=[p.quotes for p in parsed] if any(p.quotes is not None for p in parsed) else None,
         )
+        return Judged(judgment, unanimous=agree(votes))
 
 
 def agree(values: Sequence[object]) -> bool:
@@ -311,66 +351,3 @@ def invalid_samples(parsed: Sequence[Any], abstained: Sequence[bool], start: int
         for j, (p, out) in enumerate(zip(parsed, abstained, strict=True))
         if out
     ]
-
-
-J = TypeVar("J", bound=BaseJudging)
-
-#: The judging of each kind of metric, by the metric's ``kind`` (filled by :func:`judges`).
-KINDS: dict[str, type[BaseJudging]] = {}
-#: The metric class each kind was registered for, by kind (named in :func:`judging_for`'s error).
-_REGISTERED: dict[str, str] = {}
-
-
-def judges(metric: type[Metric]) -> Callable[[type[J]], type[J]]:
-    """Register the decorated judging as the one of ``metric``'s kind (its ``kind``), for
-    every metric of that kind.
-
-    Raises:
-        TypeError: ``metric`` has no ``kind``, or another judging has it already.
-    """
-    kind = metric.kind
-    if not kind:
-        raise TypeError(f"{metric.__name__} has no `kind` to be judged as")
-
-    def register(judging: type[J]) -> type[J]:
-        held = KINDS.get(kind)
-        if held is not None and held.__qualname__ != judging.__qualname__:
-            raise TypeError(f"kind {kind!r} is judged by {held.__qualname__} already")
-        judging.kind = kind
-        KINDS[kind] = judging
-        _REGISTERED[kind] = metric.__name__
-        return judging
-
-    return register
-
-
-def judging_for(metric: Metric, sampling: JudgingSettings) -> Judging:
-    """The metric's judging, with the run's strictness and tie-break where it sets them, and
-    each model's calibration: a judge profile's own fits, else a calibration file's fits of
-    this metric (a judge metric's: calibration fits yes/no verdicts).
-
-    Raises:
-        ConfigError: The metric is of no kind a run can judge.
-    """
-    judging = KINDS.get(metric.kind or "")
-    if judging is None:
-        names = sorted(_REGISTERED.values())
-        raise ConfigError(
-            f"metric {metric.name!r} is a {type(metric).__name__}; expected a {', '.join(names[:-1])} or {names[-1]}"
-        )
-    calibration = sampling.calibration
-    if metric.calibrators:  # a judge profile's fits (an AlignedCritic)
-        calibrators = {c.model: c for c in metric.calibrators}
-    elif calibration is not None and metric.kind == "judge":
-        calibrators = dict(fits_by_metric(calibration.calibrators).get(metric.name, {}))
-    else:
-        calibrators = {}
-    return judging(
-        metric,
-        sampling.strictness or metric.strictness,
-        sampling.tie_break or metric.tie_break,
-        sampling.scoring,
-        sampling.threshold,
-        calibrators,
-        sampling.with_reasons,
-    )

@@ -19,12 +19,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from localjury.errors import MetricError
 from localjury.metrics._text_bounds import check_metric_texts
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, ParsedSample, PromptProgram, bind_input
-from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, agree, invalid_samples, judges
+from localjury.metrics.judging import (
+    BaseJudging,
+    Judged,
+    Juror,
+    OverflowPolicy,
+    Request,
+    Samples,
+    agree,
+    invalid_samples,
+)
 from localjury.metrics.prompt_fit import fit_prompt
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.results.record_result import InvalidSample, ModelJudgment, RecordResult
-from localjury.types import Completion, Message
+from localjury.types import Message
 from localjury.votes.voting import (
     TieBreak,
     confidence,
@@ -183,7 +192,6 @@ class PairwiseCritic(Metric):
         )
 
 
-@judges(PairwiseCritic)
 class PairwiseJudging(BaseJudging):
     """A :class:`PairwiseCritic`: two requests per model and record (order AB and order BA,
     k samples each). A model's preference is the majority of its 2k order-corrected valid
@@ -211,18 +219,17 @@ class PairwiseJudging(BaseJudging):
             out.append(Request(key, messages, schema, self.k, budget, model.temperature))
         return out
 
-    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
-        return agree([self.metric.parse(c.text, finished=c.finished).vote for c in samples])
-
-    def judge(
-        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
-    ) -> tuple[ModelJudgment, Any]:
+    def judge(self, name: str, record: Record, context: Any, samples: Samples) -> Judged:
+        """Its samples of each order, AB's first (or of order AB alone: the first samples of
+        one order, asked whether they are unanimous)."""
+        if isinstance(samples, str):
+            return Judged(self.abstained(name, samples, 2 * self.k))
         order_votes: dict[str, list[int | None]] = {}
         votes: list[int | None] = []
         reasons: list[str | None] = []
         p_pass: list[float | None] = []
         invalid: list[InvalidSample] = []
-        for order, drawn in zip(ORDERS, samples, strict=True):
+        for order, drawn in zip(ORDERS, samples, strict=False):
             parsed = [self.metric.parse(c.text, finished=c.finished) for c in drawn]
             # sample indices count over both orders, AB's first
             invalid += invalid_samples(parsed, [p.vote is None for p in parsed], start=len(votes))
@@ -253,20 +260,13 @@ class PairwiseJudging(BaseJudging):
             confidence=conf,
             invalid=invalid,
             order_votes=order_votes,
-            position_consistent=position_consistency(order_votes["AB"], order_votes["BA"]),
+            position_consistent=position_consistency(order_votes["AB"], order_votes.get("BA", [])),
         )
-        return judgment, None
+        # An order's samples are unanimous where its votes as the judge gave them agree.
+        return Judged(judgment, unanimous=all(agree(v) for v in order_votes.values()))
 
-    def unjudged(self, name: str, error: str) -> ModelJudgment:
-        n = 2 * self.k
-        return ModelJudgment(
-            model=name, votes=[None] * n, reasons=[None] * n, abstentions=n, verdict=None, score=None, error=error
-        )
-
-    def result(
-        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
-    ) -> RecordResult:
-        models = [j for j, _ in judged]
+    def combine(self, record: Record, context: Any, judged: list[Judged]) -> RecordResult:
+        models = [j.judgment for j in judged]
         known = [j.position_consistent for j in models if j.position_consistent is not None]
         return RecordResult(
             record_id=record.id,

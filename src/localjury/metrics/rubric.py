@@ -29,13 +29,22 @@ from localjury.errors import MetricError, RecordError, UnknownNameError
 from localjury.metrics._binding import RecordInput
 from localjury.metrics._text_bounds import check_metric_texts
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, PromptProgram, bind_input
-from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request, agree, invalid_samples, judges
+from localjury.metrics.judging import (
+    BaseJudging,
+    Judged,
+    Juror,
+    OverflowPolicy,
+    Request,
+    Samples,
+    agree,
+    invalid_samples,
+)
 from localjury.metrics.prompt_fit import fit_prompt
 from localjury.records.conversation import Scope
 from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.results.record_result import ModelJudgment, RecordResult, RubricResult
-from localjury.types import Completion, Message
+from localjury.types import Message
 from localjury.votes.voting import confidence, final_score
 
 #: The most levels a scale may have.
@@ -241,7 +250,6 @@ def _levels(name: str, levels: Sequence[str] | Mapping[int, str]) -> tuple[str, 
     return out
 
 
-@judges(Rubric)
 class RubricJudging(BaseJudging):
     """A :class:`Rubric`: one prompt, one score per sample (see the module's docstring).
 
@@ -271,12 +279,10 @@ class RubricJudging(BaseJudging):
         revision = self.metric.revision
         return [Request(key, messages, schema, self.k, budget, model.temperature, turns_cut=cut, revision=revision)]
 
-    def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
-        return agree([self.metric.parse(c.text, finished=c.finished).score for c in samples])
-
-    def judge(
-        self, name: str, record: Record, context: Any, samples: list[list[Completion]]
-    ) -> tuple[ModelJudgment, Any]:
+    def judge(self, name: str, record: Record, context: Any, samples: Samples) -> Judged:
+        if isinstance(samples, str):
+            judgment = self.abstained(name, samples, self.k)
+            return Judged(judgment.model_copy(update={"scores": [None] * self.k, "expected": [None] * self.k}))
         (drawn,) = samples
         n = self.metric.n
         parsed = [self.metric.parse(c.text, finished=c.finished) for c in drawn]
@@ -309,20 +315,14 @@ class RubricJudging(BaseJudging):
             expected=expected,
             scale_score=scale,
         )
-        return judgment, None
+        return Judged(judgment, unanimous=agree(scores))
 
     def _passes(self, level: float) -> bool:
         """Whether a score on the scale reaches the pass threshold."""
         return (normalised(level, self.metric.n) or 0.0) >= self.pass_at
 
-    def unjudged(self, name: str, error: str) -> ModelJudgment:
-        judgment = super().unjudged(name, error)
-        return judgment.model_copy(update={"scores": [None] * self.k, "expected": [None] * self.k})
-
-    def result(
-        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
-    ) -> RecordResult:
-        result = super().result(record, context, judged, extracted_by)
+    def combine(self, record: Record, context: Any, judged: list[Judged]) -> RecordResult:
+        result = super().combine(record, context, judged)
         models = result.models
         rubric = RubricResult(
             levels=self.metric.n,

@@ -4,30 +4,50 @@ criteria file. What ``localjury run`` and ``localjury bench`` (and any caller) r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import importlib.util
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 from localjury._files import read_yaml
 from localjury.errors import ConfigError
 from localjury.metrics._text_bounds import spec_text_problem
-from localjury.metrics.agent import AGENT_METRICS
 from localjury.metrics.aspect_critic import PREDEFINED_ASPECTS, AspectCritic
 from localjury.metrics.base import Metric
-from localjury.metrics.faithfulness import COMPOSITE_METRICS
-from localjury.metrics.rubric import RUBRIC_METRICS
-
-#: The metrics known by name (``--metric``): the composites, the agent-run metrics and the
-#: predefined rubrics.
-NAMED_METRICS: dict[str, Callable[[], Metric]] = {**COMPOSITE_METRICS, **AGENT_METRICS, **RUBRIC_METRICS}
+from localjury.metrics.kinds import NAMED_METRICS, Named
 
 
-def named_metric(name: str, *, evidence: bool = False) -> Metric:
-    """The named metric ``name`` (a key of :data:`NAMED_METRICS`); ``evidence`` asks a
-    composite's verification for quoted evidence (other named metrics have no such mode)."""
-    if evidence and name in COMPOSITE_METRICS:
-        return COMPOSITE_METRICS[name](evidence=True)
-    return NAMED_METRICS[name]()
+def named_metric(name: str, *, evidence: bool = False, known: Mapping[str, Named] = NAMED_METRICS) -> Metric:
+    """The named metric ``name`` (a key of ``known``, the registry's
+    :data:`~localjury.metrics.kinds.NAMED_METRICS` by default); ``evidence`` asks a composite's
+    verification for quoted evidence (other named metrics have no such mode)."""
+    entry = known[name]
+    return entry(evidence=True) if evidence and entry.takes_evidence else entry()
+
+
+def metric_module(path: Path) -> dict[str, Named]:
+    """The metrics a user's Python file names for ``--metric``: its ``METRICS`` table, each
+    name mapped to a function of no argument that makes the metric (``--metric-module``; see
+    ``examples/unsure_kind.py``). A metric of a kind of its own names its judging class.
+
+    Raises:
+        ConfigError: The file cannot be imported, or has no ``METRICS`` table of that shape.
+    """
+    spec = importlib.util.spec_from_file_location(f"localjury_user_metrics_{path.stem}", path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise ConfigError(f"metric module {path}: not a Python file; give the path of a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # where pydantic and dataclasses look up its annotations
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise ConfigError(f"metric module {path} failed to import: {type(exc).__name__}: {exc}") from exc
+    table = getattr(module, "METRICS", None)
+    if not isinstance(table, dict) or not all(isinstance(k, str) and callable(v) for k, v in table.items()):
+        raise ConfigError(f"metric module {path} has no METRICS table; add METRICS = {{'name': make_metric, ...}}")
+    return {name: make if isinstance(make, Named) else Named(make) for name, make in table.items()}
 
 
 def named_criterion(text: str) -> tuple[str, str] | None:
@@ -51,6 +71,7 @@ def parse_metric(
     verdict_first: bool = False,
     evidence: bool = False,
     thinking: bool = False,
+    known: Mapping[str, Named] = NAMED_METRICS,
 ) -> Metric:
     """One metric from its text: the one parser behind ``run``'s ``--aspect``,
     ``--criterion``, ``--metric`` and ``--pairwise``, ``bench``'s, ``calibrate``'s and
@@ -58,15 +79,16 @@ def parse_metric(
     (:data:`MetricKind`). Aspects and criteria take ``strictness``, ``verdict_first``,
     ``evidence`` and ``thinking`` (the judge reads a response's thinking block); a composite
     takes ``evidence`` (its verifications quote the contexts); a pairwise criterion takes
-    ``strictness``.
+    ``strictness``. ``known`` holds the metrics known by name (the registry's, and a user's
+    module's: :func:`metric_module`).
 
     Raises:
         ConfigError: The text is not what ``kind`` expects; the message names the option
             and what it takes. Or a criterion's name or text is over
             :data:`~localjury.metrics._text_bounds.MAX_SPEC_TEXT_BYTES` (or not text).
     """
-    if kind in ("any", "named") and text in NAMED_METRICS:
-        return named_metric(text, evidence=evidence)
+    if kind in ("any", "named") and text in known:
+        return named_metric(text, evidence=evidence, known=known)
     if kind in ("any", "aspect") and text in PREDEFINED_ASPECTS:
         return AspectCritic.predefined(
             text, strictness=strictness, verdict_first=verdict_first, evidence=evidence, thinking=thinking
@@ -82,7 +104,7 @@ def parse_metric(
         return AspectCritic(
             *named, strictness=strictness, verdict_first=verdict_first, evidence=evidence, thinking=thinking
         )
-    raise ConfigError(_UNPARSED[kind](text))
+    raise ConfigError(_UNPARSED[kind](text, known))
 
 
 def _check_texts(criterion: tuple[str, str], where: str) -> None:
@@ -99,21 +121,21 @@ def _check_texts(criterion: tuple[str, str], where: str) -> None:
 
 
 #: What each kind of metric text says when it is none of what it may name.
-_UNPARSED: dict[str, Callable[[str], str]] = {
-    "any": lambda text: (
-        f"`metric` {text!r}: expected a composite ({', '.join(COMPOSITE_METRICS)}), an aspect "
-        f'({", ".join(PREDEFINED_ASPECTS)}) or NAME="criterion text"'
+_UNPARSED: dict[str, Callable[[str, Mapping[str, Named]], str]] = {
+    "any": lambda text, known: (
+        f"`metric` {text!r}: expected a composite ({', '.join(n for n, e in known.items() if e.takes_evidence)}), "
+        f'an aspect ({", ".join(PREDEFINED_ASPECTS)}) or NAME="criterion text"'
     ),
-    "aspect": lambda text: (
+    "aspect": lambda text, known: (
         f"unknown aspect {text!r}; expected one of: {', '.join(PREDEFINED_ASPECTS)} (see `localjury aspects`)"
     ),
-    "named": lambda text: (
-        f"unknown metric {text!r}; expected one of: {', '.join(NAMED_METRICS)} (see `localjury metrics`)"
+    "named": lambda text, known: (
+        f"unknown metric {text!r}; expected one of: {', '.join(known)} (see `localjury metrics`)"
     ),
-    "criterion": lambda text: (
+    "criterion": lambda text, known: (
         f'--criterion expects NAME=TEXT, e.g. dated="The response includes a year."; got {text!r}'
     ),
-    "pairwise": lambda text: (
+    "pairwise": lambda text, known: (
         f'--pairwise expects NAME=TEXT, e.g. helpful="The response is more helpful."; got {text!r}'
     ),
 }
@@ -129,6 +151,7 @@ def metrics_of_options(
     verdict_first: bool = False,
     evidence: bool = False,
     thinking: bool = False,
+    modules: Sequence[Path] = (),
 ) -> list[Metric]:
     """The metrics of ``run``'s options, in this order: the predefined aspects, the criteria,
     the criteria file's, the named metrics (composites, agent-run metrics, rubrics), the
@@ -136,18 +159,22 @@ def metrics_of_options(
     :func:`localjury.run.prepare.settle`). ``verdict_first`` and ``evidence`` shape the
     answers of the aspects and criteria (``--verdict-first``, ``--evidence``), ``evidence``
     a composite's too; with ``thinking`` the aspects and criteria read a response's thinking
-    block with its answer (``--read-thinking``).
+    block with its answer (``--read-thinking``). ``modules`` are users' metric modules
+    (``--metric-module``): the metrics their ``METRICS`` tables name are named metrics too.
 
     Raises:
         ConfigError: An unknown aspect or named metric, a criterion not ``NAME=TEXT``, or
-            a bad criteria file.
+            a bad criteria file or metric module.
     """
-    shape = dict(verdict_first=verdict_first, evidence=evidence, thinking=thinking)
-    metrics = [parse_metric(name, "aspect", **shape) for name in aspects]
-    metrics += [parse_metric(item, "criterion", **shape) for item in criteria]
+    shaped = partial(parse_metric, verdict_first=verdict_first, evidence=evidence, thinking=thinking)
+    metrics = [shaped(name, "aspect") for name in aspects]
+    metrics += [shaped(item, "criterion") for item in criteria]
     if criteria_file is not None:
         metrics += criteria_metrics(criteria_file)
-    metrics += [parse_metric(name, "named", evidence=evidence) for name in named]
+    known = dict(NAMED_METRICS)
+    for path in modules:
+        known |= metric_module(path)
+    metrics += [parse_metric(name, "named", evidence=evidence, known=known) for name in named]
     metrics += [parse_metric(item, "pairwise") for item in pairwise]
     return metrics
 

@@ -35,10 +35,10 @@ from typing import Any, ClassVar
 
 from localjury.errors import RecordError
 from localjury.metrics.base import Metric
-from localjury.metrics.judging import BaseJudging, Juror, Request, judges
+from localjury.metrics.judging import BaseJudging, Extraction, Judged, Juror
 from localjury.records.conversation import FunctionCall, tool_calls_made
 from localjury.records.record import Record
-from localjury.results.record_result import ModelJudgment, RecordResult, ToolCallResult
+from localjury.results.record_result import RecordResult, ToolCallResult
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -226,28 +226,19 @@ class ToolCallAccuracy(Metric):
         return f"ToolCallAccuracy(name={self.name!r}, ordered={self.ordered})"
 
 
-@judges(ToolCallAccuracy)
 class ToolCallJudging(BaseJudging):
-    """A :class:`ToolCallAccuracy`: no request to any model (:meth:`judged` is False, so no
+    """A :class:`ToolCallAccuracy`: no request to any model (it writes no ``requests``, so no
     model is loaded for it and no sample is stored); the record's result is the exact match of
     its calls, its score their F1. A record lacking the reference calls or the conversation is
     its error, found before any model loads."""
 
     metric: ToolCallAccuracy
 
-    def first_step(self, record: Record, first: Juror) -> Request | None:
+    def first_step(self, record: Record, first: Juror) -> Extraction | None:
         self.metric.match(record)  # raises the record's error
         return None
 
-    def judged(self, context: Any) -> bool:
-        return False
-
-    def unjudged(self, name: str, error: str) -> ModelJudgment:
-        return ModelJudgment(model=name, votes=[], reasons=[], abstentions=0, verdict=None, score=None, error=error)
-
-    def result(
-        self, record: Record, context: Any, judged: list[tuple[ModelJudgment, Any]], extracted_by: str | None
-    ) -> RecordResult:
+    def combine(self, record: Record, context: Any, judged: list[Judged]) -> RecordResult:
         match = self.metric.match(record)
         return RecordResult(
             record_id=record.id,

@@ -109,6 +109,9 @@ class ModelJudgment(BaseModel):
     head: HeadDecision | None = Field(None, exclude_if=lambda value: value is None)
     """A model decided by a judge profile's decision head: its layer and probability (its one
     vote is the head's verdict, with no reason: nothing was sampled). Left out otherwise."""
+    details: dict[str, Any] | None = Field(None, exclude_if=lambda value: value is None)
+    """What a kind of metric of its own adds to a model's judgment (its details model, dumped,
+    defined in its module: this file names no kind's). Left out for the built-in kinds."""
 
 
 class HeadDecision(BaseModel):
@@ -235,6 +238,10 @@ class RecordResult(BaseModel):
     """Conversation records under ``on_overflow="truncate"``: the most middle turns cut to
     fit a jury model's context (each prompt shows its cut as ``[… N turns cut …]``); null
     when none was cut."""
+    details: dict[str, Any] | None = Field(None, exclude_if=lambda value: value is None)
+    """What a kind of metric of its own adds to the record's result (its details model, dumped,
+    defined in its module: this file names no kind's, and needs no edit for a new one). Left out
+    for the built-in kinds, whose fields above are the results file's format."""
 
 
 #: The longest line of a results file read back: the bound on every JSON Lines line

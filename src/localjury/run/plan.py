@@ -5,9 +5,10 @@ Planning is two pure steps around one read of the store. :func:`first_steps` giv
 composite's statement extraction), which the extraction pass generates and stores like any
 other generation. A pass then reads those extractions from the store and hands them to
 :func:`plan_chunk`, which gives each (record, metric) its context (the statements) and each
-model's requests, split in two under adaptive strictness. A model's pass, the assembly of the
-results and a dry run each build a chunk's plan once and hand it on; because they build the
-same plan, the assembly finds in the store exactly what the passes put there.
+model's requests, split in two under adaptive strictness. Each model's pass (a dry run's too)
+plans a chunk once; the last pass plans it for the whole jury and hands that plan, once
+generated, to the assembly of its results. Plans are pure, so the assembly finds in the store
+exactly what the earlier passes put there.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from localjury.errors import RecordError
-from localjury.metrics.judging import Judging, Key, Request
+from localjury.metrics.judging import Extraction, Judging, Key, Request
 from localjury.metrics.prompt_fit import over_bound
 from localjury.records.record import Record
 from localjury.run.context import JuryModel, RunContext
@@ -33,8 +34,13 @@ class FirstStep:
     error: str | None
     """Why it cannot be judged (the record is over the jury's bound, or the metric's prompt
     cannot be rendered for it); None when it can."""
-    request: Request | None
+    extraction: Extraction | None
     """Its first step, to the extractor (a composite's statement extraction); None without one."""
+
+    @property
+    def request(self) -> Request | None:
+        """Its first step's request; None without one."""
+        return None if self.extraction is None else self.extraction.request
 
 
 @dataclass
@@ -99,18 +105,18 @@ def plan_chunk(
     for step in steps:
         plan = Planned(step.record, step.judging, error=step.error)
         plans.append(plan)
-        if step.request is not None:
-            stored = extracted.get(step.request.key)
-            context = step.judging.read_first_step(step.record, stored, by, ctx.lost.get((by, step.record.id)))
+        if step.extraction is not None:
+            stored = extracted.get(step.extraction.request.key)
+            context = step.extraction.read(stored, by, ctx.lost.get((by, step.record.id)))
             if isinstance(context, str):
                 plan.error = context
             else:
                 plan.context = context
-        if plan.error is not None or not plan.judging.judged(plan.context):
+        if plan.error is not None:
             continue
-        for model in models:
-            prompts = plan.judging.requests(model, plan.record, plan.context, on_overflow)
-            plan.requests[model.spec.name] = [_split(q, adaptive) for q in prompts]
+        asked = {m.spec.name: plan.judging.requests(m, plan.record, plan.context, on_overflow) for m in models}
+        if any(asked.values()):  # a record no model is asked about (a kind computed without one) has none
+            plan.requests = {name: [_split(q, adaptive) for q in prompts] for name, prompts in asked.items()}
     return plans
 
 

@@ -52,7 +52,7 @@ PATH_PARAMS = [
     ("DATA", ["run", "LOOP", "-c", CRITERION, "--no-cache"]),
     *[
         (opt, [*RUN, opt, "LOOP"])
-        for opt in ("--out", "--summary", "--criteria", "--rubrics", "--calibration", "--cache")
+        for opt in ("--out", "--summary", "--criteria", "--rubrics", "--calibration", "--cache", "--metric-module")
     ],
     ("--profile", [*RUN, "--profile", "LOOP"]),
     ("--registry", [*RUN, "--registry", "LOOP"]),

@@ -227,11 +227,11 @@ def test_cli_checklist_option(tmp_path, monkeypatch, capsys):
     data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     seen = {}
 
-    def fake_evaluate(data, metrics, *, config, **kw):
-        seen["config"] = config
+    def fake_evaluate(run):
+        seen["config"] = run.settled.config
         raise SystemExit(0)
 
-    monkeypatch.setattr("localjury.run.evaluate", fake_evaluate)
+    monkeypatch.setattr("localjury.run.pipeline.Run.evaluate", fake_evaluate)
     code, _, _ = run_cli(monkeypatch, capsys, "run", data, "-a", "coherence", "-a", "conciseness", "--checklist")
     assert code == 0 and seen["config"].sampling.checklist is True
 

@@ -1,4 +1,4 @@
-"""The kinds of metric: each registered once by its module, built by ``judging_for`` with the
+"""The kinds of metric: each listed once in the registry, built by ``judging_for`` with the
 run's settings, the defaults a kind inherits, the record block the Aspect Critic's, a rubric's
 and a checklist's prompts share, and the attributes a run reads of any metric."""
 
@@ -11,7 +11,8 @@ from localjury.errors import ConfigError, RecordError
 from localjury.metrics._binding import RecordInput
 from localjury.metrics.aspect_critic import CriterionInput, VerdictJudging
 from localjury.metrics.checklist import ChecklistInput
-from localjury.metrics.judging import KINDS, BaseJudging, agree, judges, judging_for
+from localjury.metrics.judging import BaseJudging, agree
+from localjury.metrics.kinds import KINDS, judging_for
 from localjury.metrics.rubric import RubricInput
 from localjury.records.neutralise import DEFAULT
 from localjury.records.record import Record
@@ -21,25 +22,25 @@ DATED = AspectCritic("dated", "The response must include a specific date or year
 RECORD_FIELDS = ["user_input", "retrieved_contexts", "reference", "conversation", "response"]
 
 
-def test_each_kind_has_one_judging_registered_by_its_module():
-    # (and any a test defines: docs/architecture.md's example registers one)
-    assert {"checklist", "composite", "judge", "pairwise", "rubric", "tool_calls"} <= set(KINDS)
-    assert all(judging.kind == kind for kind, judging in KINDS.items())
-    assert KINDS["judge"] is VerdictJudging
+def test_each_kind_has_one_judging_in_the_registry():
+    assert {"checklist", "composite", "judge", "head", "pairwise", "rubric", "tool_calls"} == set(KINDS)
+    assert all(entry.metric.kind == kind for kind, entry in KINDS.items())
+    assert KINDS["judge"].judging is VerdictJudging
+    assert judging_for(DATED, RunConfig().sampling).kind == "judge"
 
 
-def test_a_kind_is_registered_once():
-    class Other(Metric):
-        kind = "judge"
+def test_a_metric_of_a_kind_outside_the_registry_is_judged_by_the_judging_its_class_names():
+    class OtherJudging(BaseJudging):
+        pass
 
-    with pytest.raises(TypeError, match="kind 'judge' is judged by VerdictJudging already"):
+    class Other(AspectCritic):
+        kind = "other"
+        judging = OtherJudging
 
-        @judges(Other)
-        class OtherJudging(BaseJudging):
-            pass
-
-    with pytest.raises(TypeError, match="Metric has no `kind`"):
-        judges(Metric)
+    judging = judging_for(Other("dated", "A year."), RunConfig().sampling)
+    assert type(judging) is OtherJudging and judging.kind == "other"
+    with pytest.raises(ConfigError, match="or a metric whose class names its `judging`"):
+        judging_for(Metric("bare"), RunConfig().sampling)
 
 
 def test_judging_for_takes_the_run_s_settings_over_the_metric_s():
@@ -76,8 +77,11 @@ def test_a_metric_of_no_kind_is_refused_naming_the_kinds():
 def test_a_single_step_kind_inherits_the_defaults():
     judging = judging_for(DATED, RunConfig().sampling)
     record = Record(id="r1", response="It fell in 1989.")
-    assert judging.read_first_step(record, None, "M1", None) is None and judging.judged(None)
-    unjudged = judging.unjudged("M1", "no samples")
+    first = SimpleNamespace(neutralise=DEFAULT)
+    assert (
+        judging.first_step(record, first) is None and BaseJudging.requests(judging, first, record, None, "error") == []
+    )
+    unjudged = judging.judge("M1", record, None, "no samples").judgment
     assert (unjudged.votes, unjudged.abstentions, unjudged.error) == ([None] * 3, 3, "no samples")
     assert BaseJudging.unanimous(judging, record, None, []) is False
     assert agree([1, 1]) and not agree([1, None]) and not agree([1, 0])
