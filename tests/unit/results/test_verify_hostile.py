@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from localjury import _filehash
+from localjury._filehash import MAX_HOLE_BYTES, found_sha256, stable_sha256
 from localjury.errors import ConfigError
-from localjury.results import _filehash
 from localjury.results import verify as verify_module
-from localjury.results._filehash import MAX_HOLE_BYTES, found_sha256, stable_sha256
 from localjury.results.verify import MAX_CHECKS, read_manifest
 from tests.unit.results import test_manifest_verify
 
@@ -183,7 +183,7 @@ def silent_server():
 
 def served(url, name="s"):
     from localjury.engines.server.client import ServedModel
-    from localjury.results.manifest import ModelRecord
+    from localjury.models.identity import ModelRecord
 
     settings = {"base_url": url, "engine": "server", "server": {"request_timeout": 1e6, "connect_timeout": 1e6}}
     return ModelRecord(name=name, path=url, sha256="x", files={}, settings=settings,

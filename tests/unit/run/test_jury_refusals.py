@@ -11,10 +11,10 @@ import struct
 import pytest
 
 from localjury import AspectCritic, evaluate
+from localjury.engines import model_identity
 from localjury.errors import ConfigError
 from localjury.metrics.profile import JudgeProfile
 from localjury.models._shape import ModelShape, config_shape, gguf_shape
-from localjury.results.manifest import model_identity
 from localjury.run.jury import MIN_PROMPT_TOKENS
 from localjury.votes.heads import DecisionHead, HeadBinding
 from tests.fakes import factory, judgment, spec

@@ -10,38 +10,18 @@ from __future__ import annotations
 import reprlib
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from localjury.errors import ConfigError, EngineError
+from localjury.models.identity import ServedModel, ServerKind
 from localjury.models.registry import ModelSpec, is_loopback
 
 if TYPE_CHECKING:
     from localjury.engines.server.transport import Cap, Reply
 
 
-ServerKind = Literal["vllm", "llama-cpp-python", "llama.cpp", "other"]
-"""Which OpenAI-compatible server serves a model, as told by its ``/v1/models`` answer."""
-
-
-class ServedModel(BaseModel):
-    """A model on an OpenAI-compatible server, as the server reports it (``GET /v1/models``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    base_url: str
-    """The server's API URL (the entry's ``base_url``, without a trailing slash)."""
-    model: str
-    """The model's id on the server; every request names it."""
-    owned_by: str | None = None
-    """The entry's ``owned_by`` (``vllm`` for vLLM, ``me`` for llama-cpp-python...)."""
-    root: str | None = None
-    """What vLLM reports as the model's source (its path or hub name); null elsewhere."""
-    max_model_len: int | None = None
-    """The longest sequence the server plans for, where it says (vLLM)."""
-    flavour: ServerKind = "other"
-    """Which server this is, as far as localjury can tell."""
 
 
 #: The engine's name in messages.

@@ -129,7 +129,7 @@ class ShardWorker:
         self.ctx = ctx
         self.model = model
         if not model.identity.startswith("unhashed:"):
-            from localjury.results.manifest import model_identity
+            from localjury.engines import model_identity
 
             here = model_identity(model.spec)
             if here != model.identity:
