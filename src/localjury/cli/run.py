@@ -19,10 +19,12 @@ from localjury.cli._common import (
 )
 from localjury.cli._settings import AddressOpt, ClusterOpt, ReplicaCpusOpt, ReplicasOpt, cluster_of, takes_settings
 from localjury.errors import ConfigError
+from localjury.metrics.kinds import named_help
 from localjury.run.config import GROUPS
 
 if TYPE_CHECKING:
     from localjury.results.gate import Gate
+    from localjury.run.prepare import Settled
     from localjury.run.result import RunResult
 
 
@@ -70,11 +72,16 @@ MetricOpt = Annotated[
     list[str],
     typer.Option(
         "--metric",
-        help="A metric by name (repeatable): faithfulness (needs retrieved_contexts), "
-        "factual_accuracy (needs reference); rubrics graded 1-5: helpfulness_rubric, correctness_rubric "
-        "(needs reference), coherence_rubric, harmlessness_rubric; for agent runs (messages): goal_achieved "
-        "(needs reference, the goal), tool_call_accuracy and tool_call_accuracy_any_order (need "
-        "reference_tool_calls), tool_result_faithfulness; see `localjury metrics`.",
+        help=named_help(),
+    ),
+]
+MetricModuleOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--metric-module",
+        callback=checked_path,
+        help="A Python file whose METRICS table names metrics for --metric, each made by a function of no "
+        "argument (a metric of a kind of its own names its judging class); see examples/unsure_kind.py.",
     ),
 ]
 VerdictFirstOpt = Annotated[
@@ -160,6 +167,7 @@ def run(
     rubrics: RubricsOpt = None,
     pairwise: PairwiseOpt = [],  # noqa: B006
     metric: MetricOpt = [],  # noqa: B006
+    metric_module: MetricModuleOpt = None,
     verdict_first: VerdictFirstOpt = False,
     evidence: EvidenceOpt = False,
     read_thinking: ReadThinkingOpt = False,
@@ -180,31 +188,37 @@ def run(
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary
     (with --dry-run: plan the run instead, without loading a model)."""
     from localjury.metrics.spec import metrics_of_options
-    from localjury.results.gate import Gate, check_names
-    from localjury.results.summary import summary_path_for
-    from localjury.results.tables import print_summary
-    from localjury.run import RunConfig, evaluate
+    from localjury.run import RunConfig
+    from localjury.run.pipeline import Run
     from localjury.run.prepare import settle
 
     settings = dict(settings or {})
     metrics = metrics_of_options(aspect, criterion, criteria, metric, pairwise, verdict_first=verdict_first,
-                                 evidence=evidence, thinking=read_thinking)  # fmt: skip
-    files = (("criteria file", criteria), ("calibration file", settings["calibration"]))
+                                 evidence=evidence, thinking=read_thinking,
+                                 modules=[metric_module] if metric_module else [])  # fmt: skip
+    files = (("criteria file", criteria), ("calibration file", settings["calibration"]),
+             ("metric module", metric_module))  # fmt: skip
     inputs: dict[str, str | Path] = {k: v for k, v in files if v is not None}
-    gates = [Gate.parse(text) for text in fail_under or []]
+    gates = _gates(fail_under or [])
     ray_cluster = cluster_of(cluster, address=address, replicas=replicas, cpus_per_replica=replica_cpus)
     config = RunConfig.of(**settings, cluster=ray_cluster)
     settled = settle(metrics, config=config, inputs=inputs, profile=profile, rubrics=rubrics)
-    check_names(gates, [m.name for m in settled.metrics])
+    if gates:
+        from localjury.results.gate import check_names
+
+        check_names(gates, [m.name for m in settled.metrics])
     if dry_run:
-        _dry_run(data, settled.metrics, settled.config, estimate, as_json, quiet)
+        _dry_run(data, settled, estimate, as_json, quiet)
         return
     given = [flag for flag, v in (("--estimate", estimate is not None), ("--json", as_json)) if v]
     if given:
         raise ConfigError(f"{' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} only with --dry-run")
     with _interruptible(), _progress(quiet) as progress:
-        result = evaluate(data, settled.metrics, config=settled.config, out=out_path, summary=summary,
-                          inputs=settled.inputs, command=["localjury", *sys.argv[1:]], progress=progress)  # fmt: skip
+        result = Run(data, settled, out=out_path, summary=summary, command=["localjury", *sys.argv[1:]],
+                     progress=progress).evaluate()  # fmt: skip
+    from localjury.results.summary import summary_path_for
+    from localjury.results.tables import print_summary
+
     print_summary(result.summary, out)
     errors = result.summary.record_errors
     if errors:
@@ -212,6 +226,16 @@ def run(
     out.print(f"results: {out_path}\nsummary: {summary or summary_path_for(out_path)}")
     if gates:
         _gate(gates, result)
+
+
+def _gates(bars: list[str]) -> list[Gate]:
+    """The ``--fail-under`` bars, parsed before anything runs (the gate's module is imported only
+    for a run that has some)."""
+    if not bars:
+        return []
+    from localjury.results.gate import Gate
+
+    return [Gate.parse(text) for text in bars]
 
 
 def _gate(gates: list[Gate], result: RunResult) -> None:
@@ -226,13 +250,13 @@ def _gate(gates: list[Gate], result: RunResult) -> None:
         raise typer.Exit(GATE_EXIT)
 
 
-def _dry_run(data: Path, metrics: list[Any], config: Any, estimate: int | None, as_json: bool, quiet: bool) -> None:
+def _dry_run(data: Path, settled: Settled, estimate: int | None, as_json: bool, quiet: bool) -> None:
     """Plan the run and print the plan (a table, or JSON on stdout)."""
     from localjury.results.tables import print_plan
-    from localjury.run import dry_run
+    from localjury.run.dry import plan_run
 
     with _interruptible(), _progress(quiet or as_json) as progress:
-        plan = dry_run(data, metrics, config=config, estimate=estimate or 0, progress=progress)
+        plan = plan_run(data, settled, estimate=estimate or 0, progress=progress)
     if as_json:
         sys.stdout.write(plan.model_dump_json(indent=2) + "\n")
     else:

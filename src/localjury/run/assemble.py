@@ -1,15 +1,23 @@
-"""Samples -> votes -> results: the last pass reads the store chunk by chunk, plans each chunk
-once for the whole jury, and each metric's judging turns every model's samples into its judgment
-and those into a result."""
+"""Samples -> votes -> results: each chunk's plan, for the whole jury, read back from the store,
+and each metric's judging turning every model's samples into its judgment and those into a
+result. The last model's pass hands each chunk's plan here once it has generated it
+(:class:`Assembly`, which spools the results to a temporary file); a sharded run, whose
+replicas generate, and a run with nothing to generate assemble in a pass of their own
+(:meth:`Assembly.all`)."""
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import dataclass, field, replace
+from typing import IO
+
 from localjury.engines.base import Completion
 from localjury.errors import RecordError
+from localjury.metrics.judging import Judged
 from localjury.records.readers import Dataset
 from localjury.records.record import Record
 from localjury.results._commit import StagedFile
-from localjury.results.record_result import ModelJudgment, RecordResult
+from localjury.results.record_result import RecordResult
 from localjury.results.summary import MetricFigures
 from localjury.run.context import JuryModel, RunContext
 from localjury.run.generate import stored_extractions
@@ -17,34 +25,62 @@ from localjury.run.plan import Planned, first_steps, plan_chunk
 from localjury.store import Stored
 
 
-def assemble_all(
-    ctx: RunContext, dataset: Dataset, out: StagedFile | None
-) -> tuple[list[RecordResult], dict[str, MetricFigures]]:
-    """Assemble every chunk's results, and each metric's figures; stream the results to ``out``
-    (a staged file, renamed into place with the summary and manifest) or keep them in memory."""
-    figures = {m.name: MetricFigures() for m in ctx.metrics}
-    kept: list[RecordResult] = []
-    for chunk in dataset.chunks(ctx.config.input.chunk_size):
-        for r in assemble(ctx, chunk):
-            figures[r.metric].add(r)
-            if out is not None:
-                out.write(r.model_dump_json() + "\n")
+@dataclass
+class Assembly:
+    """The run's results, chunk by chunk, with each metric's figures: spooled to an unnamed
+    temporary file (``spool``: nothing is left of it when the process dies; the results file is
+    written from it once every pass is done, :meth:`write_to`) or kept in memory."""
+
+    ctx: RunContext
+    spool: bool
+    figures: dict[str, MetricFigures] = field(init=False)
+    kept: list[RecordResult] = field(default_factory=list)
+    _spooled: IO[bytes] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.figures = {m.name: MetricFigures() for m in self.ctx.metrics}
+        # Closed by close(): the spool lives as long as the run.
+        self._spooled = tempfile.TemporaryFile() if self.spool else None  # noqa: SIM115
+
+    def add(self, chunk: list[Record | RecordError], plans: list[Planned]) -> None:
+        """A chunk's results, from its plan for the whole jury and what the store holds of it."""
+        for r in assemble(self.ctx, chunk, plans):
+            self.figures[r.metric].add(r)
+            if self._spooled is not None:
+                self._spooled.write((r.model_dump_json() + "\n").encode("utf-8"))
             else:
-                kept.append(r)
-    return kept, figures
+                self.kept.append(r)
+
+    def write_to(self, out: StagedFile) -> None:
+        """Write the spooled results to ``out`` (a staged file, renamed into place with the summary
+        and manifest)."""
+        assert self._spooled is not None  # a spooling assembly's
+        self._spooled.seek(0)
+        for block in iter(lambda: self._spooled.read(1 << 20), b""):  # type: ignore[union-attr]
+            out.write(block)
+
+    def close(self) -> None:
+        if self._spooled is not None:
+            self._spooled.close()
+
+    def all(self, dataset: Dataset) -> None:
+        """Every chunk's results in a pass of their own, each chunk planned for the whole jury."""
+        ctx = self.ctx
+        for chunk in dataset.chunks(ctx.config.input.chunk_size):
+            steps = first_steps(ctx, chunk)
+            self.add(chunk, plan_chunk(ctx, steps, stored_extractions(ctx, ctx.store, steps)[0], ctx.models))
 
 
-def assemble(ctx: RunContext, chunk: list[Record | RecordError]) -> list[RecordResult]:
-    """Parse and vote a chunk's stored generations into results, in input order."""
-    steps = first_steps(ctx, chunk)
-    plans = plan_chunk(ctx, steps, stored_extractions(ctx, ctx.store, steps)[0], ctx.models)
+def assemble(ctx: RunContext, chunk: list[Record | RecordError], plans: list[Planned]) -> list[RecordResult]:
+    """Parse and vote a chunk's stored generations into results, in input order (``plans``: its
+    plan for the whole jury)."""
     wanted = [
         (plan, model, [[model.store_key(q, ctx.seed) for q in qs] for qs in plan.requests[model.spec.name]])
         for plan in plans
         if plan.requests
         for model in ctx.models
     ]
-    found = ctx.store.get_many(k for _, _, keys in wanted for ks in keys for k in ks)
+    found = ctx.store.get_many([k for _, _, keys in wanted for ks in keys for k in ks])
     keys = {(id(plan), model.spec.name): ks for plan, model, ks in wanted}
 
     results: list[RecordResult] = []
@@ -76,14 +112,14 @@ def _result(ctx: RunContext, plan: Planned, stored: dict[str, list[list[Stored |
             extracted_by=extracted_by,
         )
     judged = [_judge(ctx, plan, model, stored[model.spec.name]) for model in ctx.models if plan.requests]
-    result = judging.result(plan.record, plan.context, judged, extracted_by)
+    result = judging.combine(plan.record, plan.context, judged)
     cut = max((q.turns_cut for prompts in plan.requests.values() for part in prompts for q in part), default=0)
-    return result.model_copy(update={"turns_cut": cut}) if cut else result
+    update: dict[str, object] = {"extracted_by": extracted_by} if extracted_by else {}
+    update |= {"turns_cut": cut} if cut else {}
+    return result.model_copy(update=update) if update else result
 
 
-def _judge(
-    ctx: RunContext, plan: Planned, model: JuryModel, stored: list[list[Stored | None]]
-) -> tuple[ModelJudgment, object]:
+def _judge(ctx: RunContext, plan: Planned, model: JuryModel, stored: list[list[Stored | None]]) -> Judged:
     """One model's judgment of a planned (record, metric), counted in its counters. ``stored``
     holds each prompt's stored generations (its first samples, and the rest under adaptive
     strictness); a prompt that could not run makes the model's whole judgment an error."""
@@ -96,9 +132,9 @@ def _judge(
         if error is not None:
             break
     if error is not None:
-        judgment = plan.judging.unjudged(name, error)
-        ctx.counts[name].judged(judgment, used=0, saved=0)
-        return judgment, None
+        unjudged = plan.judging.judge(name, plan.record, plan.context, error)
+        ctx.counts[name].judged(unjudged.judgment, used=0, saved=0)
+        return unjudged
     prompts: list[list[Completion]] = []
     saved = 0
     for part in stored:
@@ -110,9 +146,9 @@ def _judge(
             else:
                 saved += k - len(samples)
         prompts.append(samples)
-    judgment, detail = plan.judging.judge(name, plan.record, plan.context, prompts)
+    judged = plan.judging.judge(name, plan.record, plan.context, prompts)
     thinking = [c.thinking for samples in prompts for c in samples]
     if any(t is not None for t in thinking):
-        judgment = judgment.model_copy(update={"thinking": thinking})
-    ctx.counts[name].judged(judgment, used=sum(len(s) for s in prompts), saved=saved)
-    return judgment, detail
+        judged = replace(judged, judgment=judged.judgment.model_copy(update={"thinking": thinking}))
+    ctx.counts[name].judged(judged.judgment, used=sum(len(s) for s in prompts), saved=saved)
+    return judged

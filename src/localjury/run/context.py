@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from localjury.engines._catalog import sample_key, split_update
 from localjury.engines.base import Engine
+from localjury.errors import CommitError
 from localjury.metrics.base import Metric
 from localjury.metrics.judging import Judging, Request
 from localjury.models.registry import ModelSpec
@@ -19,7 +20,7 @@ from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.results.record_result import ModelJudgment
 from localjury.results.summary import ModelSummary
 from localjury.run.config import RunConfig
-from localjury.store import GenerationStore, Stored, generation_key
+from localjury.store import GenerationStore, JudgmentStore, Stored, generation_key
 from localjury.types import Completion, Usage
 
 if TYPE_CHECKING:
@@ -42,6 +43,19 @@ class JuryModel:
     neutralise: Neutraliser = DEFAULT
     """What record text goes through before it reaches this model's prompts: localjury's tags,
     and this model's tokenizer's special tokens and chat markers."""
+    engine_key: dict[str, Any] = field(init=False, repr=False, compare=False)
+    """What its engine adds to its samples' key in the judgment store (vLLM's guidance backend
+    draws its own way), read once from the engine's facts."""
+    thinking_room: int = field(init=False, repr=False, compare=False)
+    """The tokens a sample writes beside its answer (a thinking budget and its close; 0 without)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "engine_key", sample_key(self.spec))
+        object.__setattr__(self, "thinking_room", self.spec.output_tokens(0))
+
+    def output_tokens(self, max_tokens: int) -> int:
+        """The most tokens a sample may write (see :meth:`~localjury.models.registry.ModelSpec.output_tokens`)."""
+        return max_tokens + self.thinking_room
 
     def store_key(self, req: Request, seed: int) -> str:
         return generation_key(
@@ -59,7 +73,7 @@ class JuryModel:
             **({"revision": req.revision} if req.revision is not None else {}),
             **({"quotes": list(req.quotes)} if req.quotes is not None else {}),
             **({"thinking": self.spec.thinking} if self.spec.thinking is not None else {}),
-            **sample_key(self.spec),  # what the engine draws its own way (vLLM's guidance backend)
+            **self.engine_key,
         )
 
 
@@ -261,3 +275,35 @@ class RunContext:
         pinned = {m.spec.name: replace(m, spec=pinned_spec(m.spec)) for m in self.models}
         extractor = pinned[self.extractor.spec.name] if self.extractor is not None else None
         return RunContext(self.config, self.judgings, list(pinned.values()), extractor, store, self.factory)
+
+
+def kept_note(ctx: RunContext, store: JudgmentStore, *, temporary: bool, exc: BaseException) -> str:
+    """What a failed or interrupted run leaves for the next one: the judgments the store
+    committed (not those generated: a write that failed kept none of its chunk), and whether
+    its files were written."""
+    generated = sum(c.generated for c in ctx.counts.values())
+    kept = store.kept
+    files = "" if isinstance(exc, CommitError) and exc.outcome != "previous" else "; no results file was written"
+    where = f"the temporary store {store.path}" if temporary else f"the judgment store {store.path}"
+    if ctx.config.store.fresh and not temporary:  # every prompt generated again, the kept ones too
+        resume = (
+            "the same command generates them again (`fresh`); without `fresh` it keeps them, and records this run "
+            "had not reached reuse what the store held before it"
+        )
+    elif temporary:
+        resume = "use it as the judgment store of the same run to resume without generating them again"
+    else:
+        resume = "the same command resumes from there without generating them again"
+    if not generated and not kept:
+        return f"no judgment was generated before this{files}"
+    if not kept:
+        return (
+            f"none of the {generated} judgments generated before this could be stored in {where}{files}; "
+            "the same command generates them again"
+        )
+    if kept < generated:
+        return (
+            f"of the {generated} judgments generated before this, {kept} are kept in {where} and "
+            f"{generated - kept} could not be stored{files}; {resume}"
+        )
+    return f"the {kept} judgments generated before this are kept in {where}{files}; {resume}"

@@ -36,7 +36,7 @@ from localjury.run.estimate import Measured, measure
 from localjury.run.generate import DryCalls, ReadOnly, TokenizerFactory
 from localjury.run.jury import jury_models
 from localjury.run.pipeline import run_passes
-from localjury.run.prepare import check_store, count_records, prepare, protected_files, settle
+from localjury.run.prepare import Settled, check_store, count_records, prepare, protected_files, settle
 from localjury.store import GenerationStore, JudgmentStore, Stored
 
 if TYPE_CHECKING:
@@ -87,6 +87,21 @@ def dry_run(
             :func:`~localjury.evaluate` (the tokenizer, or for the estimate the model).
     """
     settled = settle(metrics, models, config=config, **settings)
+    return plan_run(records, settled, estimate=estimate, progress=progress, engine_factory=engine_factory,
+                    tokenizer_factory=tokenizer_factory)  # fmt: skip
+
+
+def plan_run(
+    records: str | Path | Iterable[Any],
+    settled: Settled,
+    *,
+    estimate: int = 0,
+    progress: Progress | None = None,
+    engine_factory: EngineFactory | None = None,
+    tokenizer_factory: TokenizerFactory | None = None,
+) -> RunPlan:
+    """:func:`dry_run` of a run whose metrics and settings are settled (``localjury run --dry-run``
+    settles them once at its entry)."""
     config = settled.config
     if config.cluster is not None:
         raise ConfigError("a dry run plans a run on this machine; give it without a Ray `cluster`")

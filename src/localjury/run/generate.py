@@ -57,10 +57,12 @@ class ModelPass:
         """The extraction pass's work on a chunk: its statement extractions, found or generated and stored."""
         self.fetch(extraction_requests(first_steps(self.ctx, chunk)))
 
-    def plan(self, chunk: list[Record | RecordError]) -> list[Planned]:
-        """The chunk's plan for this model, from the statement extractions the store holds."""
+    def plan(self, chunk: list[Record | RecordError], models: list[JuryModel] | None = None) -> list[Planned]:
+        """The chunk's plan for this model (``models``: for those, this one among them: the last
+        pass plans for the whole jury, whose results it assembles), from the statement
+        extractions the store holds."""
         steps = first_steps(self.ctx, chunk)
-        plans = plan_chunk(self.ctx, steps, self._extractions(steps), [self.model])
+        plans = plan_chunk(self.ctx, steps, self._extractions(steps), models or [self.model])
         name = self.model.spec.name
         asked = {p.record.id for p in plans if p.requests.get(name)}
         extractor = self.ctx.extractor
@@ -177,7 +179,7 @@ class EngineCalls:
         groups: dict[tuple[int, int, str, int, float], list[tuple[Request, str]]] = {}
         length_of = dict(zip(prompts, lengths, strict=True))
         for req, prompt, length in zip(requests, prompts, lengths, strict=True):
-            if length + spec.output_tokens(req.max_tokens) > spec.context_length:
+            if length + self.model.output_tokens(req.max_tokens) > spec.context_length:
                 thinking = f" and thinking {spec.thinking}" if spec.thinking else ""
                 into[req.key] = (
                     f"prompt is {length} tokens; with max_tokens {req.max_tokens}{thinking} it exceeds "
@@ -252,7 +254,7 @@ class DryCalls:
         distinct = list({self.model.store_key(q, self.seed): q for q in requests}.values())
         texts = [self.counter.format_prompt(q.messages) for q in distinct]
         for q, length in zip(distinct, self.counter.count_tokens(texts), strict=True):
-            if length + self.model.spec.output_tokens(q.max_tokens) > self.model.spec.context_length:
+            if length + self.model.output_tokens(q.max_tokens) > self.model.spec.context_length:
                 counts.too_long()
                 continue
             counts.would_draw(q.n, length)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury.engines import load_engine
-from localjury.errors import CommitError, ConfigError
+from localjury.errors import ConfigError
 from localjury.metrics.base import Metric
 from localjury.metrics.profile import JudgeProfile
 from localjury.models.registry import ModelSpec
@@ -45,11 +45,10 @@ from localjury.records.readers import Dataset, is_saved_dataset
 from localjury.results._commit import StagedFile
 from localjury.results._outputs import OutputSet
 from localjury.results.manifest import dataset_record
-from localjury.results.summary import MetricFigures
-from localjury.run.assemble import assemble_all
+from localjury.run.assemble import Assembly
 from localjury.run.cluster.sharded import sharded_pass
 from localjury.run.config import RunConfig
-from localjury.run.context import EngineFactory, JuryModel, RunContext
+from localjury.run.context import EngineFactory, JuryModel, RunContext, kept_note
 from localjury.run.generate import Calls, EngineCalls, ModelPass
 from localjury.run.jury import Jury, jury_models
 from localjury.run.prepare import Checked, Settled, check_store, count_records, prepare, protected_files, settle
@@ -61,7 +60,6 @@ if TYPE_CHECKING:
 
     from localjury.errors import RecordError
     from localjury.records.record import Record
-    from localjury.results.record_result import RecordResult
     from localjury.run.cluster.session import RaySession
 
 
@@ -135,25 +133,20 @@ def evaluate(
         EngineError: A model failed to load or generate (on a replica, too).
         TypeError: An unknown setting.
     """
-    run = Run(records, metrics, models, config=config, settings=settings, profile=profile, rubrics=rubrics,
-              inputs=inputs, out=out, summary=summary, command=command, progress=progress,
+    settled = settle(metrics, models, config=config, inputs=inputs, profile=profile, rubrics=rubrics, **settings)
+    run = Run(records, settled, out=out, summary=summary, command=command, progress=progress,
               engine_factory=engine_factory, output_set=output_set)  # fmt: skip
     return run.evaluate()
 
 
 @dataclass
 class Run:
-    """One :func:`evaluate` call: what it judges (its arguments), where the results go, and its
-    stages, which :meth:`evaluate` calls in order."""
+    """One run: what it judges (the records, and the metrics and settings settled once at the
+    entry: :func:`evaluate`, ``localjury run``), where the results go, and its stages, which
+    :meth:`evaluate` calls in order."""
 
     records: str | Path | Iterable[Any]
-    metrics: Sequence[Metric]
-    models: Sequence[str | ModelSpec] | None = None
-    config: RunConfig | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-    profile: str | Path | JudgeProfile | None = None
-    rubrics: str | Path | None = None
-    inputs: Mapping[str, str | Path] | None = None
+    settled: Settled
     out: str | Path | None = None
     summary: str | Path | None = None
     command: list[str] | None = None
@@ -164,11 +157,10 @@ class Run:
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     def evaluate(self) -> RunResult:
-        """Judge every record on every metric with every model: settle the metrics once, check
-        everything before any model loads, make the passes (the statement extraction, then one
-        per model), assemble the results and write them (see :func:`evaluate`)."""
-        settled = settle(self.metrics, self.models, config=self.config, inputs=self.inputs, profile=self.profile,
-                         rubrics=self.rubrics, **self.settings)  # fmt: skip
+        """Judge every record on every metric with every model: check everything before any model
+        loads, make the passes (the statement extraction, then one per model), assemble the
+        results and write them (see :func:`evaluate`)."""
+        settled = self.settled
         if self.output_set is not None and self.out is not None:
             raise ConfigError("give `out` or `output_set`, not both: a run writes one set of files")
         with ExitStack() as opened:
@@ -177,11 +169,19 @@ class Run:
             files = opened.enter_context(self._outputs(checked, settled))
             read = _read(checked, settled.config)
             ctx = opened.enter_context(self._context(checked, read.jury, settled.config, session))
-            if read.good:  # nothing to judge (empty dataset, or every record bad): load no model
-                self._passes(ctx, checked.dataset, read.total)
-            results_file = files.file(files.outputs["results file"]) if files is not None and files.outputs else None
-            results, figures = assemble_all(ctx, checked.dataset, results_file)
-            return self._write(ctx, read, results, figures, files, results_file)
+            writes = files is not None and bool(files.outputs)
+            assembly = Assembly(ctx, spool=writes)
+            opened.callback(assembly.close)
+            if read.good and ctx.cluster is None:  # the last model's pass assembles each chunk it generates
+                self._passes(ctx, checked.dataset, read.total, assembly)
+            else:  # replicas generate, or nothing to judge (no model loads): the results in a pass of their own
+                if read.good:
+                    self._passes(ctx, checked.dataset, read.total, None)
+                assembly.all(checked.dataset)
+            results_file = files.file(files.outputs["results file"]) if files is not None and writes else None
+            if results_file is not None:
+                assembly.write_to(results_file)
+            return self._write(ctx, read, assembly, files, results_file)
 
     @contextmanager
     def _outputs(self, checked: Checked, settled: Settled) -> Iterator[OutputSet | None]:
@@ -219,24 +219,23 @@ class Run:
             yield ctx
             failed = False
         except BaseException as exc:
-            exc.add_note(_kept_note(ctx, store, temporary=tmpdir is not None, exc=exc))
+            exc.add_note(kept_note(ctx, store, temporary=tmpdir is not None, exc=exc))
             raise
         finally:
             store.close()
             if tmpdir is not None and not (failed and store.kept):
                 shutil.rmtree(tmpdir, ignore_errors=True)
 
-    def _passes(self, ctx: RunContext, dataset: Dataset, total: int) -> None:
+    def _passes(self, ctx: RunContext, dataset: Dataset, total: int, assembly: Assembly | None) -> None:
         """The passes on each model's engine, loaded when a pass first needs it."""
         engines = {m.spec.name: EngineCalls(m, ctx.seed, ctx.factory) for m in ctx.models}
-        run_passes(ctx, dataset, total, engines, ctx.store)
+        run_passes(ctx, dataset, total, engines, ctx.store, assembly=assembly)
 
     def _write(
         self,
         ctx: RunContext,
         read: _Read,
-        results: list[RecordResult],
-        figures: dict[str, MetricFigures],
+        assembly: Assembly,
         files: OutputSet | None,
         results_file: StagedFile | None,
     ) -> RunResult:
@@ -248,12 +247,12 @@ class Run:
                 "Run again once it no longer changes (what was judged is in the judgment store)"
             )
         name = str(self.records) if isinstance(self.records, str | Path) else None
-        summary = summarize(ctx, figures, read.total, read.total - read.good, dataset=name,
+        summary = summarize(ctx, assembly.figures, read.total, read.total - read.good, dataset=name,
                             started_at=self.started_at, seconds=time.perf_counter() - self.started)  # fmt: skip
         cache = str(ctx.config.store.path()) if ctx.config.store.use_cache else None
         manifest = manifest_of(ctx, summary, command=self.command, dataset=read.dataset, models=read.jury.records,
                                cache=cache)  # fmt: skip
-        result = RunResult(results=results, summary=summary, manifest=manifest)
+        result = RunResult(results=assembly.kept, summary=summary, manifest=manifest)
         if files is not None and results_file is not None:
             result.manifest = commit(files, results_file, summary, manifest, files.outputs)
             result.results_path = results_file.path
@@ -306,18 +305,22 @@ def run_passes(
     store: GenerationStore,
     *,
     planning: bool = False,
+    assembly: Assembly | None = None,
 ) -> None:
     """The run's passes over the data, in order: the statement extraction (when a metric
     extracts), then one pass per model, the extractor's first while its engine is still loaded;
-    each model's ``calls`` closed after its pass. A dry run makes the same passes
-    (``planning``, :mod:`.dry`)."""
+    each model's ``calls`` closed after its pass. With ``assembly``, the last pass plans each
+    chunk for the whole jury and hands it on once generated: each chunk's results are assembled
+    from the plan its last pass made. A dry run makes the same passes (``planning``, :mod:`.dry`)."""
     try:
         if ctx.extractor is not None:
             extractor = ctx.extractor
             model_pass(ctx, extractor, calls[extractor.spec.name], store, dataset, total, extracting=True,
                        planning=planning)  # fmt: skip
-        for model in ctx.in_pass_order():
-            model_pass(ctx, model, calls[model.spec.name], store, dataset, total, planning=planning)
+        order = ctx.in_pass_order()
+        for model in order:
+            last = assembly if model is order[-1] else None
+            model_pass(ctx, model, calls[model.spec.name], store, dataset, total, planning=planning, assembly=last)
             calls[model.spec.name].close()  # freed before the next model loads
     finally:
         for c in calls.values():
@@ -334,10 +337,12 @@ def model_pass(
     *,
     extracting: bool = False,
     planning: bool = False,
+    assembly: Assembly | None = None,
 ) -> None:
     """One pass of a model over every chunk (``extracting``: the extraction pass), generating
     only what the store lacks: on this process, or sharded over the cluster's replicas
-    (``planning``: a dry run's pass, as its progress shows it)."""
+    (``planning``: a dry run's pass, as its progress shows it; ``assembly``: the last pass, whose
+    chunks' results are assembled as it goes)."""
     name = model.spec.name
     what = f"{name}: statements" if extracting else name
     doing, done = (f"{what}: planning", f"{what}: planned") if planning else (what, f"{what}: done")
@@ -354,47 +359,21 @@ def model_pass(
             return
         this = ModelPass(ctx, model, calls, store, ctx.counts[name])
         for chunk in dataset.chunks(ctx.config.input.chunk_size):
-            _pass_chunk(this, chunk, extracting)
+            _pass_chunk(this, chunk, extracting, assembly)
             advance(len(chunk))
     finally:
         if progress is not None and task is not None:
             progress.update(task, description=done)
 
 
-def _pass_chunk(this: ModelPass, chunk: list[Record | RecordError], extracting: bool) -> None:
+def _pass_chunk(
+    this: ModelPass, chunk: list[Record | RecordError], extracting: bool, assembly: Assembly | None
+) -> None:
     if extracting:
         this.extract(chunk)
-    else:
+    elif assembly is None:
         this.judge(this.plan(chunk))
-
-
-def _kept_note(ctx: RunContext, store: JudgmentStore, *, temporary: bool, exc: BaseException) -> str:
-    """What a failed or interrupted run leaves for the next one: the judgments the store
-    committed (not those generated: a write that failed kept none of its chunk), and whether
-    its files were written."""
-    generated = sum(c.generated for c in ctx.counts.values())
-    kept = store.kept
-    files = "" if isinstance(exc, CommitError) and exc.outcome != "previous" else "; no results file was written"
-    where = f"the temporary store {store.path}" if temporary else f"the judgment store {store.path}"
-    if ctx.config.store.fresh and not temporary:  # every prompt generated again, the kept ones too
-        resume = (
-            "the same command generates them again (`fresh`); without `fresh` it keeps them, and records this run "
-            "had not reached reuse what the store held before it"
-        )
-    elif temporary:
-        resume = "use it as the judgment store of the same run to resume without generating them again"
     else:
-        resume = "the same command resumes from there without generating them again"
-    if not generated and not kept:
-        return f"no judgment was generated before this{files}"
-    if not kept:
-        return (
-            f"none of the {generated} judgments generated before this could be stored in {where}{files}; "
-            "the same command generates them again"
-        )
-    if kept < generated:
-        return (
-            f"of the {generated} judgments generated before this, {kept} are kept in {where} and "
-            f"{generated - kept} could not be stored{files}; {resume}"
-        )
-    return f"the {kept} judgments generated before this are kept in {where}{files}; {resume}"
+        plans = this.plan(chunk, this.ctx.models)
+        this.judge(plans)
+        assembly.add(chunk, plans)

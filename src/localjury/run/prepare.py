@@ -10,13 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from localjury._files import localjury_home
+from localjury.engines._catalog import require_files
 from localjury.errors import ConfigError, RecordError
 from localjury.metrics.base import Metric
 from localjury.metrics.checklist import checklist_metrics
-from localjury.metrics.judging import Judging, judging_for
+from localjury.metrics.judging import Judging
+from localjury.metrics.kinds import judging_for
 from localjury.metrics.profile import JudgeProfile, with_profile
 from localjury.metrics.rubric_file import rubric_file_metrics
-from localjury.models.registry import ModelSpec, localjury_home, registry_path
+from localjury.models.registry import ModelSpec, registry_path
 from localjury.records.readers import Dataset
 from localjury.records.record import Record
 from localjury.results._outputs import check_not_input
@@ -101,7 +104,7 @@ def prepare(
     specs = jury_specs(judgings, settled.config, session)
     if engine_factory is None:
         for spec in specs:
-            spec.require_files(spec.engine)  # fail before loading anything, naming the fix
+            require_files(spec, spec.engine)  # fail before loading anything, naming the fix
     return Checked(judgings, specs, Dataset(records))
 
 

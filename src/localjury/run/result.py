@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from localjury._version import __version__
 from localjury.metrics.judging import Judging
+from localjury.models.identity import ModelRecord
 from localjury.results._commit import StagedFile
 from localjury.results._outputs import OutputSet
-from localjury.results.manifest import Manifest, ModelRecord, build_manifest, manifest_path_for, output_record
+from localjury.results.manifest import Manifest, build_manifest, manifest_path_for, output_record
 from localjury.results.record_result import RecordResult, read_results
 from localjury.results.summary import MetricFigures, Summary, summary_path_for
 from localjury.run.context import RunContext

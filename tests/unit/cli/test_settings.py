@@ -9,7 +9,7 @@ import typing
 import pytest
 import typer
 
-import localjury.run
+import localjury.run.pipeline
 from localjury._setting_bounds import Bounds
 from localjury.bench.config import AlignConfig, BenchConfig, CalibrateConfig
 from localjury.cli import app
@@ -75,11 +75,11 @@ def test_a_fields_rst_reads_as_plain_text():
 def test_the_options_reach_the_runs_config(monkeypatch, capsys, tmp_path):
     seen = {}
 
-    def evaluate(data, metrics, *, config, **kw):
-        seen["config"] = config
+    def evaluate(run):
+        seen["config"] = run.settled.config
         raise ConfigError("seen")
 
-    monkeypatch.setattr(localjury.run, "evaluate", evaluate)
+    monkeypatch.setattr(localjury.run.pipeline.Run, "evaluate", evaluate)
     data = tmp_path / "d.jsonl"
     data.write_text("{}\n")
     args = ["run", data, "-c", "d=Dated.", "--models", "a, b", "-k", "3", "--seed", "7", "--no-cache", "--adaptive",

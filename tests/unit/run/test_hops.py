@@ -1,17 +1,13 @@
 """docs/architecture.md lists the hops of one `localjury run`, from the command line to the
-committed files: each listed function exists, and a run traced call by call first calls them
-in the listed order."""
+committed files, for a newcomer to read: each listed function exists. How a real run travels
+through the modules is traced by tests/integration/run/test_trace.py."""
 
 import importlib
-import json
 import re
-import sys
 
 import pytest
 
-import localjury.run.pipeline
 from tests import ROOT
-from tests.fakes import factory, fake_registry, judgment, run_cli
 
 DOC = ROOT / "docs" / "architecture.md"
 SRC = ROOT / "src" / "localjury"
@@ -41,40 +37,3 @@ def test_each_listed_function_exists(module, function):
     for part in function.split("."):
         found = getattr(found, part, None)
         assert found is not None, f"{module} has no {function}"
-
-
-def respond(model, prompt, j):
-    if "Break the answer" in prompt:
-        return json.dumps({"statements": ["It fell in 1989."]})
-    if "<statements>" in prompt:
-        return json.dumps({"verdicts": [{"statement": "s1", "reason": "r", "verdict": 1}]})
-    return judgment(1)
-
-
-def test_a_run_first_calls_them_in_the_listed_order(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(respond, []))
-    data = tmp_path / "d.jsonl"
-    record = {"id": "r1", "user_input": "When?", "response": "In 1989.", "retrieved_contexts": ["It fell in 1989."]}
-    data.write_text(json.dumps(record) + "\n")
-    args = ["run", data, "--criterion", "dated=The response gives a year.", "--metric", "faithfulness",
-            "--models", "fake", "--registry", fake_registry(tmp_path), "--quiet",
-            "--out", tmp_path / "r.jsonl"]  # fmt: skip
-    first: dict[tuple[str, str], int] = {}
-
-    def trace(frame, event, arg):
-        if event == "call":
-            path = frame.f_code.co_filename
-            if path.startswith(str(SRC)):
-                first.setdefault((path[len(str(SRC)) + 1 :], frame.f_code.co_qualname), len(first))
-
-    sys.setprofile(trace)
-    try:
-        code, _, err = run_cli(monkeypatch, capsys, *args)
-    finally:
-        sys.setprofile(None)
-    assert code == 0, err
-    assert (tmp_path / "r.manifest.json").is_file()  # committed
-    listed = hops()
-    missing = [hop for hop in listed if hop not in first]
-    assert not missing, f"never called: {missing}"
-    assert sorted(listed, key=first.__getitem__) == listed, "the hops are first called in another order"
