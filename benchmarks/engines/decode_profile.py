@@ -206,7 +206,8 @@ def run(args: argparse.Namespace) -> dict:
     import torch
     from transformers import DynamicCache
 
-    from localjury.engines import _sampling, load_engine
+    from localjury.engines import _local as _sampling
+    from localjury.engines import load_engine
     from localjury.engines.base import GenerateCall, Sampling
     from localjury.engines.constrain.schemas import GuidedRows
     from localjury.engines.transformers import transformers as tf_engine

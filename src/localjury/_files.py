@@ -28,6 +28,7 @@ def localjury_home() -> Path:
     probes' and the file hashes' memos, the commit key."""
     return Path(os.environ.get("LOCALJURY_HOME") or Path.home() / ".cache" / "localjury").expanduser()
 
+
 _SPECIAL_FILES = (
     (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISSOCK, "a socket"),

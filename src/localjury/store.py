@@ -122,6 +122,7 @@ class JudgmentStore:
 
     Attributes:
         kept: The samples this connection committed (what a failed run can say it kept).
+        closed: Whether :meth:`close` was called.
 
     Raises:
         ConfigError: The path is a folder, not a regular file or cannot be created, a file
@@ -134,6 +135,7 @@ class JudgmentStore:
         self.path = Path(path)
         self.timeout = timeout
         self.kept = 0
+        self.closed = False
         where = f"judgment cache {self.path}"
         if self.path.is_dir():
             raise ConfigError(
@@ -242,6 +244,7 @@ class JudgmentStore:
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+        self.closed = True
 
 
 #: The files SQLite writes beside a database: a journal, a write-ahead log and its index.

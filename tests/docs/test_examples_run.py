@@ -168,7 +168,7 @@ def sandbox(tmp_path, monkeypatch):
     import localjury.bench.align
     import localjury.run.dry
     import localjury.run.pipeline
-    import localjury.run.prepare
+    from localjury.models.registry import ModelSpec
 
     log: list = []
 
@@ -188,12 +188,12 @@ def sandbox(tmp_path, monkeypatch):
         monkeypatch.setattr(localjury.bench.align, "load_engine", engine)  # align's decision heads
         monkeypatch.setattr(localjury.run.dry, "load_engine", engine)
         monkeypatch.setattr(localjury.run.dry, "load_tokenizer", engine)
-        # The one check of a model's files before a load (run.prepare: the weights are there and
+        # The one check of a model's files before a load (run/jury.py: the weights are there and
         # whole), which a run given no engine factory makes: the examples name the embedded models
         # and the README's /models/Qwen2.5-7B-Instruct, none of them in this $LOCALJURY_HOME, and
         # the scripted engine loads no file. Everything else (registry, engine choice, hashing
         # what is there) runs as it does.
-        monkeypatch.setattr(localjury.run.prepare, "require_files", lambda spec, engine: None)
+        monkeypatch.setattr(ModelSpec, "require", lambda spec, files: None)
         return log
 
     return make

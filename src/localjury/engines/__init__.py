@@ -47,7 +47,7 @@ def resolve_engine(spec: ModelSpec, override: str | None = None) -> str:
         ConfigError: Unknown engine name, or the server engine for a model without ``base_url``.
         MissingDependencyError: An optional engine asked for but not installed (naming the extra).
     """
-    if spec.is_served:
+    if spec.base_url is not None:  # a model on a server
         return "server"
     name = override or spec.engine
     if name == "server":
@@ -74,7 +74,7 @@ def explain_engine(spec: ModelSpec, *, measure: bool = False) -> tuple[str, str]
     ``doctor``). Without ``measure``, an ``auto`` entry that was never measured here is shown
     with the rule's choice and says so, instead of measuring; with it, its engines are timed
     now (again, if they were before)."""
-    if spec.is_served:
+    if spec.base_url is not None:  # a model on a server
         return "server", f"served at {spec.base_url}"
     if spec.engine != "auto":
         return spec.engine, "set in models.yaml"

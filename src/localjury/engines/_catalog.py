@@ -41,7 +41,7 @@ def ready(spec: ModelSpec) -> bool:
     files or a ``.gguf`` path, the Hugging Face folder for the others, either for ``auto``, which
     picks among the engines that can load what is here); a model on a server has no files to
     prepare (whether its server is up is checked when a run starts)."""
-    if spec.is_served:
+    if spec.base_url is not None:  # a model on a server
         return True
     if loads(spec.engine) == "gguf" or spec.is_gguf_path:
         return spec.has_files("gguf")
@@ -56,7 +56,7 @@ def require_files(spec: ModelSpec, engine: str) -> Path | None:
     Raises:
         ModelNotAvailableError: The files are missing or not whole, with the command that fixes it.
     """
-    if spec.is_served:
+    if spec.base_url is not None:  # a model on a server
         return None
     return spec.require("gguf" if loads(engine) == "gguf" else "hf")
 

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol, get_args
 
+from localjury.errors import ConfigError
 from localjury.metrics.base import Metric, ParsedSample
 from localjury.models.registry import ModelSpec
 from localjury.records.neutralise import Neutraliser
@@ -50,6 +51,15 @@ from localjury.votes.voting import (
 #: What a prompt longer than the model's context does: the record's error for that model, or
 #: its conversation turns and retrieved contexts cut until it fits (:mod:`~localjury.metrics.prompt_fit`).
 OverflowPolicy = Literal["error", "truncate"]
+
+
+def overflow_setting(value: object) -> object:
+    """A run's ``on_overflow`` setting as given, or a ConfigError naming the choices."""
+    if value not in get_args(OverflowPolicy):
+        raise ConfigError(f"unknown overflow policy {value!r}; expected one of: error, truncate")
+    return value
+
+
 Key = tuple[str, str]
 """(record id, metric name)."""
 Samples = list[list[Completion]] | str
@@ -149,6 +159,10 @@ class Juror(Protocol):
         """What record text goes through before it reaches this model's prompts."""
         ...
 
+    def output_tokens(self, max_tokens: int) -> int:
+        """The most tokens a sample may write: ``max_tokens`` and a thinking budget's."""
+        ...
+
 
 class JudgingSettings(Protocol):
     """The run's settings a judging is built with (the run's :class:`~localjury.run.config.SamplingConfig`)."""
@@ -185,6 +199,11 @@ class Judging(Protocol):
     @property
     def kind(self) -> str:
         """The ``kind`` of the metric; also the metric's kind in summaries and manifests."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """The metric's line in summaries and manifests."""
         ...
 
     @property
@@ -236,11 +255,15 @@ class BaseJudging:
     """Each calibrated model's fit for this metric, by model name."""
     with_reasons: bool = False
     """A model decided by a decision head also draws its usual samples, reported beside the head's decision."""
+    kind: str = field(init=False)
+    """The metric's ``kind``: the key of its judging in the registry."""
+    description: str = field(init=False)
+    """The metric's line in summaries and manifests."""
 
-    @property
-    def kind(self) -> str:
-        """The metric's ``kind``: the key of its judging in the registry."""
-        return str(self.metric.kind)
+    def __post_init__(self) -> None:
+        # Read once, when the run builds its judgings: the summary and manifest read them here.
+        object.__setattr__(self, "kind", str(self.metric.kind))
+        object.__setattr__(self, "description", self.metric.description)
 
     def first_step(self, record: Record, first: Juror) -> Extraction | None:
         """The record's error before any model loads (raised as its ``RecordError``), or the

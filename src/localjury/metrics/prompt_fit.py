@@ -63,7 +63,7 @@ def fit_prompt(
     the record as the prompt shows it."""
     if on_overflow != "truncate" or not (record.retrieved_contexts or record.messages):
         return Fitted(messages, 0, record)
-    allowed = int((model.spec.context_length - model.spec.output_tokens(budget)) * CHARS_PER_TOKEN)
+    allowed = int((model.spec.context_length - model.output_tokens(budget)) * CHARS_PER_TOKEN)
 
     def fits(shorter: Record) -> bool:
         try:

@@ -14,9 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from localjury._filehash import Unhashable, stable_sha256
 from localjury._files import localjury_home, write_atomic
-from localjury._hashing import content_hash
+from localjury._hashing import Unhashable, content_hash, stable_sha256
 from localjury.errors import ConfigError
 from localjury.models.registry import ModelSpec
 

@@ -19,17 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from localjury._filehash import (
-    Unhashable,
-    dataset_files,
-    folder_sha256,
-    folder_size,
-    stable_sha256,
-)
 from localjury._files import shown
 from localjury._version import __version__
 from localjury.engines._catalog import ENGINES
-from localjury.errors import ConfigError
 from localjury.models.identity import ModelRecord
 from localjury.results._commit import StagedFile
 
@@ -101,23 +93,6 @@ def package_versions() -> dict[str, str]:
     return found
 
 
-def dataset_record(path: Path) -> dict[str, Any]:
-    """A dataset file's path, size and hash; for a folder (a Hugging Face ``save_to_disk``
-    folder), the total size of its files and :func:`~localjury._filehash.folder_sha256`.
-
-    Raises:
-        ConfigError: The dataset cannot be hashed (a folder too large to walk, a file that
-            is not a regular file or changes as it is read).
-    """
-    try:
-        if path.is_dir():
-            size = folder_size(dataset_files(path))
-            return {"path": str(path.resolve()), "size": size, "sha256": folder_sha256(path)}
-        return {"path": str(path.resolve()), "size": path.stat().st_size, "sha256": stable_sha256(path)}
-    except Unhashable as exc:
-        raise ConfigError(f"cannot hash the dataset {path} for the manifest: {exc.reason}") from None
-
-
 def output_record(staged: StagedFile, manifest: Path) -> OutputRecord:
     """Describe a file the run wrote (closed, so its hash is known): by its name when it sits
     beside the ``manifest``, so that the folder can move, else by its absolute path."""
@@ -142,7 +117,7 @@ def build_manifest(
     models: list[ModelRecord],
     cache: str | None,
 ) -> Manifest:
-    """Assemble a manifest for a finished run (``dataset``: its :func:`dataset_record`, taken
+    """Assemble a manifest for a finished run (``dataset``: its :func:`~localjury.records.readers.dataset_record`, taken
     before the run read it)."""
     return Manifest(
         localjury_version=__version__,

@@ -3,7 +3,7 @@
 A manifest may come from someone else (a results folder that was sent): it is read as data,
 a regular file of bounded size, asking for at most :data:`MAX_CHECKS` checks; each file it
 names is hashed only as a regular file on a disk, once, and no further than the manifest says
-it held (:mod:`localjury._filehash`); the dataset it names is read by ``show`` only
+it held (:mod:`localjury._hashing`); the dataset it names is read by ``show`` only
 when it is plainly the file the run read; and a model's server is asked again only on this
 machine, unless the user's own registry allows that server elsewhere, and for no longer than
 :data:`SERVER_TIMEOUT` (at most :data:`MAX_SERVED` servers).
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from localjury._filehash import Seen, found_dataset_sha256, found_sha256, matches
 from localjury._files import read_bounded
+from localjury._hashing import Seen, found_dataset_sha256, found_sha256, matches
 from localjury._version import __version__
 from localjury.engines._catalog import loads
 from localjury.engines.server.client import served_model
@@ -126,7 +126,7 @@ MAX_CHECKS = 10_000
 
 def verify(manifest: Manifest, manifest_path: Path | None = None, results: Path | None = None) -> list[Check]:
     """Re-hash every model file, the dataset, the results and the summary (only as much of each
-    as the manifest says it held, each file once: see :mod:`localjury._filehash`), and
+    as the manifest says it held, each file once: see :mod:`localjury._hashing`), and
     compare versions with the manifest.
 
     Args:

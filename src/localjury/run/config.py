@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError
 
 from localjury._files import localjury_home
 from localjury._setting_bounds import Bounded
 from localjury.errors import ConfigError
 from localjury.metrics.base import MAX_STRICTNESS
-from localjury.metrics.judging import OverflowPolicy
+from localjury.metrics.judging import OverflowPolicy, overflow_setting
 from localjury.models.registry import ModelSpec
 from localjury.run.cluster import RayCluster
 from localjury.types import Thinking
-from localjury.votes.calibration import CalibrationFile, load_calibration
-from localjury.votes.voting import SCORINGS, Scoring, TieBreak, check_tie_break
+from localjury.votes.calibration import CalibrationFile
+from localjury.votes.voting import Scoring, TieBreak, calibration_setting, scoring_setting, tie_break_setting
 
 #: Records per chunk: one engine call per chunk per model, one commit to the store.
 DEFAULT_CHUNK_SIZE = 1024
@@ -57,7 +57,7 @@ class SamplingConfig(_Group):
     strictness: int | None = Field(None, ge=1, le=MAX_STRICTNESS)
     """Samples per model for each judgment (1-64); majority vote. Default: each metric's own (1 unless a
     criteria file says otherwise)."""
-    tie_break: TieBreak | None = None
+    tie_break: Annotated[TieBreak | None, BeforeValidator(tie_break_setting)] = None
     """What an even split of valid votes gives: fail, pass, or abstain (pairwise: response_b, response_a,
     or no preference). Default: each metric's own (fail; for pairwise metrics no preference)."""
     temperature: float | None = Field(None, ge=0.0, allow_inf_nan=False)
@@ -70,13 +70,13 @@ class SamplingConfig(_Group):
     checklist: bool = False
     """Judge the aspects and criteria together, one verdict each in one JSON object, in one call per record
     and model instead of one call each; each keeps its own results (verdict-first critics: one call each)."""
-    scoring: Scoring = "votes"
+    scoring: Annotated[Scoring, BeforeValidator(scoring_setting)] = "votes"
     """votes: a model's verdict is the majority of its votes, its score 1 or 0. probability: its score is
     its confidence, the mean verdict probability p_pass of its valid samples, and its verdict that above
     the threshold (a model whose engine gives no probabilities is scored by votes)."""
     threshold: float = Field(0.5, ge=0, lt=1)
     """Under probability scoring: the confidence (p_pass) a pass must exceed."""
-    calibration: CalibrationFile | None = None
+    calibration: Annotated[CalibrationFile | None, BeforeValidator(calibration_setting)] = None
     """A calibration file from `localjury calibrate` (its path): each model's score of a criterion is its
     calibrated score, its verdict that score above the fitted threshold; every (model, criterion) of the
     run needs a fit."""
@@ -84,30 +84,6 @@ class SamplingConfig(_Group):
     """A model that decides by a judge profile's decision head also draws its usual samples: their votes
     and reasons are reported beside the head's decision (results' head.votes, head.reasons), never counted
     in it."""
-
-    @field_validator("tie_break", mode="before")
-    @classmethod
-    def _tie_break(cls, value: Any) -> Any:
-        if value is not None:
-            try:
-                check_tie_break(value)
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
-        return value
-
-    @field_validator("scoring", mode="before")
-    @classmethod
-    def _scoring(cls, value: Any) -> Any:
-        if value not in SCORINGS:
-            raise ConfigError(f"unknown scoring {value!r}; expected one of: {', '.join(SCORINGS)}")
-        return value
-
-    @field_validator("calibration", mode="before")
-    @classmethod
-    def _calibration(cls, value: Any) -> Any:
-        if isinstance(value, str | Path):
-            return load_calibration(value)[0]
-        return value
 
 
 class StoreConfig(_Group):
@@ -134,19 +110,12 @@ class InputConfig(_Group):
 
     strict_input: bool = False
     """Stop at the first bad record instead of reporting it and going on."""
-    on_overflow: OverflowPolicy = "error"
+    on_overflow: Annotated[OverflowPolicy, BeforeValidator(overflow_setting)] = "error"
     """A prompt longer than a model's context: error (that model's judgment of the record is an error) or
     truncate (cut a conversation's middle turns, then the retrieved contexts, marking each cut, until it
     fits; results say how many turns were cut)."""
     chunk_size: int = Field(DEFAULT_CHUNK_SIZE, ge=1)
     """Records per chunk: one engine call and one store commit per chunk."""
-
-    @field_validator("on_overflow", mode="before")
-    @classmethod
-    def _on_overflow(cls, value: Any) -> Any:
-        if value not in ("error", "truncate"):
-            raise ConfigError(f"unknown overflow policy {value!r}; expected one of: error, truncate")
-        return value
 
 
 class JuryConfig(_Group):

@@ -6,6 +6,7 @@ module's, :mod:`localjury.types`."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -43,19 +44,23 @@ class JuryModel:
     neutralise: Neutraliser = DEFAULT
     """What record text goes through before it reaches this model's prompts: localjury's tags,
     and this model's tokenizer's special tokens and chat markers."""
-    engine_key: dict[str, Any] = field(init=False, repr=False, compare=False)
-    """What its engine adds to its samples' key in the judgment store (vLLM's guidance backend
-    draws its own way), read once from the engine's facts."""
-    thinking_room: int = field(init=False, repr=False, compare=False)
-    """The tokens a sample writes beside its answer (a thinking budget and its close; 0 without)."""
+    thinking_room: int | None = field(default=None, repr=False, compare=False)
+    """The tokens a sample writes beside its answer (a thinking budget and its close; 0 without):
+    read from its spec once (:meth:`~localjury.models.registry.ModelSpec.output_tokens`)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "engine_key", sample_key(self.spec))
-        object.__setattr__(self, "thinking_room", self.spec.output_tokens(0))
+        if self.thinking_room is None:
+            object.__setattr__(self, "thinking_room", self.spec.output_tokens(0))
+
+    @functools.cached_property
+    def engine_key(self) -> dict[str, Any]:
+        """What its engine adds to its samples' key in the judgment store (vLLM's guidance backend
+        draws its own way), read once from the engine's facts."""
+        return sample_key(self.spec)
 
     def output_tokens(self, max_tokens: int) -> int:
-        """The most tokens a sample may write (see :meth:`~localjury.models.registry.ModelSpec.output_tokens`)."""
-        return max_tokens + self.thinking_room
+        """The most tokens a sample may write: ``max_tokens`` and its thinking room."""
+        return max_tokens + (self.thinking_room or 0)
 
     def store_key(self, req: Request, seed: int) -> str:
         return generation_key(

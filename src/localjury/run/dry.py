@@ -34,14 +34,12 @@ from localjury.run.config import RunConfig
 from localjury.run.context import EngineFactory, ModelCounts, RunContext
 from localjury.run.estimate import Measured, measure
 from localjury.run.generate import DryCalls, ReadOnly, TokenizerFactory
-from localjury.run.jury import jury_models
 from localjury.run.pipeline import run_passes
 from localjury.run.prepare import Settled, check_store, count_records, prepare, protected_files, settle
 from localjury.store import GenerationStore, JudgmentStore, Stored
 
 if TYPE_CHECKING:
     from rich.progress import Progress
-
 
 
 def dry_run(
@@ -109,9 +107,9 @@ def plan_run(
         raise ConfigError(f"estimate must be 0 or more prompts per model, got {estimate}")
     checked = prepare(records, settled, None, engine_factory)
     store_path = config.store.path()
-    check_store(protected_files(checked.dataset, store_path, config, checked.specs, settled.inputs))
     total, good = count_records(checked.dataset, config)
-    jury = jury_models(checked.specs, checked.judgings, config)
+    check_store(protected_files(checked, store_path, settled.inputs))
+    jury = checked.jury
     tokenizer = tokenizer_factory or engine_factory or load_tokenizer
     plan = _new_plan(records, total, good, store_path, estimate)
     store = _open_store(store_path, estimate)

@@ -10,15 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from localjury.engines import model_record, quotes_refusal, resolve_engine
+from localjury.engines import quotes_refusal, resolve_engine
 from localjury.engines._catalog import loads
+from localjury.engines.server.client import served_model
 from localjury.errors import ConfigError
 from localjury.metrics.head_critic import HeadCritic
 from localjury.metrics.judging import Judging
 from localjury.models._shape import model_shape
 from localjury.models._trust import check_remote_code
-from localjury.models.identity import ModelRecord
-from localjury.models.registry import DEFAULT_MODEL, ModelSpec, load_registry
+from localjury.models.identity import ModelRecord, record_of
+from localjury.models.registry import DEFAULT_MODEL, ModelSpec, load_registry, registry_path
 from localjury.records.neutralise import Neutraliser, tokenizer_markers
 from localjury.run.config import RunConfig
 from localjury.run.context import JuryModel
@@ -146,21 +147,47 @@ def _check_heads(specs: Sequence[ModelSpec], judgings: Sequence[Judging], engine
 
 @dataclass(frozen=True)
 class Jury:
-    """The jury as a run uses it."""
+    """The jury as a run uses it, resolved once before any record is read."""
 
+    specs: list[ModelSpec]
+    """Each model's spec, with the engine it runs on (a model on a server: pinned to the model id
+    its judgments are stored under)."""
     models: list[JuryModel]
     extractor: JuryModel | None
     """The model that extracts statements for composite metrics (None without one)."""
     records: list[ModelRecord]
     """Each model as the manifest records it (its files hashed), in the jury's order."""
+    files: dict[str, Path | None]
+    """The files of the jury no output may overwrite, by what they are: models.yaml and each
+    model's folder."""
 
 
-def jury_models(specs: list[ModelSpec], judgings: Sequence[Judging], config: RunConfig) -> Jury:
-    """Each model as the run uses it (its identity is its files' hash, or what its server
-    reports), and the extractor of the composite metrics (None without one). A model on a
-    server has no tokenizer files here: its record text goes through the generic chat
-    markers only."""
-    records = [model_record(spec) for spec in specs]
+def resolve_jury(
+    judgings: Sequence[Judging], config: RunConfig, session: RaySession | None, *, require: bool = True
+) -> Jury:
+    """The jury as the run uses it, resolved once and in the order of the stages it reads: the
+    models (:func:`jury_specs`: the registry, the checks against the settings, each engine
+    chosen), each model's files (``require``: there and whole, else refused naming the fix;
+    hashed: its identity, or what its server reports) and its tokenizer's markers, which
+    record text is kept from (a model on a server has no tokenizer files here: the generic
+    chat markers only). ``require=False``: an engine factory stands in for the engines.
+
+    Raises:
+        ConfigError, ModelNotAvailableError: See :func:`jury_specs`; a model's files missing.
+        EngineError: A model's server does not answer.
+    """
+    files: dict[str, Path | None] = {"models.yaml": registry_path(config.jury.registry)}
+    specs = jury_specs(judgings, config, session)
+    # What each engine loads, or what each server serves; then each model's files, once.
+    kinds = {spec.name: loads(spec.engine) for spec in specs}
+    served = {spec.name: served_model(spec) for spec in specs if spec.base_url is not None}
+    tokenizers: dict[str, Path | None] = {}
+    for spec in specs:
+        files[f"folder of model {spec.name!r}"] = spec.local_files()
+        tokenizers[spec.name] = None if spec.is_served else spec.tokenizer_dir()
+        if require and not spec.is_served:
+            spec.require(kinds[spec.name] or "hf")  # fail before loading anything, naming the fix
+    records = [record_of(spec, kinds[spec.name], served.get(spec.name)) for spec in specs]
     sampling = config.sampling
     jury = [
         JuryModel(
@@ -169,10 +196,12 @@ def jury_models(specs: list[ModelSpec], judgings: Sequence[Judging], config: Run
             temperature=spec.temperature if sampling.temperature is None else sampling.temperature,
             top_p=spec.top_p,
             max_tokens=spec.max_tokens if sampling.max_tokens is None else sampling.max_tokens,
-            neutralise=Neutraliser(tokenizer_markers(spec.tokenizer_dir()) if not spec.is_served else ()),
+            thinking_room=spec.output_tokens(0),
+            neutralise=Neutraliser(tokenizer_markers(folder) if (folder := tokenizers[spec.name]) else ()),
         )
         for spec, rec in zip(specs, records, strict=True)
     ]
-    if not any(j.extracts for j in judgings):
-        return Jury(jury, None, records)
-    return Jury(jury, next(m for m in jury if m.spec.name == (config.jury.extractor or specs[0].name)), records)
+    extractor = None
+    if any(j.extracts for j in judgings):
+        extractor = next(m for m in jury if m.spec.name == (config.jury.extractor or specs[0].name))
+    return Jury([m.spec for m in jury], jury, extractor, records, files)

@@ -41,16 +41,14 @@ from localjury.errors import ConfigError
 from localjury.metrics.base import Metric
 from localjury.metrics.profile import JudgeProfile
 from localjury.models.registry import ModelSpec
-from localjury.records.readers import Dataset, is_saved_dataset
+from localjury.records.readers import Dataset, dataset_record, is_saved_dataset
 from localjury.results._commit import StagedFile
 from localjury.results._outputs import OutputSet
-from localjury.results.manifest import dataset_record
 from localjury.run.assemble import Assembly
 from localjury.run.cluster.sharded import sharded_pass
 from localjury.run.config import RunConfig
 from localjury.run.context import EngineFactory, JuryModel, RunContext, kept_note
 from localjury.run.generate import Calls, EngineCalls, ModelPass
-from localjury.run.jury import Jury, jury_models
 from localjury.run.prepare import Checked, Settled, check_store, count_records, prepare, protected_files, settle
 from localjury.run.result import RunResult, commit, manifest_of, output_paths, summarize
 from localjury.store import GenerationStore, JudgmentStore
@@ -166,9 +164,9 @@ class Run:
         with ExitStack() as opened:
             session = opened.enter_context(_ray_session(settled.config))
             checked = prepare(self.records, settled, session, self.engine_factory)
-            files = opened.enter_context(self._outputs(checked, settled))
             read = _read(checked, settled.config)
-            ctx = opened.enter_context(self._context(checked, read.jury, settled.config, session))
+            files = opened.enter_context(self._outputs(checked, settled))
+            ctx, store = opened.enter_context(self._context(checked, settled.config, session))
             writes = files is not None and bool(files.outputs)
             assembly = Assembly(ctx, spool=writes)
             opened.callback(assembly.close)
@@ -178,6 +176,8 @@ class Run:
                 if read.good:
                     self._passes(ctx, checked.dataset, read.total, None)
                 assembly.all(checked.dataset)
+            store.close()  # all it holds is read: closed before the files are written
+            _unchanged(read)
             results_file = files.file(files.outputs["results file"]) if files is not None and writes else None
             if results_file is not None:
                 assembly.write_to(results_file)
@@ -189,7 +189,7 @@ class Run:
         open set of files (without ``out``, an empty one), or None where the caller writes its
         own (``output_set``: bench, calibrate)."""
         config = settled.config
-        protected = protected_files(checked.dataset, config.store.path(), config, checked.specs, settled.inputs)
+        protected = protected_files(checked, config.store.path(), settled.inputs)
         check_store(protected, self.output_set.inputs if self.output_set is not None else {})
         if self.output_set is not None:
             self.output_set.check(protected)
@@ -200,9 +200,9 @@ class Run:
 
     @contextmanager
     def _context(
-        self, checked: Checked, jury: Jury, config: RunConfig, session: RaySession | None
-    ) -> Iterator[RunContext]:
-        """The run's context over its judgment store (a temporary one without a cache); an error
+        self, checked: Checked, config: RunConfig, session: RaySession | None
+    ) -> Iterator[tuple[RunContext, JudgmentStore]]:
+        """The run's context and its judgment store (a temporary one without a cache); an error
         from here on says what the store kept for the next run."""
         cache_path = config.store.path()
         tmpdir = None if cache_path is not None else Path(tempfile.mkdtemp(prefix="localjury-"))
@@ -213,16 +213,18 @@ class Run:
                 shutil.rmtree(tmpdir, ignore_errors=True)
             raise
         factory = self.engine_factory or load_engine
+        jury = checked.jury
         ctx = RunContext(config, checked.judgings, jury.models, jury.extractor, store, factory, self.progress, session)
         failed = True
         try:
-            yield ctx
+            yield ctx, store
             failed = False
         except BaseException as exc:
             exc.add_note(kept_note(ctx, store, temporary=tmpdir is not None, exc=exc))
             raise
         finally:
-            store.close()
+            if not store.closed:  # closed by the run once its passes are done
+                store.close()
             if tmpdir is not None and not (failed and store.kept):
                 shutil.rmtree(tmpdir, ignore_errors=True)
 
@@ -240,18 +242,12 @@ class Run:
         results_file: StagedFile | None,
     ) -> RunResult:
         """The summary and the manifest; with ``out``, the results, summary and manifest committed together."""
-        dataset = read.checked.dataset
-        if read.dataset is not None and dataset_record(Path(read.dataset["path"])) != read.dataset:
-            raise ConfigError(
-                f"the dataset {dataset.path} changed while this run read it; nothing was written. "
-                "Run again once it no longer changes (what was judged is in the judgment store)"
-            )
         name = str(self.records) if isinstance(self.records, str | Path) else None
         summary = summarize(ctx, assembly.figures, read.total, read.total - read.good, dataset=name,
                             started_at=self.started_at, seconds=time.perf_counter() - self.started)  # fmt: skip
         cache = str(ctx.config.store.path()) if ctx.config.store.use_cache else None
-        manifest = manifest_of(ctx, summary, command=self.command, dataset=read.dataset, models=read.jury.records,
-                               cache=cache)  # fmt: skip
+        models = read.checked.jury.records
+        manifest = manifest_of(ctx, summary, command=self.command, dataset=read.dataset, models=models, cache=cache)
         result = RunResult(results=assembly.kept, summary=summary, manifest=manifest)
         if files is not None and results_file is not None:
             result.manifest = commit(files, results_file, summary, manifest, files.outputs)
@@ -269,17 +265,25 @@ class _Read:
     again at the end: the manifest describes the data the run judged, or the run fails)."""
     total: int
     good: int
-    jury: Jury
 
 
 def _read(checked: Checked, config: RunConfig) -> _Read:
-    """Hash the records' file, count the records (the first bad one raised, with
-    ``strict_input``) and hash each model's files."""
+    """Hash the records' file and count the records (the first bad one raised, with
+    ``strict_input``)."""
     path = checked.dataset.path
     on_disk = path is not None and (path.is_file() or is_saved_dataset(path))
     before = dataset_record(path) if on_disk and path is not None else None
     total, good = count_records(checked.dataset, config)
-    return _Read(checked, before, total, good, jury_models(checked.specs, checked.judgings, config))
+    return _Read(checked, before, total, good)
+
+
+def _unchanged(read: _Read) -> None:
+    """Refuse to write anything when the records' file changed while the run read it."""
+    if read.dataset is not None and dataset_record(Path(read.dataset["path"])) != read.dataset:
+        raise ConfigError(
+            f"the dataset {read.checked.dataset.path} changed while this run read it; nothing was written. "
+            "Run again once it no longer changes (what was judged is in the judgment store)"
+        )
 
 
 @contextmanager

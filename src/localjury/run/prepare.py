@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury._files import localjury_home
-from localjury.engines._catalog import require_files
 from localjury.errors import ConfigError, RecordError
 from localjury.metrics.base import Metric
 from localjury.metrics.checklist import checklist_metrics
@@ -19,13 +18,13 @@ from localjury.metrics.judging import Judging
 from localjury.metrics.kinds import judging_for
 from localjury.metrics.profile import JudgeProfile, with_profile
 from localjury.metrics.rubric_file import rubric_file_metrics
-from localjury.models.registry import ModelSpec, registry_path
+from localjury.models.registry import ModelSpec
 from localjury.records.readers import Dataset
 from localjury.records.record import Record
 from localjury.results._outputs import check_not_input
 from localjury.run.config import RunConfig
 from localjury.run.context import EngineFactory
-from localjury.run.jury import jury_specs
+from localjury.run.jury import Jury, resolve_jury
 
 if TYPE_CHECKING:
     from localjury.run.cluster.session import RaySession
@@ -83,8 +82,7 @@ class Checked:
 
     judgings: list[Judging]
     """How each metric is judged, in order."""
-    specs: list[ModelSpec]
-    """The jury's models, each with the engine it runs on."""
+    jury: Jury
     dataset: Dataset
 
 
@@ -94,18 +92,16 @@ def prepare(
     session: RaySession | None,
     engine_factory: EngineFactory | None,
 ) -> Checked:
-    """Check the metrics and the jury (each model's files, unless an engine factory stands in
-    for the engines) and open the records: what a run and a dry run do before reading them.
+    """Check the metrics, resolve the jury (each model's files required, unless an engine
+    factory stands in for the engines, and hashed) and open the records: what a run and a dry
+    run do before reading them.
 
     Raises:
         ConfigError, ModelNotAvailableError: See :func:`~localjury.run.pipeline.evaluate`.
     """
     judgings = check_metrics(settled.metrics, settled.config)
-    specs = jury_specs(judgings, settled.config, session)
-    if engine_factory is None:
-        for spec in specs:
-            require_files(spec, spec.engine)  # fail before loading anything, naming the fix
-    return Checked(judgings, specs, Dataset(records))
+    jury = resolve_jury(judgings, settled.config, session, require=engine_factory is None)
+    return Checked(judgings, jury, Dataset(records))
 
 
 def check_metrics(metrics: Sequence[Metric], config: RunConfig) -> list[Judging]:
@@ -140,21 +136,16 @@ def count_records(dataset: Dataset, config: RunConfig) -> tuple[int, int]:
 
 
 def protected_files(
-    dataset: Dataset,
-    cache_path: Path | None,
-    config: RunConfig,
-    specs: list[ModelSpec],
-    inputs: Mapping[str, str | Path],
+    checked: Checked, cache_path: Path | None, inputs: Mapping[str, str | Path]
 ) -> dict[str, Path | None]:
     """The files no output of the run may overwrite, by what they are: the records, the
     judgment store and its journals, models.yaml, the file-hash memo, each model's files,
     and the other ``inputs`` (a criteria file...)."""
     return {
-        "dataset": dataset.path,
+        "dataset": checked.dataset.path,
         **store_files(cache_path),
-        "models.yaml": registry_path(config.jury.registry),
+        **checked.jury.files,
         "file-hash memo": localjury_home() / "file-hashes.json",
-        **{f"folder of model {spec.name!r}": spec.local_files() for spec in specs},
         **{what: Path(p) for what, p in inputs.items()},
     }
 

@@ -144,8 +144,7 @@ def summarize(
         temperature=sampling.temperature,
         max_tokens=sampling.max_tokens,
         metrics=[
-            figures[j.metric.name].summary(j.metric.name, j.kind, j.metric.description, j.k, j.tie)
-            for j in ctx.judgings
+            figures[j.metric.name].summary(j.metric.name, j.kind, j.description, j.k, j.tie) for j in ctx.judgings
         ],
         models=[counts.summary() for counts in ctx.counts.values()],
         extractor=ctx.extractor.spec.name if ctx.extractor is not None else None,
@@ -178,7 +177,7 @@ def manifest_of(
 
 def metric_record(j: Judging) -> dict[str, Any]:
     """A metric as the manifest records it."""
-    record = {"name": j.metric.name, "kind": j.kind, "description": j.metric.description, "strictness": j.k,
+    record = {"name": j.metric.name, "kind": j.kind, "description": j.description, "strictness": j.k,
               "tie_break": j.tie}  # fmt: skip
     profile = j.metric.profile  # an AlignedCritic's judge profile: its hash
     source = j.metric.source  # a rubric file's entry: the file's hash, its version

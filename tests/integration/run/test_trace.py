@@ -19,21 +19,23 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("llama_cpp", reason="the llamacpp extra (scripts/test installs it)")
-
 from tests import ROOT
 from tests.fakes import run_cli
+
+pytest.importorskip("llama_cpp", reason="the llamacpp extra (scripts/test installs it)")
+pytestmark = pytest.mark.slow
 
 SRC = ROOT / "src" / "localjury"
 GROUND = {"_files", "_hashing", "_terminal", "_yaml", "_setting_bounds", "_version", "errors", "types"}
 ORDER = ["models", "records", "metrics", "engines", "store", "votes", "results"]
 
-#: The most a run may take. The issue's aim is 20 visits with 5 backward and fewer modules
-#: (tests may lower these as the code gets there, never raise them).
+#: The most a run may take: what it takes today (docs/architecture.md, "One run, traced"). Lower
+#: them as the code gets closer to one visit per stage (the aim: 20 visits, 5 backward), never
+#: raise them.
 MAX_MODULES = 63
-MAX_PIPELINE_VISITS = 81
-MAX_BACKWARD = 37
-MAX_UP_EDGES = 7
+MAX_PIPELINE_VISITS = 37
+MAX_BACKWARD = 16
+MAX_UP_EDGES = 0
 
 
 def stage(module: str) -> str:

@@ -11,6 +11,7 @@ from tests.fakes import factory, judgment, spec
 def test_auto_picks_vllm_only_with_vllm_and_cuda(monkeypatch):
     from localjury.engines import _auto
 
+    monkeypatch.setattr(engines, "find_spec", lambda name: object())  # vLLM installed, or not: the rule's choice
     monkeypatch.setattr(_auto, "_cuda", lambda: True)
     assert engines.resolve_engine(spec("A")) == "vllm"
     monkeypatch.setattr(_auto, "_cuda", lambda: False)

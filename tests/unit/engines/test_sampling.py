@@ -4,8 +4,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from localjury.engines._sampling import batch_seed  # noqa: E402
-from localjury.engines._sampling import sample as _sample  # noqa: E402
+from localjury.engines._local import batch_seed  # noqa: E402
+from localjury.engines._local import sample as _sample  # noqa: E402
 from localjury.engines.base import Sampling  # noqa: E402
 
 

@@ -307,7 +307,7 @@ def test_a_fifo_the_folder_does_not_name_neither_hangs_the_read_nor_the_hash(sav
     """A FIFO beside the data files: the records are read, the manifest's hash of the folder
     leaves it out, and a dry run plans the records."""
     from localjury import AspectCritic, dry_run
-    from localjury._filehash import dataset_files, folder_sha256
+    from localjury._hashing import dataset_files, folder_sha256
     from tests.fakes import ScriptedEngine, factory, judgment, spec
 
     os.mkfifo(saved / "pipe")

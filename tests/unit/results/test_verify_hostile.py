@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from localjury import _filehash
-from localjury._filehash import MAX_HOLE_BYTES, found_sha256, stable_sha256
+from localjury import _hashing
+from localjury._hashing import MAX_HOLE_BYTES, found_sha256, stable_sha256
 from localjury.errors import ConfigError
 from localjury.results import verify as verify_module
 from localjury.results.verify import MAX_CHECKS, read_manifest
@@ -161,7 +161,7 @@ def test_a_dense_file_and_a_small_hole_are_read(tmp_path):
     assert stable_sha256(dense, on_disk=True) == hashlib.sha256(dense.read_bytes()).hexdigest()
     fd = os.open(small, os.O_RDONLY)
     try:
-        assert _filehash._data_bytes(fd, MAX_HOLE_BYTES) in (0, MAX_HOLE_BYTES)  # 0 where SEEK_HOLE tells
+        assert _hashing._data_bytes(fd, MAX_HOLE_BYTES) in (0, MAX_HOLE_BYTES)  # 0 where SEEK_HOLE tells
     finally:
         os.close(fd)
 

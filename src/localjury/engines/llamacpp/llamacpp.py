@@ -41,9 +41,8 @@ from llama_cpp import _internals
 from transformers import AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-from localjury.engines._local import LocalDecoding, shared_prefix
+from localjury.engines._local import LocalDecoding, sample, sample_generators, shared_prefix
 from localjury.engines._prompts import PromptFormatter
-from localjury.engines._sampling import sample, sample_generators
 from localjury.engines.base import Completion, GenerateCall, Sampling, Usage
 from localjury.engines.constrain.masks import MaskedRows
 from localjury.engines.constrain.schemas import JsonSchemaIndex, vocabulary_of_tokenizer

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from localjury.engines.server.transport import Cap, Reply
 
 
-
-
 #: The engine's name in messages.
 ENGINE = "server"
 #: Statuses worth another try: the server is busy or restarting.
