@@ -26,6 +26,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from localjury.errors import ConfigError
+
 
 def content_hash(**parts: Any) -> str:
     """A stable SHA-256 (hex) of keyword parts, the same in every process and on every machine.
@@ -265,3 +267,20 @@ def is_saved_dataset(path: Path) -> bool:
     """Whether ``path`` is a folder that ``datasets``' ``save_to_disk`` wrote (a Dataset's
     ``state.json``, or a DatasetDict's ``dataset_dict.json``)."""
     return path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file())
+
+
+def dataset_record(path: Path) -> dict[str, Any]:
+    """A dataset file's path, size and hash; for a folder (a Hugging Face ``save_to_disk``
+    folder), the total size of its files and :func:`~localjury._hashing.folder_sha256`.
+
+    Raises:
+        ConfigError: The dataset cannot be hashed (a folder too large to walk, a file that
+            is not a regular file or changes as it is read).
+    """
+    try:
+        if path.is_dir():
+            size = folder_size(dataset_files(path))
+            return {"path": str(path.resolve()), "size": size, "sha256": folder_sha256(path)}
+        return {"path": str(path.resolve()), "size": path.stat().st_size, "sha256": stable_sha256(path)}
+    except Unhashable as exc:
+        raise ConfigError(f"cannot hash the dataset {path} for the manifest: {exc.reason}") from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Literal, TypedDict
+from typing import Annotated, Literal, TypedDict, get_args
 
 from pydantic import BeforeValidator
 
@@ -98,3 +98,23 @@ def _thinking_off(value: object) -> object:
 Thinking = Annotated[int | None, BeforeValidator(_thinking_off)]
 """A thinking budget setting (models.yaml's ``thinking``, ``--thinking``): tokens, 0 or ``off``
 for none, None for the entry's own."""
+
+
+TieBreak = Literal["fail", "pass", "abstain"]
+"""What an even split of a model's valid votes gives (:func:`localjury.votes.voting.model_verdict`)."""
+TIE_BREAKS: tuple[str, ...] = get_args(TieBreak)
+
+Scoring = Literal["votes", "probability"]
+"""How a model's score is made: the majority of its votes, or its confidence."""
+SCORINGS: tuple[str, ...] = get_args(Scoring)
+
+#: What a prompt longer than the model's context does: the record's error for that model, or
+#: its conversation turns and retrieved contexts cut until it fits (:mod:`~localjury.metrics.prompt_fit`).
+OverflowPolicy = Literal["error", "truncate"]
+
+
+def check_tie_break(value: str) -> TieBreak:
+    """Return ``value`` as a tie-break policy, or raise ValueError naming the choices."""
+    if value not in TIE_BREAKS:
+        raise ValueError(f"unknown tie-break policy {value!r}; expected one of: {', '.join(TIE_BREAKS)}")
+    return value  # type: ignore[return-value]

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from localjury import AspectCritic, PairwiseCritic, dry_run, evaluate
 from localjury.errors import RecordError
+from localjury.metrics.neutralise import Neutraliser
 from localjury.metrics.prompt_fit import MAX_TOKEN_BYTES
 from localjury.records import readers
-from localjury.records.neutralise import Neutraliser
 from localjury.records.readers import iter_records
 from localjury.records.record import Record
 from tests.fakes import ScriptedEngine, factory, judgment, spec

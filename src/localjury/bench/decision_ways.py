@@ -27,8 +27,9 @@ from localjury.bench import stats
 from localjury.bench.formats import BenchItem
 from localjury.engines import model_identity
 from localjury.metrics.aspect_critic import AspectCritic
+from localjury.metrics.neutralise import Neutraliser
+from localjury.models._tokenizer import tokenizer_markers
 from localjury.models.registry import ModelSpec
-from localjury.records.neutralise import Neutraliser, tokenizer_markers
 from localjury.records.record import parse_record
 from localjury.votes.calibration import Calibrator
 from localjury.votes.heads import DecisionHead, DecisionReport, DecisionWay, HeadBinding, cross_validated, fit_head

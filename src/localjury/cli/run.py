@@ -187,12 +187,18 @@ def run(
 ) -> None:
     """Judge DATA on each criterion and metric with each model, vote, and write results and a summary
     (with --dry-run: plan the run instead, without loading a model)."""
-    from localjury.metrics.spec import metrics_of_options
     from localjury.run import RunConfig
     from localjury.run.pipeline import Run
-    from localjury.run.prepare import settle
+    from localjury.run.prepare import jury_of, settle
 
     settings = dict(settings or {})
+    ray_cluster = cluster_of(cluster, address=address, replicas=replicas, cpus_per_replica=replica_cpus)
+    config = RunConfig.of(**settings, cluster=ray_cluster)
+    # The jury first (an unknown model fails before the criteria are read), unless a judge
+    # profile names it.
+    specs = jury_of(config) if profile is None or config.jury.models is not None else None
+    from localjury.metrics.spec import metrics_of_options
+
     metrics = metrics_of_options(aspect, criterion, criteria, metric, pairwise, verdict_first=verdict_first,
                                  evidence=evidence, thinking=read_thinking,
                                  modules=[metric_module] if metric_module else [])  # fmt: skip
@@ -200,9 +206,7 @@ def run(
              ("metric module", metric_module))  # fmt: skip
     inputs: dict[str, str | Path] = {k: v for k, v in files if v is not None}
     gates = _gates(fail_under or [])
-    ray_cluster = cluster_of(cluster, address=address, replicas=replicas, cpus_per_replica=replica_cpus)
-    config = RunConfig.of(**settings, cluster=ray_cluster)
-    settled = settle(metrics, config=config, inputs=inputs, profile=profile, rubrics=rubrics)
+    settled = settle(metrics, config=config, inputs=inputs, profile=profile, rubrics=rubrics, specs=specs)
     if gates:
         from localjury.results.gate import check_names
 

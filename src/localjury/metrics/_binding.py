@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from localjury.errors import MetricError, RecordError
+from localjury.metrics.thinking import answers_only
 from localjury.records.conversation import ChatMessage, Scope, last_response, last_turn_split
 from localjury.records.record import Record
-from localjury.records.thinking import answers_only
 
 InT = TypeVar("InT", bound=BaseModel)
 
@@ -55,7 +55,7 @@ def bind_input(
 ) -> InT:
     """Fill a program's input model from a record.
 
-    A response's thinking (a leading ``<think>…</think>`` block: :mod:`localjury.records.thinking`)
+    A response's thinking (a leading ``<think>…</think>`` block: :mod:`localjury.metrics.thinking`)
     is left out, the answer alone shown, unless ``thinking``.
 
     A conversation record (``messages``) fills an input field named ``conversation``: under

@@ -8,9 +8,9 @@ from typing import NamedTuple
 
 from pydantic import BaseModel
 
+from localjury.metrics.thinking import split_thinking
 from localjury.records.conversation import ChatMessage, last_response
 from localjury.records.record import Record
-from localjury.records.thinking import split_thinking
 from localjury.results.record_result import Quote
 from localjury.types import QUOTE_KEY
 
@@ -18,7 +18,7 @@ from localjury.types import QUOTE_KEY
 class Quotable(NamedTuple):
     """A text quotes may come from: its place in the record, the text the judge is shown, and
     where that text starts in the record's own (after a response's thinking, which the judge
-    is not shown: :mod:`localjury.records.thinking`)."""
+    is not shown: :mod:`localjury.metrics.thinking`)."""
 
     place: str
     text: str

@@ -16,7 +16,7 @@ from localjury.metrics.faithfulness import NLI_STATEMENT, STATEMENT_GENERATOR
 from localjury.metrics.tool_calls import ToolCallAccuracy
 from localjury.records.conversation import ChatMessage, tool_results
 from localjury.records.record import Record
-from localjury.votes.voting import TieBreak
+from localjury.types import TieBreak
 
 GOAL_INSTRUCTION = (
     "You are an impartial, strict judge of AI agent runs. You are given the user's goal and a conversation "

@@ -26,12 +26,11 @@ from pydantic import BaseModel
 
 from localjury.errors import MetricError, MissingDependencyError
 from localjury.metrics.aspect_critic import AspectCritic
+from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.records.conversation import Scope
-from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
-from localjury.types import Message
+from localjury.types import Message, TieBreak
 from localjury.votes.calibration import Calibrator
-from localjury.votes.voting import TieBreak
 
 #: Demonstrations per prompt unless a profile says otherwise.
 DEFAULT_SHOTS = 4

@@ -17,7 +17,7 @@ from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Reques
 from localjury.metrics.prompt_fit import fit_prompt
 from localjury.records.conversation import Scope
 from localjury.records.record import Record
-from localjury.votes.voting import TieBreak
+from localjury.types import TieBreak
 
 INSTRUCTION = (
     "You are an impartial, strict judge of AI assistant outputs. You are given a criterion and "
@@ -162,7 +162,7 @@ class AspectCritic(JudgeMetric):
             ``"conversation"`` judges the whole conversation (another instruction says so).
         thinking: Show the judge a response's thinking (a reasoning model's leading
             ``<think>…</think>`` block), for a criterion about the reasoning itself; by default
-            the judge sees the answer alone (:mod:`localjury.records.thinking`).
+            the judge sees the answer alone (:mod:`localjury.metrics.thinking`).
     """
 
     #: Whether a :class:`~localjury.metrics.checklist.Checklist` may judge this criterion

@@ -27,13 +27,12 @@ from localjury.errors import MetricError
 from localjury.metrics._binding import bind_input, check_inputs
 from localjury.metrics._quoted import Quotable, locate_quotes, quotable_texts, quote_field
 from localjury.metrics._text_bounds import check_metric_texts
-from localjury.records.conversation import CONVERSATION_TAGS, ChatMessage, Scope, render_conversation
-from localjury.records.neutralise import DEFAULT, Neutraliser
+from localjury.metrics.neutralise import DEFAULT, Neutraliser, render_conversation
+from localjury.records.conversation import CONVERSATION_TAGS, ChatMessage, Scope
 from localjury.records.record import Record
 from localjury.results.record_result import Quote
-from localjury.types import Message
+from localjury.types import Message, TieBreak, check_tie_break
 from localjury.votes.calibration import Calibrator
-from localjury.votes.voting import TieBreak, check_tie_break
 
 #: Upper bound of a judgment's ``reason``; part of the schema, so a generation cannot run
 #: out of tokens mid-string when max_tokens leaves room for it.
@@ -108,7 +107,7 @@ class PromptProgram(Generic[InT, OutT]):
     The user turn renders each non-empty field of the input, in the input model's field
     order, as a tagged block (``<name>...</name>``; lists as numbered ``<item>`` blocks).
     Put the fields shared by many prompts first, so prompts share a cacheable prefix. Every
-    value goes through a :class:`~localjury.records.neutralise.Neutraliser` (the judge's, when the
+    value goes through a :class:`~localjury.metrics.neutralise.Neutraliser` (the judge's, when the
     run knows it): record text cannot close a block or open a chat turn.
 
     Args:

@@ -29,9 +29,9 @@ from localjury.metrics._binding import RecordInput
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import Judgment, Message, Metric, ParsedSample, PromptProgram, bind_input
 from localjury.metrics.judging import BaseJudging, Extraction, Judged, Juror, OverflowPolicy, Request, Samples, agree
+from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.metrics.prompt_fit import fit_prompt
 from localjury.records.conversation import Scope
-from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 
 #: Output tokens a checklist adds per criterion beyond the first (the criterion's key, its

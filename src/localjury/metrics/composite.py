@@ -32,12 +32,12 @@ from localjury.metrics.judging import (
     Samples,
     invalid_samples,
 )
+from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.metrics.prompt_fit import fit_prompt
-from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.results.record_result import ModelJudgment, Quote, RecordResult, StatementJudgment, StatementResult
-from localjury.types import QUOTE_KEY
-from localjury.votes.voting import TieBreak, final_score, model_score, model_verdict, share_supported
+from localjury.types import QUOTE_KEY, TieBreak
+from localjury.votes.voting import final_score, model_score, model_verdict, share_supported
 
 #: At most this many statements are extracted from one response (part of the schema).
 MAX_STATEMENTS = 10

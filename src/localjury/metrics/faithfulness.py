@@ -18,7 +18,7 @@ from localjury.metrics.composite import (
     StatementVerdicts,
     VerifyProgram,
 )
-from localjury.votes.voting import TieBreak
+from localjury.types import TieBreak
 
 
 class StatementSource(BaseModel):

@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 from localjury.metrics.aligned import AlignedCritic
 from localjury.metrics.aspect_critic import AspectCritic, VerdictJudging
 from localjury.metrics.judging import Judged, Juror, OverflowPolicy, Request, Samples
+from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.metrics.prompt_fit import fit_prompt
-from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.results.record_result import HeadDecision, ModelJudgment
 from localjury.types import Message

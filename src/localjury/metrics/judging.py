@@ -26,20 +26,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, get_args
+from typing import Any, ClassVar, Protocol
 
-from localjury.errors import ConfigError
 from localjury.metrics.base import Metric, ParsedSample
+from localjury.metrics.neutralise import Neutraliser
 from localjury.models.registry import ModelSpec
-from localjury.records.neutralise import Neutraliser
 from localjury.records.record import Record
 from localjury.results.record_result import InvalidSample, ModelJudgment, RecordResult
-from localjury.types import Completion, Message, Stored
+from localjury.types import Completion, Message, OverflowPolicy, Scoring, Stored, TieBreak
 from localjury.votes.calibration import CalibrationFile, Calibrator
 from localjury.votes.heads import DecisionHead
 from localjury.votes.voting import (
-    Scoring,
-    TieBreak,
     confidence,
     final_score,
     model_score,
@@ -47,18 +44,6 @@ from localjury.votes.voting import (
     probability_verdict,
     vote_share,
 )
-
-#: What a prompt longer than the model's context does: the record's error for that model, or
-#: its conversation turns and retrieved contexts cut until it fits (:mod:`~localjury.metrics.prompt_fit`).
-OverflowPolicy = Literal["error", "truncate"]
-
-
-def overflow_setting(value: object) -> object:
-    """A run's ``on_overflow`` setting as given, or a ConfigError naming the choices."""
-    if value not in get_args(OverflowPolicy):
-        raise ConfigError(f"unknown overflow policy {value!r}; expected one of: error, truncate")
-    return value
-
 
 Key = tuple[str, str]
 """(record id, metric name)."""

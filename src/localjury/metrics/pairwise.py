@@ -29,13 +29,12 @@ from localjury.metrics.judging import (
     agree,
     invalid_samples,
 )
+from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.metrics.prompt_fit import fit_prompt
-from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.results.record_result import InvalidSample, ModelJudgment, RecordResult
-from localjury.types import Message
+from localjury.types import Message, TieBreak
 from localjury.votes.voting import (
-    TieBreak,
     confidence,
     final_score,
     model_score,

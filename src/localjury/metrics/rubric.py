@@ -39,9 +39,9 @@ from localjury.metrics.judging import (
     agree,
     invalid_samples,
 )
+from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.metrics.prompt_fit import fit_prompt
 from localjury.records.conversation import Scope
-from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.records.record import Record
 from localjury.results.record_result import ModelJudgment, RecordResult, RubricResult
 from localjury.types import Message

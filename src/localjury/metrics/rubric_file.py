@@ -39,7 +39,7 @@ from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import MAX_STRICTNESS, Metric
 from localjury.metrics.rubric import Aggregate, Rubric
 from localjury.records.conversation import Scope
-from localjury.votes.voting import TieBreak
+from localjury.types import TieBreak
 
 WHAT = "rubrics file"
 

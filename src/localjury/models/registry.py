@@ -30,8 +30,8 @@ from localjury.models._engine_settings import (
     VllmSettings,
     is_loopback,
 )
-from localjury.models._gguf_tokenizer import save_gguf_tokenizer
 from localjury.models._safetensors import safetensors_problem
+from localjury.models._tokenizer import save_gguf_tokenizer
 from localjury.models._trust import check_shadowing
 from localjury.types import Thinking, thinking_tokens
 

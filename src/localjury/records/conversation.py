@@ -23,8 +23,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, field_validator
 
-from localjury.records.neutralise import Neutraliser
-
 Scope = Literal["last_turn", "conversation"]
 #: The tags a rendered conversation uses, neutralised in the text it holds.
 CONVERSATION_TAGS = ("conversation", "turn", "call")
@@ -284,34 +282,3 @@ def _texts_of(message: ChatMessage) -> list[tuple[str, str]]:
             (f"tool_calls[{j}].id", call.id),
         ]
     return [(path, text) for path, text in texts if text]
-
-
-def render_conversation(messages: Sequence[ChatMessage], neutralise: Neutraliser) -> str:
-    """The body of a ``<conversation>`` block: one ``<turn>`` block a message, its role,
-    a tool result's tool name and call id as attributes, each tool call a ``<call>``
-    block of its JSON arguments; every text neutralised (``neutralise``: the judge's)."""
-    neutralise = neutralise.with_tags(CONVERSATION_TAGS)
-
-    def attr(value: str) -> str:
-        return json.dumps(neutralise(value), ensure_ascii=False)
-
-    blocks = []
-    index = 0
-    for m in messages:
-        if m._cut:
-            index += m._cut
-            blocks.append(CUT_MARK.format(n=m._cut))
-            continue
-        index += 1
-        attrs = f'index="{index}" role="{m.role}"'
-        if m.name is not None:
-            attrs += f" name={attr(m.name)}"
-        if m.tool_call_id is not None:
-            attrs += f" tool_call_id={attr(m.tool_call_id)}"
-        parts = [neutralise(m.content)] if m.content else []
-        for call in m.tool_calls or ():
-            call_attrs = f"name={attr(call.function.name)}" + (f" id={attr(call.id)}" if call.id else "")
-            parts.append(f"<call {call_attrs}>\n{neutralise(call.function.arguments)}\n</call>")
-        body = "\n".join(parts)
-        blocks.append(f"<turn {attrs}>\n{body}\n</turn>")
-    return "\n".join(blocks)

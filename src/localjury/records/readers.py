@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from localjury._files import MAX_LINE_BYTES, Overlong, bounded_lines, check_regular_file, open_regular_file, parse_json
-from localjury._hashing import Unhashable, dataset_files, folder_sha256, folder_size, is_saved_dataset, stable_sha256
+from localjury._hashing import is_saved_dataset
 from localjury.errors import ConfigError, MissingDependencyError, RecordError
 from localjury.records._parquet import parquet_rows
 from localjury.records._saved import check_saved_dataset
@@ -339,20 +339,3 @@ class Dataset:
         it = self.entries()
         while chunk := list(itertools.islice(it, size)):
             yield chunk
-
-
-def dataset_record(path: Path) -> dict[str, Any]:
-    """A dataset file's path, size and hash; for a folder (a Hugging Face ``save_to_disk``
-    folder), the total size of its files and :func:`~localjury._hashing.folder_sha256`.
-
-    Raises:
-        ConfigError: The dataset cannot be hashed (a folder too large to walk, a file that
-            is not a regular file or changes as it is read).
-    """
-    try:
-        if path.is_dir():
-            size = folder_size(dataset_files(path))
-            return {"path": str(path.resolve()), "size": size, "sha256": folder_sha256(path)}
-        return {"path": str(path.resolve()), "size": path.stat().st_size, "sha256": stable_sha256(path)}
-    except Unhashable as exc:
-        raise ConfigError(f"cannot hash the dataset {path} for the manifest: {exc.reason}") from None

@@ -117,7 +117,7 @@ def build_manifest(
     models: list[ModelRecord],
     cache: str | None,
 ) -> Manifest:
-    """Assemble a manifest for a finished run (``dataset``: its :func:`~localjury.records.readers.dataset_record`, taken
+    """Assemble a manifest for a finished run (``dataset``: its :func:`~localjury._hashing.dataset_record`, taken
     before the run read it)."""
     return Manifest(
         localjury_version=__version__,

@@ -10,7 +10,6 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from localjury.results.record_result import RecordResult
-from localjury.votes.voting import passes
 
 
 class MetricSummary(BaseModel):
@@ -61,15 +60,16 @@ class MetricFigures:
     turns_cut: int = 0
     """The turns cut, over those records."""
 
-    def add(self, result: RecordResult) -> None:
-        """Count one of the metric's results (a record's error counts nowhere)."""
+    def add(self, result: RecordResult, passed: bool | None) -> None:
+        """Count one of the metric's results (a record's error counts nowhere); ``passed``:
+        whether its score is a pass (:func:`~localjury.votes.voting.passes`)."""
         if result.error is not None:
             return
         self.records += 1
         if result.score is not None:
             self.scored += 1
             self.total += result.score
-            self.passed += bool(passes(result.score, result.rubric.threshold if result.rubric else None))
+            self.passed += bool(passed)
         if result.turns_cut:
             self.records_cut += 1
             self.turns_cut += result.turns_cut

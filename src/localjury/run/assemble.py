@@ -23,6 +23,7 @@ from localjury.run.context import JuryModel, RunContext
 from localjury.run.generate import stored_extractions
 from localjury.run.plan import Planned, first_steps, plan_chunk
 from localjury.store import Stored
+from localjury.votes.voting import passes
 
 
 @dataclass
@@ -44,8 +45,10 @@ class Assembly:
 
     def add(self, chunk: list[Record | RecordError], plans: list[Planned]) -> None:
         """A chunk's results, from its plan for the whole jury and what the store holds of it."""
-        for r in assemble(self.ctx, chunk, plans):
-            self.figures[r.metric].add(r)
+        results = assemble(self.ctx, chunk, plans)
+        decided = [passes(r.score, r.rubric.threshold if r.rubric else None) for r in results]
+        for r, passed in zip(results, decided, strict=True):
+            self.figures[r.metric].add(r, passed)
             if self._spooled is not None:
                 self._spooled.write((r.model_dump_json() + "\n").encode("utf-8"))
             else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -18,12 +18,10 @@ from localjury._files import localjury_home
 from localjury._setting_bounds import Bounded
 from localjury.errors import ConfigError
 from localjury.metrics.base import MAX_STRICTNESS
-from localjury.metrics.judging import OverflowPolicy, overflow_setting
 from localjury.models.registry import ModelSpec
 from localjury.run.cluster import RayCluster
-from localjury.types import Thinking
+from localjury.types import SCORINGS, OverflowPolicy, Scoring, Thinking, TieBreak, check_tie_break
 from localjury.votes.calibration import CalibrationFile
-from localjury.votes.voting import Scoring, TieBreak, calibration_setting, scoring_setting, tie_break_setting
 
 #: Records per chunk: one engine call per chunk per model, one commit to the store.
 DEFAULT_CHUNK_SIZE = 1024
@@ -38,6 +36,41 @@ def default_cache_path() -> Path:
     if env := os.environ.get("LOCALJURY_CACHE"):
         return Path(env).expanduser()
     return localjury_home() / "cache" / "judgments.sqlite"
+
+
+def tie_break_setting(value: object) -> object:
+    """A run's ``tie_break`` setting as given (None: each metric's own), or a ConfigError
+    naming the choices."""
+    if value is not None:
+        try:
+            check_tie_break(value)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    return value
+
+
+def scoring_setting(value: object) -> object:
+    """A run's ``scoring`` setting as given, or a ConfigError naming the choices."""
+    if value not in SCORINGS:
+        raise ConfigError(f"unknown scoring {value!r}; expected one of: {', '.join(SCORINGS)}")
+    return value
+
+
+def overflow_setting(value: object) -> object:
+    """A run's ``on_overflow`` setting as given, or a ConfigError naming the choices."""
+    if value not in get_args(OverflowPolicy):
+        raise ConfigError(f"unknown overflow policy {value!r}; expected one of: error, truncate")
+    return value
+
+
+def calibration_setting(value: object) -> object:
+    """A run's ``calibration`` setting: a calibration file's path read
+    (:func:`~localjury.votes.calibration.load_calibration`)."""
+    if not isinstance(value, str | Path):
+        return value
+    from localjury.votes.calibration import load_calibration
+
+    return load_calibration(value)[0]
 
 
 class _Group(Bounded):

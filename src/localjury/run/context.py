@@ -7,17 +7,18 @@ module's, :mod:`localjury.types`."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localjury.engines._catalog import sample_key, split_update
+from localjury.engines._catalog import split_update
 from localjury.engines.base import Engine
 from localjury.errors import CommitError
 from localjury.metrics.base import Metric
 from localjury.metrics.judging import Judging, Request
+from localjury.metrics.neutralise import Neutraliser
 from localjury.models.registry import ModelSpec
-from localjury.records.neutralise import DEFAULT, Neutraliser
 from localjury.results.record_result import ModelJudgment
 from localjury.results.summary import ModelSummary
 from localjury.run.config import RunConfig
@@ -41,22 +42,24 @@ class JuryModel:
     temperature: float
     top_p: float
     max_tokens: int
-    neutralise: Neutraliser = DEFAULT
-    """What record text goes through before it reaches this model's prompts: localjury's tags,
-    and this model's tokenizer's special tokens and chat markers."""
-    thinking_room: int | None = field(default=None, repr=False, compare=False)
-    """The tokens a sample writes beside its answer (a thinking budget and its close; 0 without):
-    read from its spec once (:meth:`~localjury.models.registry.ModelSpec.output_tokens`)."""
-
-    def __post_init__(self) -> None:
-        if self.thinking_room is None:
-            object.__setattr__(self, "thinking_room", self.spec.output_tokens(0))
+    markers: tuple[str, ...] = ()
+    """Its tokenizer's added tokens and chat-template literals
+    (:func:`~localjury.models._tokenizer.tokenizer_markers`), which record text is kept from."""
+    thinking_room: int = field(default=0, kw_only=True)
+    """The tokens a sample writes beside its answer (a thinking budget and its close; 0 without:
+    :meth:`~localjury.models.registry.ModelSpec.output_tokens`)."""
+    engine_key: dict[str, Any] = field(default_factory=dict, kw_only=True)
+    """What its engine adds to its samples' key in the judgment store (vLLM's guidance backend
+    draws its own way: :func:`~localjury.engines._catalog.sample_key`)."""
+    location: str = field(default="", kw_only=True)
+    """Where the model is: its folder or GGUF file, or its server's URL (the summary's ``path``)."""
 
     @functools.cached_property
-    def engine_key(self) -> dict[str, Any]:
-        """What its engine adds to its samples' key in the judgment store (vLLM's guidance backend
-        draws its own way), read once from the engine's facts."""
-        return sample_key(self.spec)
+    def neutralise(self) -> Neutraliser:
+        """What record text goes through before it reaches this model's prompts: localjury's
+        tags, and its tokenizer's special tokens and chat markers (made when a prompt is first
+        rendered for it)."""
+        return Neutraliser(self.markers)
 
     def output_tokens(self, max_tokens: int) -> int:
         """The most tokens a sample may write: ``max_tokens`` and its thinking room."""
@@ -193,12 +196,13 @@ class ModelCounts:
         self.replicas = max(self.replicas, replicas)
         self.lost_records += lost_records
 
-    def summary(self) -> ModelSummary:
-        """The model's line of the run summary."""
+    def summary(self, path: str) -> ModelSummary:
+        """The model's line of the run summary; ``path``: where the model is (its
+        :attr:`JuryModel.location`)."""
         seconds = self.generate_seconds
         return ModelSummary(
             model=self.spec.name,
-            path=self.spec.location,
+            path=path,
             engine=self.spec.engine,
             judgments=self.used,
             cached=self.cached,
@@ -282,7 +286,46 @@ class RunContext:
         return RunContext(self.config, self.judgings, list(pinned.values()), extractor, store, self.factory)
 
 
-def kept_note(ctx: RunContext, store: JudgmentStore, *, temporary: bool, exc: BaseException) -> str:
+class StoreOnUse:
+    """The run's judgment store, opened at its first lookup: after the outputs are refused and
+    the records read, still before any model loads (its checks of the file fail there, naming
+    it). Before that it is not there: nothing kept, nothing to close."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._store: JudgmentStore | None = None
+
+    @property
+    def store(self) -> JudgmentStore:
+        if self._store is None:
+            self._store = JudgmentStore(self.path)
+        return self._store
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Stored]:
+        return self.store.get_many(keys)
+
+    def put_many(self, items: Mapping[str, Stored]) -> None:
+        self.store.put_many(items)
+
+    @property
+    def opened(self) -> bool:
+        return self._store is not None
+
+    @property
+    def kept(self) -> int:
+        """The samples the store committed (0 before it opens)."""
+        return self._store.kept if self._store is not None else 0
+
+    @property
+    def closed(self) -> bool:
+        return self._store is None or self._store.closed
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+
+def kept_note(ctx: RunContext, store: JudgmentStore | StoreOnUse, *, temporary: bool, exc: BaseException) -> str:
     """What a failed or interrupted run leaves for the next one: the judgments the store
     committed (not those generated: a write that failed kept none of its chunk), and whether
     its files were written."""

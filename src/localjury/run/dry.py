@@ -29,6 +29,7 @@ from localjury.engines import load_engine, load_tokenizer
 from localjury.errors import ConfigError
 from localjury.metrics.base import Metric
 from localjury.models.registry import ModelSpec
+from localjury.records.readers import Dataset
 from localjury.results.summary import ModelEstimate, ModelPlan, RunPlan
 from localjury.run.config import RunConfig
 from localjury.run.context import EngineFactory, ModelCounts, RunContext
@@ -105,10 +106,11 @@ def plan_run(
         raise ConfigError("a dry run plans a run on this machine; give it without a Ray `cluster`")
     if estimate < 0:
         raise ConfigError(f"estimate must be 0 or more prompts per model, got {estimate}")
-    checked = prepare(records, settled, None, engine_factory)
+    checked = prepare(settled, None, engine_factory)
     store_path = config.store.path()
-    total, good = count_records(checked.dataset, config)
-    check_store(protected_files(checked, store_path, settled.inputs))
+    check_store(protected_files(checked, records, store_path, settled.inputs))
+    dataset = Dataset(records)
+    total, good = count_records(dataset, config)
     jury = checked.jury
     tokenizer = tokenizer_factory or engine_factory or load_tokenizer
     plan = _new_plan(records, total, good, store_path, estimate)
@@ -120,7 +122,7 @@ def plan_run(
         if good:
             # Every model is planned before any generates, so that the counts all describe the
             # store as the dry run found it.
-            run_passes(ctx, checked.dataset, total, counting, ReadOnly(store), planning=True)
+            run_passes(ctx, dataset, total, counting, ReadOnly(store), planning=True)
         for model in ctx.in_pass_order():
             sample = counting[model.spec.name].sample
             measured = measure(ctx, model, sample, progress) if sample else None

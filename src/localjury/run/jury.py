@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from localjury.engines import quotes_refusal, resolve_engine
-from localjury.engines._catalog import loads
+from localjury.engines._catalog import loads, sample_key
 from localjury.engines.server.client import served_model
 from localjury.errors import ConfigError
 from localjury.metrics.head_critic import HeadCritic
 from localjury.metrics.judging import Judging
 from localjury.models._shape import model_shape
+from localjury.models._tokenizer import tokenizer_markers
 from localjury.models._trust import check_remote_code
 from localjury.models.identity import ModelRecord, record_of
 from localjury.models.registry import DEFAULT_MODEL, ModelSpec, load_registry, registry_path
-from localjury.records.neutralise import Neutraliser, tokenizer_markers
 from localjury.run.config import RunConfig
 from localjury.run.context import JuryModel
 
@@ -64,12 +64,13 @@ def resolve_models(
     return specs
 
 
-def jury_specs(judgings: Sequence[Judging], config: RunConfig, session: RaySession | None) -> list[ModelSpec]:
-    """The jury's specs, each with the engine it runs on, checked against the settings.
+def jury_specs(
+    judgings: Sequence[Judging], config: RunConfig, specs: Sequence[ModelSpec], session: RaySession | None
+) -> list[ModelSpec]:
+    """The jury's ``specs``, each with the engine it runs on, checked against the settings.
 
     Raises:
-        ConfigError: A model named twice or unknown, a model asking to run its own code that
-            the run does not name in ``trust_remote_code``, sampling at temperature 0 with a
+        ConfigError: A model named twice, sampling at temperature 0 with a
             strictness above 1, an extractor not in the jury, a calibration without a fit
             for a (model, judge metric) of the run, a metric asking for quoted evidence
             of a model whose engine cannot constrain quotes, a thinking budget that leaves a
@@ -77,7 +78,6 @@ def jury_specs(judgings: Sequence[Judging], config: RunConfig, session: RaySessi
             do not fit its model's config.
     """
     jury = config.jury
-    specs = resolve_models(jury.models, jury.registry, jury.trust_remote_code)
     seen = [s.name for s in specs]
     if len(set(seen)) != len(seen):
         raise ConfigError(f"a model is named twice in the jury: {', '.join(seen)}")
@@ -163,7 +163,12 @@ class Jury:
 
 
 def resolve_jury(
-    judgings: Sequence[Judging], config: RunConfig, session: RaySession | None, *, require: bool = True
+    judgings: Sequence[Judging],
+    config: RunConfig,
+    specs: Sequence[ModelSpec],
+    session: RaySession | None,
+    *,
+    require: bool = True,
 ) -> Jury:
     """The jury as the run uses it, resolved once and in the order of the stages it reads: the
     models (:func:`jury_specs`: the registry, the checks against the settings, each engine
@@ -176,30 +181,36 @@ def resolve_jury(
         ConfigError, ModelNotAvailableError: See :func:`jury_specs`; a model's files missing.
         EngineError: A model's server does not answer.
     """
-    files: dict[str, Path | None] = {"models.yaml": registry_path(config.jury.registry)}
-    specs = jury_specs(judgings, config, session)
-    # What each engine loads, or what each server serves; then each model's files, once.
+    specs = jury_specs(judgings, config, specs, session)
+    # What each engine loads and adds to its samples' key; what each server serves (a model on
+    # a server loads no files).
     kinds = {spec.name: loads(spec.engine) for spec in specs}
-    served = {spec.name: served_model(spec) for spec in specs if spec.base_url is not None}
-    tokenizers: dict[str, Path | None] = {}
+    keys = {spec.name: sample_key(spec) for spec in specs}
+    served = {spec.name: served_model(spec) for spec in specs if kinds[spec.name] is None}
+    # Then each model's files, once, and its tokenizer's markers.
+    files: dict[str, Path | None] = {"models.yaml": registry_path(config.jury.registry)}
+    markers: dict[str, list[str]] = {}
     for spec in specs:
         files[f"folder of model {spec.name!r}"] = spec.local_files()
-        tokenizers[spec.name] = None if spec.is_served else spec.tokenizer_dir()
+        markers[spec.name] = [] if spec.is_served else tokenizer_markers(spec.tokenizer_dir())
         if require and not spec.is_served:
             spec.require(kinds[spec.name] or "hf")  # fail before loading anything, naming the fix
     records = [record_of(spec, kinds[spec.name], served.get(spec.name)) for spec in specs]
+    pinned = [(rec.pin(spec), spec.output_tokens(0), spec.location) for spec, rec in zip(specs, records, strict=True)]
     sampling = config.sampling
     jury = [
         JuryModel(
-            spec=rec.pin(spec),
+            spec=pin,
             identity=rec.sha256 or f"unhashed:{spec.name}:{rec.path}",
             temperature=spec.temperature if sampling.temperature is None else sampling.temperature,
             top_p=spec.top_p,
             max_tokens=spec.max_tokens if sampling.max_tokens is None else sampling.max_tokens,
-            thinking_room=spec.output_tokens(0),
-            neutralise=Neutraliser(tokenizer_markers(folder) if (folder := tokenizers[spec.name]) else ()),
+            engine_key=keys[spec.name],
+            markers=tuple(markers[spec.name]),
+            thinking_room=room,
+            location=location,
         )
-        for spec, rec in zip(specs, records, strict=True)
+        for spec, rec, (pin, room, location) in zip(specs, records, pinned, strict=True)
     ]
     extractor = None
     if any(j.extracts for j in judgings):

@@ -36,22 +36,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from localjury._hashing import dataset_record, is_saved_dataset
 from localjury.engines import load_engine
 from localjury.errors import ConfigError
 from localjury.metrics.base import Metric
 from localjury.metrics.profile import JudgeProfile
 from localjury.models.registry import ModelSpec
-from localjury.records.readers import Dataset, dataset_record, is_saved_dataset
+from localjury.records.readers import Dataset
 from localjury.results._commit import StagedFile
 from localjury.results._outputs import OutputSet
 from localjury.run.assemble import Assembly
 from localjury.run.cluster.sharded import sharded_pass
 from localjury.run.config import RunConfig
-from localjury.run.context import EngineFactory, JuryModel, RunContext, kept_note
+from localjury.run.context import EngineFactory, JuryModel, RunContext, StoreOnUse, kept_note
 from localjury.run.generate import Calls, EngineCalls, ModelPass
 from localjury.run.prepare import Checked, Settled, check_store, count_records, prepare, protected_files, settle
 from localjury.run.result import RunResult, commit, manifest_of, output_paths, summarize
-from localjury.store import GenerationStore, JudgmentStore
+from localjury.store import GenerationStore
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -163,19 +164,19 @@ class Run:
             raise ConfigError("give `out` or `output_set`, not both: a run writes one set of files")
         with ExitStack() as opened:
             session = opened.enter_context(_ray_session(settled.config))
-            checked = prepare(self.records, settled, session, self.engine_factory)
-            read = _read(checked, settled.config)
+            checked = prepare(settled, session, self.engine_factory)
             files = opened.enter_context(self._outputs(checked, settled))
+            read = _read(checked, Dataset(self.records), settled.config)
             ctx, store = opened.enter_context(self._context(checked, settled.config, session))
             writes = files is not None and bool(files.outputs)
             assembly = Assembly(ctx, spool=writes)
             opened.callback(assembly.close)
             if read.good and ctx.cluster is None:  # the last model's pass assembles each chunk it generates
-                self._passes(ctx, checked.dataset, read.total, assembly)
+                self._passes(ctx, read.records, read.total, assembly)
             else:  # replicas generate, or nothing to judge (no model loads): the results in a pass of their own
                 if read.good:
-                    self._passes(ctx, checked.dataset, read.total, None)
-                assembly.all(checked.dataset)
+                    self._passes(ctx, read.records, read.total, None)
+                assembly.all(read.records)
             store.close()  # all it holds is read: closed before the files are written
             _unchanged(read)
             results_file = files.file(files.outputs["results file"]) if files is not None and writes else None
@@ -189,7 +190,7 @@ class Run:
         open set of files (without ``out``, an empty one), or None where the caller writes its
         own (``output_set``: bench, calibrate)."""
         config = settled.config
-        protected = protected_files(checked, config.store.path(), settled.inputs)
+        protected = protected_files(checked, self.records, config.store.path(), settled.inputs)
         check_store(protected, self.output_set.inputs if self.output_set is not None else {})
         if self.output_set is not None:
             self.output_set.check(protected)
@@ -201,17 +202,12 @@ class Run:
     @contextmanager
     def _context(
         self, checked: Checked, config: RunConfig, session: RaySession | None
-    ) -> Iterator[tuple[RunContext, JudgmentStore]]:
-        """The run's context and its judgment store (a temporary one without a cache); an error
-        from here on says what the store kept for the next run."""
+    ) -> Iterator[tuple[RunContext, StoreOnUse]]:
+        """The run's context and its judgment store (a temporary one without a cache), opened
+        at its first lookup; an error from here on says what the store kept for the next run."""
         cache_path = config.store.path()
         tmpdir = None if cache_path is not None else Path(tempfile.mkdtemp(prefix="localjury-"))
-        try:
-            store = JudgmentStore(cache_path or Path(tmpdir or ".") / "judgments.sqlite")
-        except BaseException:
-            if tmpdir is not None:
-                shutil.rmtree(tmpdir, ignore_errors=True)
-            raise
+        store = StoreOnUse(cache_path or Path(tmpdir or ".") / "judgments.sqlite")
         factory = self.engine_factory or load_engine
         jury = checked.jury
         ctx = RunContext(config, checked.judgings, jury.models, jury.extractor, store, factory, self.progress, session)
@@ -220,7 +216,8 @@ class Run:
             yield ctx, store
             failed = False
         except BaseException as exc:
-            exc.add_note(kept_note(ctx, store, temporary=tmpdir is not None, exc=exc))
+            if store.opened:  # else nothing was generated, and the store's own error says why
+                exc.add_note(kept_note(ctx, store, temporary=tmpdir is not None, exc=exc))
             raise
         finally:
             if not store.closed:  # closed by the run once its passes are done
@@ -260,6 +257,7 @@ class _Read:
     """What a run reads before its passes."""
 
     checked: Checked
+    records: Dataset
     dataset: dict[str, Any] | None
     """The records' file as the manifest records it, hashed before the run reads it (checked
     again at the end: the manifest describes the data the run judged, or the run fails)."""
@@ -267,21 +265,21 @@ class _Read:
     good: int
 
 
-def _read(checked: Checked, config: RunConfig) -> _Read:
+def _read(checked: Checked, records: Dataset, config: RunConfig) -> _Read:
     """Hash the records' file and count the records (the first bad one raised, with
     ``strict_input``)."""
-    path = checked.dataset.path
+    path = records.path
     on_disk = path is not None and (path.is_file() or is_saved_dataset(path))
     before = dataset_record(path) if on_disk and path is not None else None
-    total, good = count_records(checked.dataset, config)
-    return _Read(checked, before, total, good)
+    total, good = count_records(records, config)
+    return _Read(checked, records, before, total, good)
 
 
 def _unchanged(read: _Read) -> None:
     """Refuse to write anything when the records' file changed while the run read it."""
     if read.dataset is not None and dataset_record(Path(read.dataset["path"])) != read.dataset:
         raise ConfigError(
-            f"the dataset {read.checked.dataset.path} changed while this run read it; nothing was written. "
+            f"the dataset {read.records.path} changed while this run read it; nothing was written. "
             "Run again once it no longer changes (what was judged is in the judgment store)"
         )
 

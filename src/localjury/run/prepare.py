@@ -24,7 +24,7 @@ from localjury.records.record import Record
 from localjury.results._outputs import check_not_input
 from localjury.run.config import RunConfig
 from localjury.run.context import EngineFactory
-from localjury.run.jury import Jury, resolve_jury
+from localjury.run.jury import Jury, resolve_jury, resolve_models
 
 if TYPE_CHECKING:
     from localjury.run.cluster.session import RaySession
@@ -40,6 +40,9 @@ class Settled:
     others, each checklist as its criteria."""
     inputs: dict[str, str | Path]
     """The files the run depends on beside its records, by what they are: no output may overwrite them."""
+    specs: list[ModelSpec]
+    """The jury's models, as the registry (or the caller) gives them: resolved first, before
+    what they judge (:func:`~localjury.run.jury.resolve_models`)."""
 
 
 def settle(
@@ -50,58 +53,65 @@ def settle(
     inputs: Mapping[str, str | Path] | None = None,
     profile: str | Path | JudgeProfile | None = None,
     rubrics: str | Path | None = None,
+    specs: Sequence[ModelSpec] | None = None,
     **settings: Any,
 ) -> Settled:
-    """The run's settings (``models`` and ``settings`` over ``config``), the metrics it judges
-    (the rubric file's and then the judge profile's added; checklists expanded, and with the
-    ``checklist`` setting the Aspect Critics grouped) and the files no output may overwrite (the
-    rubric file and the profile added). The profile's models are the jury when none is named.
-    Settling settled metrics again changes nothing.
+    """The run's settings (``models`` and ``settings`` over ``config``), its jury's models (the
+    registry read first, unless a judge profile names them; ``specs``: read already, by
+    :func:`jury_of`), the metrics it judges (the rubric file's and then the judge profile's
+    added; checklists expanded, and with the ``checklist`` setting the Aspect Critics grouped)
+    and the files no output may overwrite (the rubric file and the profile added). The
+    profile's models are the jury when none is named. Settling settled metrics again changes
+    nothing.
 
     Raises:
-        ConfigError: An invalid setting, or a rubric file or profile that cannot be read.
+        ConfigError: An invalid setting, an unknown model, a model asking to run its own code
+            that ``trust_remote_code`` does not name, or a rubric file or profile that cannot be read.
         TypeError: An unknown setting.
     """
     files = dict(inputs or {})
     if models is not None:
         settings["models"] = models
+    config = (config or RunConfig()).replace(**settings)
+    if specs is None and (profile is None or config.jury.models is not None):
+        specs = jury_of(config)
     if rubrics is not None:
         metrics = [*metrics, *rubric_file_metrics(rubrics)]
         files["rubrics file"] = rubrics
     if profile is not None:
         metrics, files, jury = with_profile(profile, metrics, files)
-        if jury and settings.get("models") is None and (config is None or config.jury.models is None):
-            settings["models"] = jury
-    config = (config or RunConfig()).replace(**settings)
-    return Settled(config, checklist_metrics(metrics, config.sampling.checklist), files)
+        if specs is None and jury:  # the profile's models are the jury
+            config = config.replace(models=jury)
+    specs = list(specs) if specs is not None else jury_of(config)
+    return Settled(config, checklist_metrics(metrics, config.sampling.checklist), files, specs)
+
+
+def jury_of(config: RunConfig) -> list[ModelSpec]:
+    """The jury's models, as ``config`` names them (:func:`~localjury.run.jury.resolve_models`)."""
+    jury = config.jury
+    return resolve_models(jury.models, jury.registry, jury.trust_remote_code)
 
 
 @dataclass(frozen=True)
 class Checked:
-    """What a run checked and opened before reading its records."""
+    """What a run checked before reading its records."""
 
     judgings: list[Judging]
     """How each metric is judged, in order."""
     jury: Jury
-    dataset: Dataset
 
 
-def prepare(
-    records: str | Path | Iterable[Any],
-    settled: Settled,
-    session: RaySession | None,
-    engine_factory: EngineFactory | None,
-) -> Checked:
-    """Check the metrics, resolve the jury (each model's files required, unless an engine
-    factory stands in for the engines, and hashed) and open the records: what a run and a dry
-    run do before reading them.
+def prepare(settled: Settled, session: RaySession | None, engine_factory: EngineFactory | None) -> Checked:
+    """Check the metrics and resolve the jury (each model's files required, unless an engine
+    factory stands in for the engines, and hashed): what a run and a dry run do before anything
+    else.
 
     Raises:
         ConfigError, ModelNotAvailableError: See :func:`~localjury.run.pipeline.evaluate`.
     """
     judgings = check_metrics(settled.metrics, settled.config)
-    jury = resolve_jury(judgings, settled.config, session, require=engine_factory is None)
-    return Checked(judgings, jury, Dataset(records))
+    jury = resolve_jury(judgings, settled.config, settled.specs, session, require=engine_factory is None)
+    return Checked(judgings, jury)
 
 
 def check_metrics(metrics: Sequence[Metric], config: RunConfig) -> list[Judging]:
@@ -136,13 +146,14 @@ def count_records(dataset: Dataset, config: RunConfig) -> tuple[int, int]:
 
 
 def protected_files(
-    checked: Checked, cache_path: Path | None, inputs: Mapping[str, str | Path]
+    checked: Checked, records: str | Path | Iterable[Any], cache_path: Path | None, inputs: Mapping[str, str | Path]
 ) -> dict[str, Path | None]:
-    """The files no output of the run may overwrite, by what they are: the records, the
-    judgment store and its journals, models.yaml, the file-hash memo, each model's files,
-    and the other ``inputs`` (a criteria file...)."""
+    """The files no output of the run may overwrite, by what they are: the records' file (its
+    path, as :class:`~localjury.records.readers.Dataset` takes it: refused before the records
+    are opened), the judgment store and its journals, models.yaml, the file-hash memo, each
+    model's files, and the other ``inputs`` (a criteria file...)."""
     return {
-        "dataset": checked.dataset.path,
+        "dataset": Path(records) if isinstance(records, str | Path) else None,
         **store_files(cache_path),
         **checked.jury.files,
         "file-hash memo": localjury_home() / "file-hashes.json",

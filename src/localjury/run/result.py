@@ -146,7 +146,7 @@ def summarize(
         metrics=[
             figures[j.metric.name].summary(j.metric.name, j.kind, j.description, j.k, j.tie) for j in ctx.judgings
         ],
-        models=[counts.summary() for counts in ctx.counts.values()],
+        models=[ctx.counts[m.spec.name].summary(m.location) for m in ctx.models],
         extractor=ctx.extractor.spec.name if ctx.extractor is not None else None,
         started_at=started_at,
         seconds=round(seconds, 3),

@@ -8,53 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Literal, get_args
 
-from localjury.errors import ConfigError
-
-TieBreak = Literal["fail", "pass", "abstain"]
-TIE_BREAKS: tuple[str, ...] = get_args(TieBreak)
+from localjury.types import TieBreak, check_tie_break
 
 Vote = int | None
-
-Scoring = Literal["votes", "probability"]
-SCORINGS: tuple[str, ...] = get_args(Scoring)
-
-
-def check_tie_break(value: str) -> TieBreak:
-    """Return ``value`` as a tie-break policy, or raise ValueError naming the choices."""
-    if value not in TIE_BREAKS:
-        raise ValueError(f"unknown tie-break policy {value!r}; expected one of: {', '.join(TIE_BREAKS)}")
-    return value  # type: ignore[return-value]
-
-
-def tie_break_setting(value: object) -> object:
-    """A run's ``tie_break`` setting as given (None: each metric's own), or a ConfigError
-    naming the choices."""
-    if value is not None:
-        try:
-            check_tie_break(value)  # type: ignore[arg-type]
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-    return value
-
-
-def scoring_setting(value: object) -> object:
-    """A run's ``scoring`` setting as given, or a ConfigError naming the choices."""
-    if value not in SCORINGS:
-        raise ConfigError(f"unknown scoring {value!r}; expected one of: {', '.join(SCORINGS)}")
-    return value
-
-
-def calibration_setting(value: object) -> object:
-    """A run's ``calibration`` setting: a calibration file's path read
-    (:func:`~localjury.votes.calibration.load_calibration`)."""
-    if not isinstance(value, str | Path):
-        return value
-    from localjury.votes.calibration import load_calibration
-
-    return load_calibration(value)[0]
 
 
 def model_verdict(votes: Sequence[Vote], tie_break: TieBreak = "fail") -> int | None:

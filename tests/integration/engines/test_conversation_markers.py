@@ -11,7 +11,8 @@ from transformers import AutoTokenizer
 
 from localjury import AspectCritic
 from localjury.engines._prompts import PromptFormatter
-from localjury.records.neutralise import Neutraliser, tokenizer_markers
+from localjury.metrics.neutralise import Neutraliser
+from localjury.models._tokenizer import tokenizer_markers
 from localjury.records.record import parse_record
 
 pytestmark = pytest.mark.slow

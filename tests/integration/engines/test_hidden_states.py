@@ -10,8 +10,9 @@ from localjury import AspectCritic, evaluate
 from localjury.bench.decision_ways import binding_of, default_layers
 from localjury.engines import load_engine
 from localjury.errors import ConfigError
+from localjury.metrics.neutralise import Neutraliser
 from localjury.metrics.profile import JudgeProfile
-from localjury.records.neutralise import Neutraliser, tokenizer_markers
+from localjury.models._tokenizer import tokenizer_markers
 from localjury.records.record import Record
 from localjury.votes.heads import fit_head
 

@@ -18,8 +18,9 @@ from transformers import AutoTokenizer
 
 from localjury import AspectCritic
 from localjury.engines._prompts import PromptFormatter
+from localjury.metrics.neutralise import Neutraliser
+from localjury.models._tokenizer import tokenizer_markers
 from localjury.models.registry import DEFAULT_MODEL
-from localjury.records.neutralise import Neutraliser, tokenizer_markers
 from localjury.records.record import Record
 
 pytestmark = pytest.mark.slow

@@ -7,8 +7,9 @@ import pytest
 from transformers import AutoTokenizer
 
 from localjury.engines._prompts import PromptFormatter
+from localjury.metrics.neutralise import Neutraliser
 from localjury.metrics.profile import JudgeProfile, LabeledExample, ProfileCriterion
-from localjury.records.neutralise import Neutraliser, tokenizer_markers
+from localjury.models._tokenizer import tokenizer_markers
 from localjury.records.record import Record
 
 pytestmark = pytest.mark.slow

@@ -10,6 +10,7 @@ import pytest
 import typer
 
 import localjury.run.pipeline
+import localjury.run.prepare
 from localjury._setting_bounds import Bounds
 from localjury.bench.config import AlignConfig, BenchConfig, CalibrateConfig
 from localjury.cli import app
@@ -80,6 +81,7 @@ def test_the_options_reach_the_runs_config(monkeypatch, capsys, tmp_path):
         raise ConfigError("seen")
 
     monkeypatch.setattr(localjury.run.pipeline.Run, "evaluate", evaluate)
+    monkeypatch.setattr(localjury.run.prepare, "jury_of", lambda config: [])  # models a and b are in no registry
     data = tmp_path / "d.jsonl"
     data.write_text("{}\n")
     args = ["run", data, "-c", "d=Dated.", "--models", "a, b", "-k", "3", "--seed", "7", "--no-cache", "--adaptive",

@@ -177,7 +177,8 @@ def test_vllm_s_guidance_samples_have_their_own_store_key():
 
     def key(engine, vllm=OUTLINES):
         spec = ModelSpec(name="m", path="/m", engine=engine, vllm=vllm)
-        return JuryModel(spec, identity="x", temperature=0.5, top_p=1.0, max_tokens=8).store_key(req, seed=0)
+        model = JuryModel(spec, "x", 0.5, 1.0, 8, engine_key=_catalog.sample_key(spec))  # as resolve_jury makes it
+        return model.store_key(req, seed=0)
 
     assert _catalog.sample_key(ModelSpec(name="v", path="/m", engine="vllm", vllm=GUIDANCE)) == {"backend": "guidance"}
     assert key("vllm", GUIDANCE) != key("vllm")

@@ -13,8 +13,8 @@ from localjury.metrics.aspect_critic import CriterionInput, VerdictJudging
 from localjury.metrics.checklist import ChecklistInput
 from localjury.metrics.judging import BaseJudging, agree
 from localjury.metrics.kinds import KINDS, judging_for
+from localjury.metrics.neutralise import DEFAULT
 from localjury.metrics.rubric import RubricInput
-from localjury.records.neutralise import DEFAULT
 from localjury.records.record import Record
 from localjury.votes.calibration import Calibrator
 

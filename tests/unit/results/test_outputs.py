@@ -14,6 +14,7 @@ import pytest
 
 import localjury.errors
 import localjury.results._commit
+import localjury.run.context
 import localjury.run.pipeline
 import localjury.store
 from localjury import AspectCritic, evaluate
@@ -346,14 +347,14 @@ def test_a_store_write_that_fails_says_what_the_store_kept(tmp_path, data, monke
     """Kept means committed: the judgments of a chunk whose write failed are not counted."""
     cache = tmp_path / "c.sqlite"
     monkeypatch.setattr(FullStore, "room", room)
-    monkeypatch.setattr(localjury.run.pipeline, "JudgmentStore", FullStore)
+    monkeypatch.setattr(localjury.run.context, "JudgmentStore", FullStore)
     long = factory(lambda m, p, j: judgment(1, "x" * 5000), [])  # each over a page: the full disk shows at once
     with pytest.raises(localjury.errors.StoreError, match="database or disk is full") as info:
         evaluate(data, [DATED], [spec("A")], cache=cache, chunk_size=2, out=tmp_path / "r.jsonl", engine_factory=long)
     (note,) = info.value.__notes__
     assert said.format(cache=cache) in note
     # The real store again (not undo(): this test's LOCALJURY_HOME stays).
-    monkeypatch.setattr(localjury.run.pipeline, "JudgmentStore", localjury.store.JudgmentStore)
+    monkeypatch.setattr(localjury.run.context, "JudgmentStore", localjury.store.JudgmentStore)
     log: list = []
     evaluate(data, [DATED], [spec("A")], cache=cache, chunk_size=2, engine_factory=factory(yes, log))
     assert len([e for e in log if e[0] == "generate"]) == 2 - room  # what was said kept is not generated again

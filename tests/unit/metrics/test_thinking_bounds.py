@@ -8,8 +8,8 @@ import time
 import pytest
 
 from localjury.errors import RecordError
+from localjury.metrics.thinking import answers_only, split_thinking
 from localjury.records.record import Record
-from localjury.records.thinking import answers_only, split_thinking
 
 MB = 1 << 20
 OPEN, CLOSE = "<think>", "</think>"

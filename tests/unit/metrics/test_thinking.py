@@ -8,8 +8,8 @@ import pytest
 
 from localjury import AspectCritic, Faithfulness, PairwiseCritic, evaluate
 from localjury.errors import RecordError
+from localjury.metrics.thinking import answers_only, split_thinking
 from localjury.records.record import Record
-from localjury.records.thinking import answers_only, split_thinking
 from tests.fakes import factory, judgment, spec
 
 DATED = "The response must include a specific date or year."

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localjury import AspectCritic, evaluate
+from localjury.metrics.neutralise import DEFAULT, Neutraliser
+from localjury.models._tokenizer import tokenizer_markers
 from localjury.models.registry import ModelSpec
-from localjury.records.neutralise import DEFAULT, Neutraliser, tokenizer_markers
 from tests.fakes import factory, judgment, spec
 
 BROKEN = [
@@ -79,9 +80,8 @@ def write_tokenizer(folder, specials, template=None):
 
 def test_the_judges_own_special_tokens_and_template_markers_are_known(tmp_path):
     write_tokenizer(tmp_path / "m", ["<begin>", "<turn_sep>", "plainword"], "{{ '[ROLE_USER]' + m['content'] }}")
-    markers = tokenizer_markers(tmp_path / "m")
-    assert markers == ["<begin>", "<turn_sep>", "[ROLE_USER]"]  # a plain word is no marker
-    judge = Neutraliser(markers)
+    judge = Neutraliser(tokenizer_markers(tmp_path / "m"))
+    assert judge.tokens == ("<begin>", "<turn_sep>", "[ROLE_USER]")  # a plain word is no marker
     assert judge("a <turn_sep> b [ROLE_USER] c") == "a \u2039turn_sep> b \u2045ROLE_USER] c"
     assert DEFAULT("a <turn_sep> b") == "a <turn_sep> b"  # only a judge with that token needs it broken
     assert tokenizer_markers(tmp_path / "missing") == []
@@ -101,8 +101,8 @@ def test_added_tokens_that_are_not_special_are_markers_too(tmp_path):
     (folder / "tokenizer.json").write_text(json.dumps({"added_tokens": added}))
     decoder = {"4": {"content": "<start_of_image>", "special": False}}
     (folder / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": decoder}))
-    assert tokenizer_markers(folder) == ["</tool_call>", "<start_of_image>", "<|im_end|>", "[multimodal]"]
     judge = Neutraliser(tokenizer_markers(folder))
+    assert judge.tokens == ("</tool_call>", "<start_of_image>", "<|im_end|>", "[multimodal]")
     assert judge("a </tool_call> [multimodal]\n\n\nb") == "a \u2039/tool_call> \u2045multimodal]\n\n\nb"
 
 

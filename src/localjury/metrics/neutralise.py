@@ -16,20 +16,21 @@ forms folded (fullwidth ``＜``), accents and combining marks removed, case fold
 Cyrillic and Greek letters that look like Latin ones mapped to them; whitespace may sit
 between ``<``, ``/`` and a tag name (``< /response>``).
 
-This module is a leaf: it reads a model's tokenizer files as JSON and imports nothing heavy.
+A conversation's turns are rendered here too (:func:`render_conversation`), each text through
+the judge's neutraliser. The markers of a judge's tokenizer are read from its files
+(:func:`localjury.models._tokenizer.tokenizer_markers`).
 """
 
 from __future__ import annotations
 
-import os
+import json
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-from localjury._files import parse_json, read_bounded
+from localjury.records.conversation import CONVERSATION_TAGS, CUT_MARK, ChatMessage
 
 # ruff: noqa: RUF002 (the docstring shows look-alike characters on purpose)
 
@@ -180,77 +181,33 @@ def _is_marker(token: str) -> bool:
 #: The neutraliser for prompts whose judge is not known: localjury's tags and the generic markers.
 DEFAULT = Neutraliser()
 
-_TEMPLATE_LITERALS = re.compile(r"<\|[^|<>\s]{1,64}\|>|<[a-z_]{2,32}>|\[/?[A-Z_]{2,32}\]|<</?SYS>>")
 
+def render_conversation(messages: Sequence[ChatMessage], neutralise: Neutraliser) -> str:
+    """The body of a ``<conversation>`` block: one ``<turn>`` block a message, its role,
+    a tool result's tool name and call id as attributes, each tool call a ``<call>``
+    block of its JSON arguments; every text neutralised (``neutralise``: the judge's)."""
+    neutralise = neutralise.with_tags(CONVERSATION_TAGS)
 
-#: The largest tokenizer file read for its markers (a large vocabulary's tokenizer.json is tens of MB).
-MAX_TOKENIZER_BYTES = 512 << 20
+    def attr(value: str) -> str:
+        return json.dumps(neutralise(value), ensure_ascii=False)
 
-
-def tokenizer_markers(folder: Path) -> list[str]:
-    """The added tokens and chat-template markers of the tokenizer in a model folder.
-
-    Reads ``tokenizer.json`` (its added tokens, special or not), ``tokenizer_config.json`` and
-    ``special_tokens_map.json`` (bos/eos/pad/unk and additional special tokens), and the
-    chat template (``chat_template.jinja``/``.json`` or the config's ``chat_template``) for
-    the literal markers it writes. A file that is missing or not JSON contributes nothing.
-
-    Raises:
-        ConfigError: One of these files is there but is not a regular file (a FIFO, a device),
-            cannot be read, or is over :data:`MAX_TOKENIZER_BYTES`.
-    """
-    found: set[str] = set()
-
-    def text(name: str) -> str | None:
-        path = folder / name
-        if not os.path.lexists(path):
-            return None
-        data = read_bounded(path, "tokenizer file", "give the model's folder", MAX_TOKENIZER_BYTES)
-        return data.decode("utf-8", "replace")
-
-    def load(name: str) -> object:
-        try:
-            return parse_json(text(name) or "")
-        except ValueError:
-            return None
-
-    def add(value: object) -> None:
-        if isinstance(value, str):
-            found.add(value)
-        elif isinstance(value, dict) and isinstance(value.get("content"), str):
-            found.add(value["content"])
-        elif isinstance(value, list):
-            for v in value:
-                add(v)
-
-    # Every added token, special or not: a vocabulary's added tokens are matched whole before
-    # the model's own splitting, and some that mean structure are not flagged special (Qwen2.5's
-    # <tool_call> and </tool_call>, Gemma 3's <start_of_image>). Added tokens that are no markers
-    # (Gemma's runs of newlines and spaces) are left out below.
-    tok = load("tokenizer.json")
-    if isinstance(tok, dict):
-        add([t for t in tok.get("added_tokens") or [] if isinstance(t, dict)])
-    templates: list[str] = []
-    for name in ("tokenizer_config.json", "special_tokens_map.json"):
-        cfg = load(name)
-        if not isinstance(cfg, dict):
+    blocks = []
+    index = 0
+    for m in messages:
+        if m._cut:
+            index += m._cut
+            blocks.append(CUT_MARK.format(n=m._cut))
             continue
-        for key, value in cfg.items():
-            if key.endswith("_token") or key == "additional_special_tokens":
-                add(value)
-        decoder = cfg.get("added_tokens_decoder")
-        if isinstance(decoder, dict):
-            add([v for v in decoder.values() if isinstance(v, dict)])
-        template = cfg.get("chat_template")
-        if isinstance(template, str):
-            templates.append(template)
-        elif isinstance(template, list):
-            templates += [t["template"] for t in template if isinstance(t, dict) and isinstance(t.get("template"), str)]
-    if (jinja := text("chat_template.jinja")) is not None:
-        templates.append(jinja)
-    data = load("chat_template.json")
-    if isinstance(data, dict) and isinstance(data.get("chat_template"), str):
-        templates.append(data["chat_template"])
-    for template in templates:
-        found.update(_TEMPLATE_LITERALS.findall(template))
-    return sorted(t for t in found if _is_marker(t))
+        index += 1
+        attrs = f'index="{index}" role="{m.role}"'
+        if m.name is not None:
+            attrs += f" name={attr(m.name)}"
+        if m.tool_call_id is not None:
+            attrs += f" tool_call_id={attr(m.tool_call_id)}"
+        parts = [neutralise(m.content)] if m.content else []
+        for call in m.tool_calls or ():
+            call_attrs = f"name={attr(call.function.name)}" + (f" id={attr(call.id)}" if call.id else "")
+            parts.append(f"<call {call_attrs}>\n{neutralise(call.function.arguments)}\n</call>")
+        body = "\n".join(parts)
+        blocks.append(f"<turn {attrs}>\n{body}\n</turn>")
+    return "\n".join(blocks)
