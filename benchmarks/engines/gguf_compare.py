@@ -69,7 +69,7 @@ def child(config: str, model: str, records: int, k: int, max_tokens: int, seed: 
         from transformers import AutoTokenizer
 
         from localjury.engines._local import batch_seed
-        from localjury.engines._prompts import PromptFormatter
+        from localjury.engines.base import PromptFormatter
         from localjury.engines.native.llamacpp_kernels import kernel_choice, plain_llama
 
         with plain_llama(kernel_choice(base.gguf_file())):  # the kernels proven on this machine, as the engine

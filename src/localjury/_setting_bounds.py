@@ -2,12 +2,15 @@
 model checks them, the command line reads them for its options' ranges
 (:mod:`localjury.cli._settings`), and a value out of them is a :class:`ConfigError` in the words
 users read (``strictness must be from 1 to 64, got 0``), from :class:`Bounded`, the one place
-that words pydantic's errors so.
+that words pydantic's errors so. A setting whose value is one of a few names, or a file's
+path read into what it holds, says so with :func:`one_of` and :func:`read_from`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ModelWrapValidatorHandler, ValidationError, model_validator
@@ -83,3 +86,26 @@ class Bounded(BaseModel):
                     words = Bounds.of(cls.model_fields[str(name)]).words()
                     raise ConfigError(f"{cls._setting_prefix}{name} must be {words}, got {error['input']}") from None
             raise
+
+
+def one_of(what: str, choices: Collection[str], *, optional: bool = False) -> Callable[[object], object]:
+    """A setting's check that its value is one of ``choices`` (``optional``: or None), else a
+    :class:`ConfigError` naming them: ``unknown scoring 'x'; expected one of: votes, probability``.
+    For a field's ``BeforeValidator``."""
+
+    def check(value: object) -> object:
+        if not (value in choices or (optional and value is None)):
+            raise ConfigError(f"unknown {what} {value!r}; expected one of: {', '.join(choices)}")
+        return value
+
+    return check
+
+
+def read_from(read: Callable[[Path], object]) -> Callable[[object], object]:
+    """A setting given as a file's path, read with ``read`` into what it holds (its errors
+    naming the file); any other value as it is. For a field's ``BeforeValidator``."""
+
+    def check(value: object) -> object:
+        return read(Path(value)) if isinstance(value, str | Path) else value
+
+    return check

@@ -111,6 +111,7 @@ SCORINGS: tuple[str, ...] = get_args(Scoring)
 #: What a prompt longer than the model's context does: the record's error for that model, or
 #: its conversation turns and retrieved contexts cut until it fits (:mod:`~localjury.metrics.prompt_fit`).
 OverflowPolicy = Literal["error", "truncate"]
+OVERFLOW_POLICIES: tuple[str, ...] = get_args(OverflowPolicy)
 
 
 def check_tie_break(value: str) -> TieBreak:

@@ -18,7 +18,7 @@ from localjury.errors import ConfigError
 from localjury.models.registry import ModelSpec
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
-from localjury.votes.calibration import CalibrationFile, Calibrator, Source, cross_validated, fit, load_calibration
+from localjury.votes.calibration import CalibrationFile, Calibrator, Source, cross_validated, fit, read_calibration
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -106,7 +106,7 @@ def calibrate(
     # Locked from here to the commit: no other command writes the file meanwhile, so the
     # fits read from it now are the ones merged into it.
     with OutputSet({"calibration file": out}, cal.inputs(data, "labels")) as files:
-        existing = load_calibration(out)[0] if out.exists() else None
+        existing = read_calibration(out) if out.exists() else None
         items = sample(load(data, fmt), cal.limit, cal.sample_seed)
         judge = resolve_metric(cal.metric, fmt, cal.strictness)
         if judge.kind != "judge":

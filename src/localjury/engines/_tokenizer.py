@@ -11,8 +11,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 from transformers import AutoTokenizer
 
-from localjury.engines._prompts import PromptFormatter
-from localjury.engines.base import PromptTokens
+from localjury.engines.base import PromptFormatter, PromptTokens
 from localjury.errors import EngineError
 from localjury.models.registry import ModelSpec
 

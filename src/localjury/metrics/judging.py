@@ -24,6 +24,7 @@ class. What the run hands a judging, it sees through the shapes named here (:cla
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -147,6 +148,20 @@ class Juror(Protocol):
     def output_tokens(self, max_tokens: int) -> int:
         """The most tokens a sample may write: ``max_tokens`` and a thinking budget's."""
         ...
+
+
+class Marked:
+    """A juror whose neutraliser is made from its tokenizer's markers
+    (:func:`~localjury.models._tokenizer.tokenizer_markers`) when a prompt is first rendered for
+    it: the run's :class:`~localjury.run.context.JuryModel` is one."""
+
+    markers: tuple[str, ...]
+
+    @functools.cached_property
+    def neutralise(self) -> Neutraliser:
+        """What record text goes through before it reaches this model's prompts: localjury's
+        tags, and its tokenizer's special tokens and chat markers."""
+        return Neutraliser(self.markers)
 
 
 class JudgingSettings(Protocol):

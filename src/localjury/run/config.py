@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationError
 
 from localjury._files import localjury_home
-from localjury._setting_bounds import Bounded
+from localjury._setting_bounds import Bounded, one_of, read_from
 from localjury.errors import ConfigError
 from localjury.metrics.base import MAX_STRICTNESS
 from localjury.models.registry import ModelSpec
 from localjury.run.cluster import RayCluster
-from localjury.types import SCORINGS, OverflowPolicy, Scoring, Thinking, TieBreak, check_tie_break
-from localjury.votes.calibration import CalibrationFile
+from localjury.types import OVERFLOW_POLICIES, SCORINGS, TIE_BREAKS, OverflowPolicy, Scoring, Thinking, TieBreak
+from localjury.votes.calibration import CalibrationFile, read_calibration
 
 #: Records per chunk: one engine call per chunk per model, one commit to the store.
 DEFAULT_CHUNK_SIZE = 1024
@@ -36,41 +36,6 @@ def default_cache_path() -> Path:
     if env := os.environ.get("LOCALJURY_CACHE"):
         return Path(env).expanduser()
     return localjury_home() / "cache" / "judgments.sqlite"
-
-
-def tie_break_setting(value: object) -> object:
-    """A run's ``tie_break`` setting as given (None: each metric's own), or a ConfigError
-    naming the choices."""
-    if value is not None:
-        try:
-            check_tie_break(value)  # type: ignore[arg-type]
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-    return value
-
-
-def scoring_setting(value: object) -> object:
-    """A run's ``scoring`` setting as given, or a ConfigError naming the choices."""
-    if value not in SCORINGS:
-        raise ConfigError(f"unknown scoring {value!r}; expected one of: {', '.join(SCORINGS)}")
-    return value
-
-
-def overflow_setting(value: object) -> object:
-    """A run's ``on_overflow`` setting as given, or a ConfigError naming the choices."""
-    if value not in get_args(OverflowPolicy):
-        raise ConfigError(f"unknown overflow policy {value!r}; expected one of: error, truncate")
-    return value
-
-
-def calibration_setting(value: object) -> object:
-    """A run's ``calibration`` setting: a calibration file's path read
-    (:func:`~localjury.votes.calibration.load_calibration`)."""
-    if not isinstance(value, str | Path):
-        return value
-    from localjury.votes.calibration import load_calibration
-
-    return load_calibration(value)[0]
 
 
 class _Group(Bounded):
@@ -90,7 +55,7 @@ class SamplingConfig(_Group):
     strictness: int | None = Field(None, ge=1, le=MAX_STRICTNESS)
     """Samples per model for each judgment (1-64); majority vote. Default: each metric's own (1 unless a
     criteria file says otherwise)."""
-    tie_break: Annotated[TieBreak | None, BeforeValidator(tie_break_setting)] = None
+    tie_break: Annotated[TieBreak | None, BeforeValidator(one_of("tie-break policy", TIE_BREAKS, optional=True))] = None
     """What an even split of valid votes gives: fail, pass, or abstain (pairwise: response_b, response_a,
     or no preference). Default: each metric's own (fail; for pairwise metrics no preference)."""
     temperature: float | None = Field(None, ge=0.0, allow_inf_nan=False)
@@ -103,13 +68,13 @@ class SamplingConfig(_Group):
     checklist: bool = False
     """Judge the aspects and criteria together, one verdict each in one JSON object, in one call per record
     and model instead of one call each; each keeps its own results (verdict-first critics: one call each)."""
-    scoring: Annotated[Scoring, BeforeValidator(scoring_setting)] = "votes"
+    scoring: Annotated[Scoring, BeforeValidator(one_of("scoring", SCORINGS))] = "votes"
     """votes: a model's verdict is the majority of its votes, its score 1 or 0. probability: its score is
     its confidence, the mean verdict probability p_pass of its valid samples, and its verdict that above
     the threshold (a model whose engine gives no probabilities is scored by votes)."""
     threshold: float = Field(0.5, ge=0, lt=1)
     """Under probability scoring: the confidence (p_pass) a pass must exceed."""
-    calibration: Annotated[CalibrationFile | None, BeforeValidator(calibration_setting)] = None
+    calibration: Annotated[CalibrationFile | None, BeforeValidator(read_from(read_calibration))] = None
     """A calibration file from `localjury calibrate` (its path): each model's score of a criterion is its
     calibrated score, its verdict that score above the fitted threshold; every (model, criterion) of the
     run needs a fit."""
@@ -143,7 +108,7 @@ class InputConfig(_Group):
 
     strict_input: bool = False
     """Stop at the first bad record instead of reporting it and going on."""
-    on_overflow: Annotated[OverflowPolicy, BeforeValidator(overflow_setting)] = "error"
+    on_overflow: Annotated[OverflowPolicy, BeforeValidator(one_of("overflow policy", OVERFLOW_POLICIES))] = "error"
     """A prompt longer than a model's context: error (that model's judgment of the record is an error) or
     truncate (cut a conversation's middle turns, then the retrieved contexts, marking each cut, until it
     fits; results say how many turns were cut)."""

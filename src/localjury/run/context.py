@@ -6,7 +6,6 @@ module's, :mod:`localjury.types`."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,8 +15,7 @@ from localjury.engines._catalog import split_update
 from localjury.engines.base import Engine
 from localjury.errors import CommitError
 from localjury.metrics.base import Metric
-from localjury.metrics.judging import Judging, Request
-from localjury.metrics.neutralise import Neutraliser
+from localjury.metrics.judging import Judging, Marked, Request
 from localjury.models.registry import ModelSpec
 from localjury.results.record_result import ModelJudgment
 from localjury.results.summary import ModelSummary
@@ -34,7 +32,7 @@ EngineFactory = Callable[[ModelSpec], Engine]
 
 
 @dataclass(frozen=True)
-class JuryModel:
+class JuryModel(Marked):
     """A jury model as this run uses it: its spec, identity and sampling settings."""
 
     spec: ModelSpec
@@ -53,13 +51,6 @@ class JuryModel:
     draws its own way: :func:`~localjury.engines._catalog.sample_key`)."""
     location: str = field(default="", kw_only=True)
     """Where the model is: its folder or GGUF file, or its server's URL (the summary's ``path``)."""
-
-    @functools.cached_property
-    def neutralise(self) -> Neutraliser:
-        """What record text goes through before it reaches this model's prompts: localjury's
-        tags, and its tokenizer's special tokens and chat markers (made when a prompt is first
-        rendered for it)."""
-        return Neutraliser(self.markers)
 
     def output_tokens(self, max_tokens: int) -> int:
         """The most tokens a sample may write: ``max_tokens`` and its thinking room."""

@@ -219,6 +219,11 @@ class CalibrationFile(BaseModel):
             )
 
 
+def read_calibration(path: str | Path) -> CalibrationFile:
+    """A calibration file's fits (:func:`load_calibration`, without its hash)."""
+    return load_calibration(path)[0]
+
+
 def load_calibration(path: str | Path) -> tuple[CalibrationFile, str]:
     """Read a calibration file; return it and its SHA-256.
 

@@ -10,7 +10,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from localjury import AspectCritic
-from localjury.engines._prompts import PromptFormatter
+from localjury.engines.base import PromptFormatter
 from localjury.metrics.neutralise import Neutraliser
 from localjury.models._tokenizer import tokenizer_markers
 from localjury.records.record import parse_record

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from transformers import AutoTokenizer
 
 from localjury import AspectCritic
-from localjury.engines._prompts import PromptFormatter
+from localjury.engines.base import PromptFormatter
 from localjury.metrics.neutralise import Neutraliser
 from localjury.models._tokenizer import tokenizer_markers
 from localjury.models.registry import DEFAULT_MODEL

@@ -6,7 +6,7 @@ tests/integration/engines/test_prompt_markers.py counts them for record text).""
 import pytest
 from transformers import AutoTokenizer
 
-from localjury.engines._prompts import PromptFormatter
+from localjury.engines.base import PromptFormatter
 from localjury.metrics.neutralise import Neutraliser
 from localjury.metrics.profile import JudgeProfile, LabeledExample, ProfileCriterion
 from localjury.models._tokenizer import tokenizer_markers

@@ -42,8 +42,7 @@ from transformers import AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from localjury.engines._local import LocalDecoding, sample, sample_generators, shared_prefix
-from localjury.engines._prompts import PromptFormatter
-from localjury.engines.base import Completion, GenerateCall, Sampling, Usage
+from localjury.engines.base import Completion, GenerateCall, PromptFormatter, Sampling, Usage
 from localjury.engines.constrain.masks import MaskedRows
 from localjury.engines.constrain.schemas import JsonSchemaIndex, vocabulary_of_tokenizer
 from localjury.engines.llamacpp.layers import LayerReader

@@ -23,8 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from localjury._hashing import content_hash
-from localjury.engines._prompts import PromptFormatter
-from localjury.engines.base import BatchEngine, Completion, GenerateCall, Usage
+from localjury.engines.base import BatchEngine, Completion, GenerateCall, PromptFormatter, Usage
 from localjury.engines.constrain.thinking_budget import answer_start
 from localjury.engines.constrain.verdicts import TOP_LOGPROBS, decision_of, verdict_probs_from_top
 from localjury.engines.vllm.block_hooks import EXTENSION

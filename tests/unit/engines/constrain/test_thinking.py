@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from localjury.engines._prompts import PromptFormatter
-from localjury.engines.base import Completion
+from localjury.engines.base import Completion, PromptFormatter
 from localjury.engines.constrain.grammars import Thinking, grammar_rows
 from localjury.engines.constrain.masks import VerdictTokens
 from localjury.engines.constrain.quotes import quote_grammar
