@@ -13,7 +13,6 @@ Adding an engine: its package (``engines/<name>/``: its facts in ``__init__.py``
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury.engines import llamacpp, server, transformers, vllm
@@ -46,19 +45,6 @@ def ready(spec: ModelSpec) -> bool:
     if loads(spec.engine) == "gguf" or spec.is_gguf_path:
         return spec.has_files("gguf")
     return spec.has_files("hf") or (spec.engine == "auto" and spec.has_files("gguf"))
-
-
-def require_files(spec: ModelSpec, engine: str) -> Path | None:
-    """What ``engine`` loads of ``spec``'s model (:meth:`~localjury.models.registry.ModelSpec.require`):
-    the GGUF file for an engine that loads GGUF files (with its tokenizer ready), the Hugging Face
-    folder otherwise, nothing for a model on a server.
-
-    Raises:
-        ModelNotAvailableError: The files are missing or not whole, with the command that fixes it.
-    """
-    if spec.base_url is not None:  # a model on a server
-        return None
-    return spec.require("gguf" if loads(engine) == "gguf" else "hf")
 
 
 def gpus_per_replica(spec: Entry) -> int | None:

@@ -12,7 +12,7 @@ from typing import get_args
 import pytest
 
 from localjury.engines import _auto, _catalog, engine_names
-from localjury.engines._catalog import ENGINES, ready, require_files
+from localjury.engines._catalog import ENGINES, loads, ready
 from localjury.errors import ModelNotAvailableError
 from localjury.models._engine_settings import SERVED_ENGINE, EngineName
 from localjury.models.registry import ModelSpec, VllmSettings
@@ -97,8 +97,8 @@ def test_an_engine_that_loads_a_gguf_is_ready_only_with_the_gguf(tmp_path):
     on = {name: ModelSpec(name="m", path=str(folder), engine=name) for name in ("auto", "transformers", "llamacpp")}
     assert {name: ready(s) for name, s in on.items()} == {"auto": True, "transformers": True, "llamacpp": False}
     with pytest.raises(ModelNotAvailableError, match="no GGUF file at"):
-        require_files(on["llamacpp"], "llamacpp")
-    assert require_files(on["llamacpp"], "transformers") == folder
+        on["llamacpp"].require(loads("llamacpp") or "hf")  # what the jury requires of each model
+    assert on["llamacpp"].require(loads("transformers") or "hf") == folder
     (folder / "config.json").unlink()
     (folder / "model.gguf").write_bytes(b"GGUF")
     assert {name: ready(s) for name, s in on.items()} == {"auto": True, "transformers": False, "llamacpp": True}
@@ -106,11 +106,11 @@ def test_an_engine_that_loads_a_gguf_is_ready_only_with_the_gguf(tmp_path):
 
 def test_the_files_an_engine_loads_come_from_its_facts(tmp_path, monkeypatch):
     spec = ModelSpec(name="m", path=str(hf_folder(tmp_path)), engine="transformers")
-    assert ready(spec) and require_files(spec, "transformers") is not None
+    assert ready(spec) and spec.require(loads("transformers") or "hf") is not None
     monkeypatch.setitem(ENGINES, "transformers", replace(ENGINES["transformers"], loads="gguf"))
     assert not ready(spec)
     with pytest.raises(ModelNotAvailableError, match="no GGUF file at"):
-        require_files(spec, "transformers")
+        spec.require(loads("transformers") or "hf")
 
 
 def test_only_the_served_engine_takes_a_base_url():
