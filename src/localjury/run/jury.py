@@ -170,12 +170,13 @@ def resolve_jury(
     *,
     require: bool = True,
 ) -> Jury:
-    """The jury as the run uses it, resolved once and in the order of the stages it reads: the
-    models (:func:`jury_specs`: the registry, the checks against the settings, each engine
-    chosen), each model's files (``require``: there and whole, else refused naming the fix;
-    hashed: its identity, or what its server reports) and its tokenizer's markers, which
-    record text is kept from (a model on a server has no tokenizer files here: the generic
-    chat markers only). ``require=False``: an engine factory stands in for the engines.
+    """The jury as the run uses it, resolved once and in the order of the stages it reads:
+    ``specs`` (the registry's, read when the run was settled) checked against the settings and
+    each given its engine (:func:`jury_specs`), then each model's files (``require``: there
+    and whole, else refused naming the fix; hashed: its identity, or what its server reports)
+    and its tokenizer's markers, which record text is kept from (a model on a server has no
+    tokenizer files here: the generic chat markers only). ``require=False``: an engine factory
+    stands in for the engines.
 
     Raises:
         ConfigError, ModelNotAvailableError: See :func:`jury_specs`; a model's files missing.
