@@ -33,7 +33,10 @@ EngineFactory = Callable[[ModelSpec], Engine]
 
 @dataclass(frozen=True)
 class JuryModel(Marked):
-    """A jury model as this run uses it: its spec, identity and sampling settings."""
+    """A jury model as this run uses it: its spec, identity and sampling settings, and what the
+    jury read of it once (:func:`~localjury.run.jury.resolve_jury` makes each one; made by
+    hand, the keyword fields default to a model that does not think, on an engine that adds
+    nothing to its samples' key)."""
 
     spec: ModelSpec
     identity: str
