@@ -39,7 +39,7 @@ from localjury.bench.sampling import sample
 from localjury.engines import load_engine
 from localjury.engines.base import GenerateCall, Sampling
 from localjury.metrics.neutralise import Neutraliser
-from localjury.models._tokenizer import tokenizer_markers
+from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.models.registry import load_registry
 from localjury.records.record import parse_record
 from localjury.votes.heads import cross_validated, fit_head, grouped_folds

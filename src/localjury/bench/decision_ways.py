@@ -28,7 +28,7 @@ from localjury.bench.formats import BenchItem
 from localjury.engines import model_identity
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.neutralise import Neutraliser
-from localjury.models._tokenizer import tokenizer_markers
+from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.models.registry import ModelSpec
 from localjury.records.record import parse_record
 from localjury.votes.calibration import Calibrator

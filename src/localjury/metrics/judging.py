@@ -152,7 +152,7 @@ class Juror(Protocol):
 
 class Marked:
     """A juror whose neutraliser is made from its tokenizer's markers
-    (:func:`~localjury.models._tokenizer.tokenizer_markers`) when a prompt is first rendered for
+    (:func:`~localjury.models._tokenizer_files.tokenizer_markers`) when a prompt is first rendered for
     it: the run's :class:`~localjury.run.context.JuryModel` is one."""
 
     markers: tuple[str, ...]

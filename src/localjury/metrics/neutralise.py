@@ -18,7 +18,7 @@ between ``<``, ``/`` and a tag name (``< /response>``).
 
 A conversation's turns are rendered here too (:func:`render_conversation`), each text through
 the judge's neutraliser. The markers of a judge's tokenizer are read from its files
-(:func:`localjury.models._tokenizer.tokenizer_markers`).
+(:func:`localjury.models._tokenizer_files.tokenizer_markers`).
 """
 
 from __future__ import annotations

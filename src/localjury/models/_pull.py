@@ -20,7 +20,7 @@ from pathlib import Path
 from localjury._hashing import file_sha256
 from localjury.errors import ConfigError, EngineError, MissingDependencyError, ModelNotAvailableError
 from localjury.models._embedded import EMBEDDED, EmbeddedSource
-from localjury.models._tokenizer import save_gguf_tokenizer
+from localjury.models._tokenizer_files import save_gguf_tokenizer
 from localjury.models.registry import GGUF_NAME, ModelSpec
 
 SOURCE_FILE = "localjury-source.json"

@@ -31,7 +31,7 @@ from localjury.models._engine_settings import (
     is_loopback,
 )
 from localjury.models._safetensors import safetensors_problem
-from localjury.models._tokenizer import save_gguf_tokenizer
+from localjury.models._tokenizer_files import save_gguf_tokenizer
 from localjury.models._trust import check_shadowing
 from localjury.types import Thinking, thinking_tokens
 

@@ -45,7 +45,7 @@ class JuryModel(Marked):
     max_tokens: int
     markers: tuple[str, ...] = ()
     """Its tokenizer's added tokens and chat-template literals
-    (:func:`~localjury.models._tokenizer.tokenizer_markers`), which record text is kept from."""
+    (:func:`~localjury.models._tokenizer_files.tokenizer_markers`), which record text is kept from."""
     thinking_room: int = field(default=0, kw_only=True)
     """The tokens a sample writes beside its answer (a thinking budget and its close; 0 without:
     :meth:`~localjury.models.registry.ModelSpec.output_tokens`)."""

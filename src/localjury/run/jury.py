@@ -17,7 +17,7 @@ from localjury.errors import ConfigError
 from localjury.metrics.head_critic import HeadCritic
 from localjury.metrics.judging import Judging
 from localjury.models._shape import model_shape
-from localjury.models._tokenizer import tokenizer_markers
+from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.models._trust import check_remote_code
 from localjury.models.identity import ModelRecord, record_of
 from localjury.models.registry import DEFAULT_MODEL, ModelSpec, load_registry, registry_path
@@ -190,10 +190,10 @@ def resolve_jury(
     served = {spec.name: served_model(spec) for spec in specs if kinds[spec.name] is None}
     # Then each model's files, once, and its tokenizer's markers.
     files: dict[str, Path | None] = {"models.yaml": registry_path(config.jury.registry)}
-    markers: dict[str, list[str]] = {}
+    markers: dict[str, tuple[str, ...]] = {}
     for spec in specs:
         files[f"folder of model {spec.name!r}"] = spec.local_files()
-        markers[spec.name] = [] if spec.is_served else tokenizer_markers(spec.tokenizer_dir())
+        markers[spec.name] = () if spec.is_served else tuple(tokenizer_markers(spec.tokenizer_dir()))
         if require and not spec.is_served:
             spec.require(kinds[spec.name] or "hf")  # fail before loading anything, naming the fix
     records = [record_of(spec, kinds[spec.name], served.get(spec.name)) for spec in specs]
@@ -207,7 +207,7 @@ def resolve_jury(
             top_p=spec.top_p,
             max_tokens=spec.max_tokens if sampling.max_tokens is None else sampling.max_tokens,
             engine_key=keys[spec.name],
-            markers=tuple(markers[spec.name]),
+            markers=markers[spec.name],
             thinking_room=room,
             location=location,
         )

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 from localjury import AspectCritic
 from localjury.engines.base import PromptFormatter
 from localjury.metrics.neutralise import Neutraliser
-from localjury.models._tokenizer import tokenizer_markers
+from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.records.record import parse_record
 
 pytestmark = pytest.mark.slow

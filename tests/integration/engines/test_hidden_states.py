@@ -12,7 +12,7 @@ from localjury.engines import load_engine
 from localjury.errors import ConfigError
 from localjury.metrics.neutralise import Neutraliser
 from localjury.metrics.profile import JudgeProfile
-from localjury.models._tokenizer import tokenizer_markers
+from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.records.record import Record
 from localjury.votes.heads import fit_head
 

@@ -19,7 +19,7 @@ from transformers import AutoTokenizer
 from localjury import AspectCritic
 from localjury.engines.base import PromptFormatter
 from localjury.metrics.neutralise import Neutraliser
-from localjury.models._tokenizer import tokenizer_markers
+from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.models.registry import DEFAULT_MODEL
 from localjury.records.record import Record
 

@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 from localjury.engines.base import PromptFormatter
 from localjury.metrics.neutralise import Neutraliser
 from localjury.metrics.profile import JudgeProfile, LabeledExample, ProfileCriterion
-from localjury.models._tokenizer import tokenizer_markers
+from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.records.record import Record
 
 pytestmark = pytest.mark.slow

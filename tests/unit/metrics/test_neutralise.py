@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from localjury import AspectCritic, evaluate
 from localjury.metrics.neutralise import DEFAULT, Neutraliser
-from localjury.models._tokenizer import tokenizer_markers
+from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.models.registry import ModelSpec
 from tests.fakes import factory, judgment, spec
 
