@@ -194,10 +194,10 @@ def smollm_engine(smollm):
 def fake_model(tmp_path, monkeypatch):
     """A model folder that passes the pre-load checks, a models.yaml naming it ``fake``, and
     the CLI's engine replaced by a scripted one that passes everything (its log is returned)."""
-    import localjury.run.pipeline
+    import localjury.run.generate
     from tests.fakes import factory, fake_registry, judgment
 
     registry = fake_registry(tmp_path)
     log: list = []
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(lambda model, prompt, j: judgment(1), log))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", factory(lambda model, prompt, j: judgment(1), log))
     return registry, log

@@ -64,7 +64,7 @@ class ScriptedEngine:
 
 
 def factory(respond, log, calls=None):
-    return lambda spec: ScriptedEngine(spec, respond, log, calls)
+    return lambda spec, files=None: ScriptedEngine(spec, respond, log, calls)
 
 
 def spec(name: str, **kw) -> ModelSpec:

@@ -27,7 +27,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from localjury._hashing import content_hash
 from localjury.errors import ConfigError, StoreError
 from localjury.types import Completion, Stored
 
@@ -62,11 +61,6 @@ class GenerationStore(Protocol):
     def put_many(self, items: Mapping[str, Stored]) -> None:
         """Store generations."""
         ...
-
-
-def generation_key(**parts: Any) -> str:
-    """A stable hash of everything that decides one generation."""
-    return content_hash(**parts)
 
 
 def _encode(value: Stored) -> str:

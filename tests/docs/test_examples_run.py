@@ -167,7 +167,7 @@ def sandbox(tmp_path, monkeypatch):
     (its log returned)."""
     import localjury.bench.align
     import localjury.run.dry
-    import localjury.run.pipeline
+    import localjury.run.generate
     from localjury.models.registry import ModelSpec
 
     log: list = []
@@ -183,10 +183,9 @@ def sandbox(tmp_path, monkeypatch):
         monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path / "home"))
         monkeypatch.setenv("LOCALJURY_CACHE", str(tmp_path / "judgments.sqlite"))
         monkeypatch.delenv("LOCALJURY_MODELS", raising=False)
-        engine = lambda spec, *_: SchemaEngine(spec, None, log)  # noqa: E731
-        monkeypatch.setattr(localjury.run.pipeline, "load_engine", engine)
+        engine = lambda spec, *_, **__: SchemaEngine(spec, None, log)  # noqa: E731
+        monkeypatch.setattr(localjury.run.generate, "load_engine", engine)
         monkeypatch.setattr(localjury.bench.align, "load_engine", engine)  # align's decision heads
-        monkeypatch.setattr(localjury.run.dry, "load_engine", engine)
         monkeypatch.setattr(localjury.run.dry, "load_tokenizer", engine)
         # The one check of a model's files before a load (run/jury.py: the weights are there and
         # whole), which a run given no engine factory makes: the examples name the embedded models

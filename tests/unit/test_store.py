@@ -9,11 +9,12 @@ import sys
 import pytest
 
 from localjury import AspectCritic, evaluate
+from localjury._hashing import content_hash
 from localjury.engines.base import Completion
 from localjury.errors import ConfigError, LocaljuryError, StoreError
 from localjury.results.manifest import Manifest, manifest_path_for
 from localjury.results.record_result import read_results
-from localjury.store import JudgmentStore, generation_key
+from localjury.store import JudgmentStore
 from tests.fakes import factory, judgment, spec
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
@@ -172,13 +173,13 @@ def test_a_read_only_store_or_folder_is_refused_at_open(tmp_path):
 def test_generation_key_depends_on_every_part():
     base = {"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 3, "seed": 0}
     keys = {
-        generation_key(**base),
-        generation_key(**{**base, "model": "m2"}),
-        generation_key(**{**base, "messages": [{"role": "user", "content": "y"}]}),
-        generation_key(**{**base, "n": 2}),
-        generation_key(**{**base, "seed": 1}),
+        content_hash(**base),
+        content_hash(**{**base, "model": "m2"}),
+        content_hash(**{**base, "messages": [{"role": "user", "content": "y"}]}),
+        content_hash(**{**base, "n": 2}),
+        content_hash(**{**base, "seed": 1}),
     }
-    assert len(keys) == 5 and generation_key(**base) == generation_key(**dict(reversed(base.items())))
+    assert len(keys) == 5 and content_hash(**base) == content_hash(**dict(reversed(base.items())))
 
 
 def test_the_same_run_again_generates_nothing_and_loads_no_model(tmp_path):

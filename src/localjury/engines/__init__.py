@@ -26,7 +26,7 @@ from localjury.models.identity import ModelRecord, record_of
 
 if TYPE_CHECKING:
     from localjury.engines.base import Engine, PromptTokens
-    from localjury.models.registry import ModelSpec
+    from localjury.models.registry import ModelFiles, ModelSpec
 
 
 def vllm_usable() -> bool:
@@ -89,9 +89,10 @@ def engine_names() -> list[str]:
     return list(ENGINES)
 
 
-def load_engine(spec: ModelSpec, engine: str | None = None) -> Engine:
-    """Load ``spec``'s model into the named engine (default: the one models.yaml names);
-    inside :func:`localjury.engines.pool.keep_loaded`, the one already loaded for it.
+def load_engine(spec: ModelSpec, engine: str | None = None, files: ModelFiles | None = None) -> Engine:
+    """Load ``spec``'s model into the named engine (default: the one models.yaml names), from
+    ``files`` where they were checked already (a run's jury checks them before any record is
+    read); inside :func:`localjury.engines.pool.keep_loaded`, the one already loaded for it.
 
     Raises:
         ConfigError: Unknown engine name.
@@ -106,7 +107,7 @@ def load_engine(spec: ModelSpec, engine: str | None = None) -> Engine:
     except ImportError as exc:
         raise MissingDependencyError(f"the {name} engine needs {exc.name!r}: {facts.install}") from exc
     cls = getattr(module, facts.cls)
-    return kept(spec, name, lambda: cls(spec))
+    return kept(spec, name, lambda: cls(spec, files))
 
 
 def load_tokenizer(spec: ModelSpec) -> PromptTokens:

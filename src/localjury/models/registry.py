@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -43,8 +44,15 @@ PACKAGED_REGISTRY = Path(__file__).parents[1] / "models.yaml"  # src/localjury/m
 GGUF_NAME = "model.gguf"
 
 
-"""A thinking setting: None (unset), 0 (``off``) or a budget of tokens (:attr:`ModelSpec.thinking`;
-each field that takes one bounds it at 0)."""
+@dataclass(frozen=True)
+class ModelFiles:
+    """A model's files on this machine, checked (:meth:`ModelSpec.require`): what its engine loads."""
+
+    weights: Path
+    """Its GGUF file, or its Hugging Face folder."""
+    tokenizer: Path
+    """The folder of its Hugging Face tokenizer files (for a bare ``.gguf`` path, converted from
+    the file's own vocabulary)."""
 
 
 class ModelSpec(BaseModel):
@@ -204,7 +212,7 @@ class ModelSpec(BaseModel):
             return self.gguf_file().is_file()
         return (self.local_dir() / "config.json").is_file()
 
-    def require(self, files: Files) -> Path:
+    def require(self, files: Files) -> ModelFiles:
         """The model's ``files``, checked: its GGUF file (with its tokenizer ready), or its
         Hugging Face folder.
 
@@ -212,12 +220,13 @@ class ModelSpec(BaseModel):
             ModelNotAvailableError: See :meth:`require_gguf` and :meth:`require_local_dir`.
         """
         if files == "hf":
-            return self.require_local_dir()
+            folder = self.require_local_dir()
+            return ModelFiles(folder, folder)
         gguf = self.require_gguf()
         folder = self.tokenizer_dir()
         if not (folder / "tokenizer_config.json").is_file():  # a bare .gguf path: its tokenizer, converted once
             save_gguf_tokenizer(gguf, folder)
-        return gguf
+        return ModelFiles(gguf, folder)
 
     def require_gguf(self) -> Path:
         """Return the GGUF file, or raise an error that names the command that fixes it.

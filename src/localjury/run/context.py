@@ -11,16 +11,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from localjury._hashing import content_hash
 from localjury.engines._catalog import split_update
 from localjury.engines.base import Engine
 from localjury.errors import CommitError
 from localjury.metrics.base import Metric
 from localjury.metrics.judging import Judging, Marked, Request
-from localjury.models.registry import ModelSpec
+from localjury.models.registry import ModelFiles, ModelSpec
 from localjury.results.record_result import ModelJudgment
 from localjury.results.summary import ModelSummary
 from localjury.run.config import RunConfig
-from localjury.store import GenerationStore, JudgmentStore, Stored, generation_key
+from localjury.store import GenerationStore, JudgmentStore, Stored
 from localjury.types import Completion, Usage
 
 if TYPE_CHECKING:
@@ -54,13 +55,16 @@ class JuryModel(Marked):
     draws its own way: :func:`~localjury.engines._catalog.sample_key`)."""
     location: str = field(default="", kw_only=True)
     """Where the model is: its folder or GGUF file, or its server's URL (the summary's ``path``)."""
+    files: ModelFiles | None = field(default=None, kw_only=True)
+    """The files its engine loads, checked when the jury was resolved (None: a model on a
+    server, or the engine checks them when it loads)."""
 
     def output_tokens(self, max_tokens: int) -> int:
         """The most tokens a sample may write: ``max_tokens`` and its thinking room."""
         return max_tokens + (self.thinking_room or 0)
 
     def store_key(self, req: Request, seed: int) -> str:
-        return generation_key(
+        return content_hash(
             model=self.identity,
             engine=self.spec.engine,
             prompt_format=self.spec.prompt_format,
@@ -230,7 +234,8 @@ class RunContext:
     extractor: JuryModel | None
     """The model that extracts statements for composite metrics (None without one)."""
     store: GenerationStore
-    factory: EngineFactory
+    factory: EngineFactory | None
+    """What builds each model's engine (None: its registry engine, from the files the jury checked)."""
     progress: Progress | None = None
     cluster: RaySession | None = None
     counts: dict[str, ModelCounts] = field(init=False)
@@ -275,7 +280,8 @@ class RunContext:
                 update |= split_update(spec)
             return spec.model_copy(update=update)
 
-        pinned = {m.spec.name: replace(m, spec=pinned_spec(m.spec)) for m in self.models}
+        # A replica checks its own files when its engine loads.
+        pinned = {m.spec.name: replace(m, spec=pinned_spec(m.spec), files=None) for m in self.models}
         extractor = pinned[self.extractor.spec.name] if self.extractor is not None else None
         return RunContext(self.config, self.judgings, list(pinned.values()), extractor, store, self.factory)
 

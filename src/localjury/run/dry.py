@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from localjury.engines import load_engine, load_tokenizer
+from localjury.engines import load_tokenizer
 from localjury.errors import ConfigError
 from localjury.metrics.base import Metric
 from localjury.models.registry import ModelSpec
@@ -116,8 +116,7 @@ def plan_run(
     plan = _new_plan(records, total, good, store_path, estimate)
     store = _open_store(store_path, estimate)
     try:
-        factory = engine_factory or load_engine
-        ctx = RunContext(config, checked.judgings, jury.models, jury.extractor, store, factory, progress)
+        ctx = RunContext(config, checked.judgings, jury.models, jury.extractor, store, engine_factory, progress)
         counting = {m.spec.name: DryCalls(m, ctx.seed, tokenizer, estimate) for m in ctx.models}
         if good:
             # Every model is planned before any generates, so that the counts all describe the

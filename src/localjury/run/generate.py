@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from localjury.engines import load_engine
 from localjury.engines.base import Engine, GenerateCall, PromptTokens, Sampling, Usage
 from localjury.errors import EngineError, RecordError
 from localjury.metrics.judging import Key, Request
@@ -148,7 +149,7 @@ class EngineCalls:
     """A model's engine as a pass generates with it: loaded at the first request that needs it,
     each request run in as few engine calls as possible."""
 
-    def __init__(self, model: JuryModel, seed: int, factory: EngineFactory) -> None:
+    def __init__(self, model: JuryModel, seed: int, factory: EngineFactory | None) -> None:
         self.model = model
         self.seed = seed
         self.factory = factory
@@ -158,7 +159,8 @@ class EngineCalls:
         """The model's engine, loaded now if it is not yet (the load counted in ``counts``)."""
         if self.engine is None:
             started = time.perf_counter()
-            self.engine = self.factory(self.model.spec)
+            model = self.model
+            self.engine = self.factory(model.spec) if self.factory else load_engine(model.spec, files=model.files)
             counts.loaded(time.perf_counter() - started)
         return self.engine
 

@@ -20,7 +20,7 @@ from localjury.models._shape import model_shape
 from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.models._trust import check_remote_code
 from localjury.models.identity import ModelRecord, record_of
-from localjury.models.registry import DEFAULT_MODEL, ModelSpec, load_registry, registry_path
+from localjury.models.registry import DEFAULT_MODEL, ModelFiles, ModelSpec, load_registry, registry_path
 from localjury.run.config import RunConfig
 from localjury.run.context import JuryModel
 
@@ -191,11 +191,12 @@ def resolve_jury(
     # Then each model's files, once, and its tokenizer's markers.
     files: dict[str, Path | None] = {"models.yaml": registry_path(config.jury.registry)}
     markers: dict[str, tuple[str, ...]] = {}
+    checked: dict[str, ModelFiles] = {}
     for spec in specs:
         files[f"folder of model {spec.name!r}"] = spec.local_files()
         markers[spec.name] = () if spec.is_served else tuple(tokenizer_markers(spec.tokenizer_dir()))
-        if require and not spec.is_served:
-            spec.require(kinds[spec.name] or "hf")  # fail before loading anything, naming the fix
+        if require and not spec.is_served:  # fail before loading anything, naming the fix
+            checked[spec.name] = spec.require(kinds[spec.name] or "hf")
     records = [record_of(spec, kinds[spec.name], served.get(spec.name)) for spec in specs]
     pinned = [(rec.pin(spec), spec.output_tokens(0), spec.location) for spec, rec in zip(specs, records, strict=True)]
     sampling = config.sampling
@@ -210,6 +211,7 @@ def resolve_jury(
             markers=markers[spec.name],
             thinking_room=room,
             location=location,
+            files=checked.get(spec.name),
         )
         for spec, rec, (pin, room, location) in zip(specs, records, pinned, strict=True)
     ]

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury._hashing import dataset_record, is_saved_dataset
-from localjury.engines import load_engine
 from localjury.errors import ConfigError
 from localjury.metrics.base import Metric
 from localjury.metrics.profile import JudgeProfile
@@ -208,9 +207,9 @@ class Run:
         cache_path = config.store.path()
         tmpdir = None if cache_path is not None else Path(tempfile.mkdtemp(prefix="localjury-"))
         store = StoreOnUse(cache_path or Path(tmpdir or ".") / "judgments.sqlite")
-        factory = self.engine_factory or load_engine
         jury = checked.jury
-        ctx = RunContext(config, checked.judgings, jury.models, jury.extractor, store, factory, self.progress, session)
+        ctx = RunContext(config, checked.judgings, jury.models, jury.extractor, store, self.engine_factory,
+                         self.progress, session)  # fmt: skip
         failed = True
         try:
             yield ctx, store

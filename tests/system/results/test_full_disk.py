@@ -30,8 +30,8 @@ FULL_DISK = """
 import json, sys
 sys.path.insert(0, {root!r})
 from tests.fakes import factory, judgment
-import localjury.run.pipeline
-localjury.run.pipeline.load_engine = factory(lambda m, p, j: judgment(1, "x" * 150), [])
+import localjury.run.generate
+localjury.run.generate.load_engine = factory(lambda m, p, j: judgment(1, "x" * 150), [])
 from localjury.cli import main
 main()
 """

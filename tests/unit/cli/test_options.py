@@ -10,7 +10,7 @@ import pytest
 from typer.models import ParameterInfo
 
 import localjury.models.registry
-import localjury.run.pipeline
+import localjury.run.generate
 from localjury.cli import app
 from localjury.cli._common import checked_path
 from tests.fakes import factory, judgment, run_cli
@@ -38,7 +38,7 @@ def setup(tmp_path, monkeypatch):
     (folder / "model.safetensors").write_bytes((2).to_bytes(8, "little") + b"{}")
     (tmp_path / "models.yaml").write_text(f"models:\n  fake:\n    path: {folder}\n")
     log: list = []
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(lambda m, p, j: judgment(1), log))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", factory(lambda m, p, j: judgment(1), log))
     return tmp_path, data, log
 
 

@@ -15,7 +15,7 @@ from localjury.engines import _auto, _catalog, engine_names
 from localjury.engines._catalog import ENGINES, loads, ready
 from localjury.errors import ModelNotAvailableError
 from localjury.models._engine_settings import SERVED_ENGINE, EngineName
-from localjury.models.registry import ModelSpec, VllmSettings
+from localjury.models.registry import ModelFiles, ModelSpec, VllmSettings
 
 GUIDANCE, OUTLINES = VllmSettings(structured_outputs_backend="guidance"), VllmSettings()
 
@@ -98,7 +98,7 @@ def test_an_engine_that_loads_a_gguf_is_ready_only_with_the_gguf(tmp_path):
     assert {name: ready(s) for name, s in on.items()} == {"auto": True, "transformers": True, "llamacpp": False}
     with pytest.raises(ModelNotAvailableError, match="no GGUF file at"):
         on["llamacpp"].require(loads("llamacpp") or "hf")  # what the jury requires of each model
-    assert on["llamacpp"].require(loads("transformers") or "hf") == folder
+    assert on["llamacpp"].require(loads("transformers") or "hf") == ModelFiles(folder, folder)
     (folder / "config.json").unlink()
     (folder / "model.gguf").write_bytes(b"GGUF")
     assert {name: ready(s) for name, s in on.items()} == {"auto": True, "transformers": False, "llamacpp": True}

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-import localjury.run.pipeline
+import localjury.run.generate
 from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError, MetricError
 from localjury.metrics.checklist import Checklist, checklist_metrics
@@ -110,7 +110,7 @@ def test_faithfulness_with_evidence_quotes_the_contexts_statement_by_statement()
 
 
 def test_quotes_are_part_of_the_store_key_and_absent_ones_leave_old_keys_alone():
-    from localjury.store import generation_key
+    from localjury._hashing import content_hash
 
     model = JuryModel(spec=ModelSpec(name="a", path="/x"), identity="i", temperature=1.0, top_p=1.0, max_tokens=64)
     messages = [{"role": "user", "content": "x"}]
@@ -119,7 +119,7 @@ def test_quotes_are_part_of_the_store_key_and_absent_ones_leave_old_keys_alone()
     keys = [model.store_key(q, 0) for q in requests]
     assert len(set(keys)) == 4  # nothing to quote is a constraint too: [] only
     # A request without quotes has the key it had before quotes existed.
-    assert keys[0] == generation_key(model="i", engine=model.spec.engine, prompt_format=model.spec.prompt_format,
+    assert keys[0] == content_hash(model="i", engine=model.spec.engine, prompt_format=model.spec.prompt_format,
                                      messages=messages, schema={"type": "object"}, n=1, first_sample=0,
                                      temperature=1.0, top_p=1.0, max_tokens=64, seed=0)  # fmt: skip
 
@@ -152,7 +152,7 @@ def test_run_evidence_on_the_command_line(tmp_path, monkeypatch, capsys):
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     calls: list = []
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(lambda m, p, j: quoted(verdict=0), [], calls))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", factory(lambda m, p, j: quoted(verdict=0), [], calls))
     code, _, err = run_cli(monkeypatch, capsys, "run", data, "--criterion", f"dated={DATED}", "--evidence",
                            "--models", "fake", "--registry", registry, "--quiet", "--out", tmp_path / "r.jsonl",
                            "--cache", tmp_path / "c.sqlite")  # fmt: skip
@@ -167,7 +167,7 @@ def test_show_marks_every_quote_in_its_text(tmp_path, monkeypatch, capsys):
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     monkeypatch.setattr(
-        localjury.run.pipeline,
+        localjury.run.generate,
         "load_engine",
         factory(lambda m, p, j: quoted("9 November 1989") if "1989" in p.split("<response>")[-1] else quoted(verdict=0),
                 []),
@@ -196,7 +196,7 @@ def test_show_reads_no_dataset_a_manifest_names_but_the_one_the_run_read(tmp_pat
     registry = fake_registry(tmp_path)
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(lambda m, p, j: quoted(verdict=0), []))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", factory(lambda m, p, j: quoted(verdict=0), []))
     results = tmp_path / "r.jsonl"
     code, _, err = run_cli(monkeypatch, capsys, "run", data, "--criterion", f"dated={DATED}", "--evidence",
                            "--models", "fake", "--registry", registry, "--quiet", "--out", results,

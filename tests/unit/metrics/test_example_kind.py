@@ -22,12 +22,12 @@ def respond(model, prompt, j):
 
 
 def test_the_example_kind_runs_through_localjury_run(tmp_path, monkeypatch, capsys):
-    import localjury.run.pipeline
+    import localjury.run.generate
     from tests.fakes import run_cli
 
     registry = fake_registry(tmp_path)
     log: list = []
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(respond, log))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", factory(respond, log))
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"id": "r1", "response": "It fell in 1989."}) + "\n")
     out = tmp_path / "o" / "r.jsonl"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-import localjury.run.pipeline
+import localjury.run.generate
 from localjury import GoalAchieved, ToolCallAccuracy, ToolResultFaithfulness, evaluate
 from localjury.cli import main
 from localjury.errors import RecordError
@@ -183,7 +183,7 @@ def test_a_tool_call_bar_gates_the_run_like_any_metric(tmp_path, monkeypatch, ca
     ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     loaded: list = []
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", lambda s: loaded.append(s))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", lambda s, **_: loaded.append(s))
     args = ["run", data, "--metric", "tool_call_accuracy", "--models", "fake", "--registry", registry, "--quiet",
             "--out", tmp_path / "r.jsonl", "--cache", tmp_path / "c.sqlite",
             "--fail-under", "tool_call_accuracy=0.9"]  # fmt: skip

@@ -8,7 +8,7 @@ import pytest
 
 import localjury.diagnosis
 import localjury.engines
-import localjury.run.pipeline
+import localjury.run.generate
 from localjury import AspectCritic, evaluate
 from localjury.diagnosis import diagnose
 from localjury.errors import ConfigError, EngineError
@@ -53,7 +53,7 @@ def data_folder(tmp_path, monkeypatch):
 def hostile(data_folder, monkeypatch):
     """That folder, with the scripted engine in place of the real ones (its log of loads)."""
     log: list = []
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(yes, log))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", factory(yes, log))
     return data_folder, log
 
 

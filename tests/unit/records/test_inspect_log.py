@@ -17,7 +17,7 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolCall, ToolCallError
 
-import localjury.run.pipeline
+import localjury.run.generate
 from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError, MissingDependencyError, RecordError
 from localjury.records.inspect_log import openai_messages
@@ -195,7 +195,7 @@ def test_a_log_is_judged_by_evaluate_and_by_localjury_run(tmp_path, monkeypatch,
     assert (ok.record_id, ok.score) == ("q1", 1.0) and bad.record_id == "q2" and "no messages" in bad.error
     assert '<call name="get_weather" id="t1">' in prompts[0] and "error (timeout): no answer" in prompts[0]
 
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", judge)
+    monkeypatch.setattr(localjury.run.generate, "load_engine", judge)
     code, _, err = run_cli(monkeypatch, capsys, "run", path, "-c", "grounded=It states what the tool returned.",
                            "--models", "fake", "--registry", fake_registry(tmp_path), "--quiet",
                            "--out", tmp_path / "r.jsonl", "--cache", tmp_path / "c.sqlite")  # fmt: skip

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import localjury.run.pipeline
+import localjury.run.generate
 from localjury import AspectCritic, evaluate
 from localjury.cli import main
 from localjury.errors import CommitError, ConfigError
@@ -40,7 +40,7 @@ def registry(tmp_path):
 
 
 def verdicts(verdict, monkeypatch):
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(lambda m, p, j: judgment(verdict), []))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", factory(lambda m, p, j: judgment(verdict), []))
 
 
 def cli(monkeypatch, capsys, *args):
@@ -70,14 +70,14 @@ SLOW_WRITER = """
 import pathlib, sys, time
 sys.path.insert(0, {root!r})
 from tests.fakes import factory, judgment
-import localjury.run.pipeline
+import localjury.run.generate
 go = pathlib.Path({go!r})
 def waits(m, p, j):
     pathlib.Path({started!r}).touch()  # judging: well past the checks of its files
     while not go.exists():
         time.sleep(0.05)
     return judgment(0)
-localjury.run.pipeline.load_engine = factory(waits, [])
+localjury.run.generate.load_engine = factory(waits, [])
 from localjury.cli import main
 main()
 """
@@ -283,8 +283,8 @@ KILLED = """
 import os, sys
 sys.path.insert(0, {root!r})
 from tests.fakes import factory, judgment
-import localjury.run.pipeline
-localjury.run.pipeline.load_engine = factory(lambda m, p, j: judgment(0), [])
+import localjury.run.generate
+localjury.run.generate.load_engine = factory(lambda m, p, j: judgment(0), [])
 real, count = os.replace, [0]
 def dies(src, dst):
     if os.path.basename(dst) in {names!r}:

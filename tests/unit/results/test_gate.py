@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-import localjury.run.pipeline
+import localjury.run.generate
 from localjury.cli import main
 from localjury.errors import ConfigError
 from localjury.results.gate import GATE_EXIT, Gate, check, check_names
@@ -84,7 +84,7 @@ def setup(tmp_path, monkeypatch):
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     # The fake judge passes a response with a year in it: 6 of the 8 records (r0 and r4 fail).
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(lambda m, p, j: judgment(int("In 19" in p)), []))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", factory(lambda m, p, j: judgment(int("In 19" in p)), []))
     return tmp_path, data, registry
 
 
@@ -118,7 +118,7 @@ def test_a_run_that_meets_its_bar_exits_0_and_says_so(setup, monkeypatch, capsys
 def test_a_bar_on_an_unknown_metric_stops_before_any_model_loads(setup, monkeypatch, capsys):
     tmp, data, registry = setup
     loaded = []
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", lambda spec: loaded.append(spec))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", lambda spec, **_: loaded.append(spec))
     code, _, err = run(monkeypatch, capsys, tmp, data, registry, "--fail-under", "date=0.8")
     assert code == 2 and "'date', which this run does not judge (its metrics: dated)" in " ".join(err.split())
     assert loaded == [] and not (tmp / "r.jsonl").exists()

@@ -163,8 +163,8 @@ FIFO_RUN = """
 import sys
 sys.path.insert(0, {root!r})
 from tests.fakes import factory, judgment
-import localjury.run.pipeline
-localjury.run.pipeline.load_engine = factory(lambda m, p, j: judgment(1), [])
+import localjury.run.generate
+localjury.run.generate.load_engine = factory(lambda m, p, j: judgment(1), [])
 from localjury.cli import main
 main()
 """

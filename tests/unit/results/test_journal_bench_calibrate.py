@@ -8,7 +8,7 @@ from importlib.util import find_spec
 
 import pytest
 
-import localjury.run.pipeline
+import localjury.run.generate
 from localjury.bench import NEEDS
 from tests.fakes import GOLD, factory, gold_of, judgment, run_cli
 from tests.unit.results import test_journal
@@ -99,7 +99,7 @@ def test_without_the_planted_journal_the_same_command_writes_its_files(sent, fak
     log: list = []
     # Right on the first and third sample, wrong on the second: calibrate has scores to fit.
     votes = factory(lambda m, p, j: judgment(gold_of(p) if j != 1 else 1 - gold_of(p)), log)
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", votes)
+    monkeypatch.setattr(localjury.run.generate, "load_engine", votes)
     code, _, err = run_cli(monkeypatch, capsys, *command(name, sent, registry))
     assert code == 0, err
     assert log[0] == ("load", "fake")

@@ -15,7 +15,7 @@ import pytest
 import localjury.errors
 import localjury.results._commit
 import localjury.run.context
-import localjury.run.pipeline
+import localjury.run.generate
 import localjury.store
 from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError
@@ -387,7 +387,7 @@ def test_ctrl_c_says_what_was_kept_and_how_to_resume(tmp_path, data, fake_model,
             raise KeyboardInterrupt
         return judgment(1)
 
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(interrupted, []))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", factory(interrupted, []))
     cache = tmp_path / "c.sqlite"
     code, _, err = cli(monkeypatch, capsys, *run_args(data, registry, tmp_path / "r.jsonl", "--cache", cache,
                                                       "--chunk-size", "2"))  # fmt: skip
@@ -403,7 +403,7 @@ def test_an_unexpected_error_is_one_line_with_exit_1(tmp_path, data, fake_model,
     def broken(model, prompt, j):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", factory(broken, []))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", factory(broken, []))
     code, _, err = cli(monkeypatch, capsys, *run_args(data, registry, tmp_path / "r.jsonl", "--no-cache"))
     assert code == 1
     assert "Traceback" not in err

@@ -191,3 +191,23 @@ def test_no_judgeable_record_loads_no_model():
     assert result.summary.models[0].judgments == 0 and result.summary.record_errors == 1
     empty = evaluate([], [DATED], [spec("A")], engine_factory=factory(lambda m, p, j: judgment(1), log))
     assert empty.results == [] and log == [] and empty.summary.metrics[0].mean_score is None
+
+
+def test_a_model_loads_from_the_files_its_jury_checked_and_checks_them_once(tmp_path, monkeypatch, capsys):
+    import localjury.run.generate
+    from localjury.models.registry import ModelFiles, ModelSpec
+    from tests.fakes import fake_registry, run_args, run_cli
+
+    registry = fake_registry(tmp_path)
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "r", "response": "in 1989"}) + "\n")
+    checks, loads = [], []
+    require = ModelSpec.require
+    monkeypatch.setattr(ModelSpec, "require", lambda spec, files: checks.append(spec.name) or require(spec, files))
+    engine = factory(lambda m, p, j: judgment(1), [])
+    monkeypatch.setattr(localjury.run.generate, "load_engine", lambda spec, files: loads.append(files) or engine(spec))
+    args = run_args(data, registry, tmp_path / "r.jsonl", "--engine", "transformers")
+    code, _, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 0, err
+    folder = tmp_path / "model"
+    assert checks == ["fake"] and loads == [ModelFiles(folder, folder)]

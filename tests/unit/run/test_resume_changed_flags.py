@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-import localjury.run.pipeline
+import localjury.run.generate
 from localjury.engines.base import Completion
 from tests import ROOT
 from tests.fakes import ScriptedEngine, fake_registry, judgment, run_cli
@@ -70,7 +70,7 @@ class Sampler(ScriptedEngine):
 
 
 def sampler(log, salt=SALT, die_at=None, sig=None):
-    return lambda spec: Sampler(spec, log, salt, die_at, sig)
+    return lambda spec, files=None: Sampler(spec, log, salt, die_at, sig)
 
 
 def dying_at_rename(names, nth):
@@ -92,9 +92,9 @@ import os, signal, sys
 sys.path.insert(0, {root!r})
 # As at a terminal, whatever SIGINT disposition the suite inherited.
 signal.signal(signal.SIGINT, signal.default_int_handler)
-import localjury.run.pipeline
+import localjury.run.generate
 from tests.unit.run.test_resume_changed_flags import dying_at_rename, sampler
-localjury.run.pipeline.load_engine = sampler([], die_at={die_at}, sig={sig})
+localjury.run.generate.load_engine = sampler([], die_at={die_at}, sig={sig})
 if {renames!r}:
     dying_at_rename({renames!r}, {nth})
 from localjury.cli import main
@@ -123,7 +123,7 @@ def command(data, registry, out, cache, flags=None, criteria=None):
 def judged(monkeypatch, capsys, args, salt=SALT):
     """Run ``args`` in-process with the sampler; return the engine's log."""
     log = []
-    monkeypatch.setattr(localjury.run.pipeline, "load_engine", sampler(log, salt))
+    monkeypatch.setattr(localjury.run.generate, "load_engine", sampler(log, salt))
     code, _, err = run_cli(monkeypatch, capsys, *args)
     assert code == 0, err
     return log

@@ -49,7 +49,7 @@ from localjury.engines.llamacpp.layers import LayerReader
 from localjury.engines.native import cpu
 from localjury.engines.native.llamacpp_kernels import announce, kernel_choice
 from localjury.errors import ConfigError, EngineError
-from localjury.models.registry import ModelSpec
+from localjury.models.registry import ModelFiles, ModelSpec
 
 hf_logging.disable_progress_bar()
 # llama.cpp logs every load to stderr through llama-cpp-python's logger; keep errors only.
@@ -81,6 +81,7 @@ class LlamaCppEngine(LocalDecoding):
 
     Args:
         spec: The models.yaml entry; its GGUF file and tokenizer must be on this machine.
+        files: Its files, checked (default: checked now).
 
     Raises:
         ModelNotAvailableError: The GGUF file or its tokenizer is missing.
@@ -89,12 +90,13 @@ class LlamaCppEngine(LocalDecoding):
 
     name: ClassVar[str] = "llamacpp"
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, files: ModelFiles | None = None) -> None:
         self.spec = spec
-        gguf = spec.require("gguf")
+        files = files or spec.require("gguf")
+        gguf = files.weights
         self.gguf: Path = gguf
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(spec.tokenizer_dir(), local_files_only=True)
+            self.tokenizer = AutoTokenizer.from_pretrained(files.tokenizer, local_files_only=True)
         except Exception as exc:
             raise EngineError(
                 f"cannot load the tokenizer beside {gguf}: {exc}", engine=self.name, model=spec.name

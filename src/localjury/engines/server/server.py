@@ -56,7 +56,7 @@ from localjury.engines.server.answers import Answers, answer_cap, refuses_format
 from localjury.engines.server.client import ServerClient, ServerKind, Unreachable, excerpt, served_by
 from localjury.engines.server.transport import Cap, Reply
 from localjury.errors import ConfigError, EngineError
-from localjury.models.registry import ModelSpec
+from localjury.models.registry import ModelFiles, ModelSpec
 
 T = TypeVar("T")
 
@@ -101,7 +101,8 @@ class ServerEngine(BatchEngine):
     name: ClassVar[str] = "server"
     thinks: ClassVar[bool] = False
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, files: ModelFiles | None = None) -> None:
+        del files  # a model on a server has none here
         _check_extra_body(spec)
         self.spec = spec
         self.client = ServerClient(spec)

@@ -35,7 +35,7 @@ from localjury.engines.constrain.masks import MaskedRows
 from localjury.engines.constrain.schemas import JsonSchemaIndex, vocabulary_of
 from localjury.engines.native import attention
 from localjury.errors import EngineError
-from localjury.models.registry import ModelSpec
+from localjury.models.registry import ModelFiles, ModelSpec
 
 # localjury shows its own progress; transformers' per-load tqdm bars would interleave with it.
 hf_logging.disable_progress_bar()
@@ -73,9 +73,9 @@ class TransformersEngine(LocalDecoding):
 
     name: ClassVar[str] = "transformers"
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, files: ModelFiles | None = None) -> None:
         self.spec = spec
-        folder = spec.require_local_dir()
+        folder = (files or spec.require("hf")).weights
         self.folder: Path = folder
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(

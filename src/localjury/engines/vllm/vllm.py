@@ -28,7 +28,7 @@ from localjury.engines.constrain.thinking_budget import answer_start
 from localjury.engines.constrain.verdicts import TOP_LOGPROBS, decision_of, verdict_probs_from_top
 from localjury.engines.vllm.block_hooks import EXTENSION
 from localjury.errors import ConfigError, EngineError
-from localjury.models.registry import ModelSpec
+from localjury.models.registry import ModelFiles, ModelSpec
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -68,9 +68,12 @@ class VllmEngine(BatchEngine):
 
     name: ClassVar[str] = "vllm"
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, files: ModelFiles | None = None) -> None:
         self.spec = spec
-        folder = spec.require_local_dir() if spec.vllm.load_format != "dummy" else spec.local_dir()
+        if files is not None:
+            folder = files.weights
+        else:  # dummy weights are random: only the folder's config is read
+            folder = spec.require("hf").weights if spec.vllm.load_format != "dummy" else spec.local_dir()
         settings = spec.vllm
         try:
             from vllm.platforms import current_platform
