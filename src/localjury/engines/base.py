@@ -121,10 +121,6 @@ class GenerateCall:
     """Each sample thinks first, within this budget, then answers under ``schema``
     (:mod:`~localjury.engines.constrain.thinking_budget`); ``sampling.max_tokens`` stays the answer's.
     None: as the model's ``thinking`` setting says (:meth:`BatchEngine.generate` sets it)."""
-    head: DecisionHead | None = None
-    """Decide each prompt with this head on the model's hidden states instead of sampling: one
-    prefill a prompt, one completion (``{"verdict": v}``, the head's probability as its verdict
-    probability, no token drawn); ``n`` and ``schema`` are not used."""
 
 
 class Engine(Protocol):
@@ -156,6 +152,12 @@ class Engine(Protocol):
         Returns:
             One list of ``n`` completions per prompt, in prompt order.
         """
+        ...
+
+    def decide(self, prompts: Sequence[str], head: DecisionHead) -> list[Completion]:
+        """Decide each prompt with ``head`` on the model's hidden states instead of sampling:
+        one prefill a prompt, one completion each (``{"verdict": v}``, the head's probability as
+        its verdict probability, no token drawn). An engine without hidden states refuses."""
         ...
 
     def close(self) -> None:
@@ -217,10 +219,6 @@ class BatchEngine(PromptTokens):
         if not call.prompts:
             self.last_usage = Usage(prompt_tokens=0)
             return []
-        if call.head is not None:
-            outputs = [[decided(call.head, state[0])] for state in self.hidden_states(call.prompts, [call.head.layer])]
-            self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(call.prompts)))
-            return outputs
         thinking = call.thinking
         if thinking is None and self.spec.thinking:
             thinking = ThinkingBudget.of(call.prompts[0], self.spec.thinking, getattr(self, "tokenizer", None))
@@ -242,6 +240,18 @@ class BatchEngine(PromptTokens):
     def _generate(self, call: GenerateCall) -> list[list[Completion]]:
         """The backend's generation of a checked call with at least one prompt."""
         raise NotImplementedError
+
+    def decide(self, prompts: Sequence[str], head: DecisionHead) -> list[Completion]:
+        """Each prompt decided by ``head`` on its last token's state at the head's block; see
+        :class:`Engine`.
+
+        Raises:
+            ConfigError: The engine gives no hidden states (see :meth:`hidden_states`).
+        """
+        self.last_usage = None
+        decisions = [decided(head, state[0]) for state in self.hidden_states(prompts, [head.layer])] if prompts else []
+        self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(prompts)) if prompts else 0)
+        return decisions
 
     def block_count(self) -> int:
         """The model's transformer blocks (the layers :meth:`hidden_states` can read)."""

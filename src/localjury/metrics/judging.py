@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
 from localjury.metrics.base import Metric, ParsedSample
@@ -227,9 +227,9 @@ class Judging(Protocol):
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool: ...
 
-    def judge(self, name: str, record: Record, context: Any, samples: Samples) -> Judged: ...
-
-    def combine(self, record: Record, context: Any, judged: list[Judged]) -> RecordResult: ...
+    def result(
+        self, record: Record, context: Any, samples: Mapping[str, Samples]
+    ) -> tuple[list[Judged], RecordResult]: ...
 
 
 @dataclass(frozen=True)
@@ -305,6 +305,19 @@ class BaseJudging:
             confidence=final_score([j.confidence for j in models]),
             models=models,
         )
+
+    def result(self, record: Record, context: Any, samples: Mapping[str, Samples]) -> tuple[list[Judged], RecordResult]:
+        """The record's result from each model's samples (by model name, in the jury's order; or
+        why a model has none): each model's :meth:`judge`, the thinking of its samples kept on its
+        judgment, then :meth:`combine`. Also each model's judgment, which the run counts."""
+        judged = []
+        for name, drawn in samples.items():
+            one = self.judge(name, record, context, drawn)
+            thinking = [] if isinstance(drawn, str) else [c.thinking for prompt in drawn for c in prompt]
+            if any(t is not None for t in thinking):
+                one = replace(one, judgment=one.judgment.model_copy(update={"thinking": thinking}))
+            judged.append(one)
+        return judged, self.combine(record, context, judged)
 
     def unanimous(self, record: Record, context: Any, samples: list[Completion]) -> bool:
         """Whether these first samples of one prompt already decide its majority (adaptive

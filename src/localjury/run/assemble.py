@@ -8,12 +8,12 @@ replicas generate, and a run with nothing to generate assemble in a pass of thei
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field, replace
-from typing import IO
+from dataclasses import dataclass, field
+from typing import IO, NamedTuple
 
 from localjury.engines.base import Completion
 from localjury.errors import RecordError
-from localjury.metrics.judging import Judged
+from localjury.metrics.judging import Samples
 from localjury.records.readers import Dataset
 from localjury.records.record import Record
 from localjury.results._commit import StagedFile
@@ -114,30 +114,34 @@ def _result(ctx: RunContext, plan: Planned, stored: dict[str, list[list[Stored |
             models=[],
             extracted_by=extracted_by,
         )
-    judged = [_judge(ctx, plan, model, stored[model.spec.name]) for model in ctx.models if plan.requests]
-    result = judging.combine(plan.record, plan.context, judged)
+    drawn = {m.spec.name: _samples(ctx, plan, m, stored[m.spec.name]) for m in ctx.models if plan.requests}
+    judged, result = judging.result(plan.record, plan.context, {name: d.samples for name, d in drawn.items()})
+    for (name, d), one in zip(drawn.items(), judged, strict=True):
+        ctx.counts[name].judged(one.judgment, used=d.used, saved=d.saved)
     cut = max((q.turns_cut for prompts in plan.requests.values() for part in prompts for q in part), default=0)
     update: dict[str, object] = {"extracted_by": extracted_by} if extracted_by else {}
     update |= {"turns_cut": cut} if cut else {}
     return result.model_copy(update=update) if update else result
 
 
-def _judge(ctx: RunContext, plan: Planned, model: JuryModel, stored: list[list[Stored | None]]) -> Judged:
-    """One model's judgment of a planned (record, metric), counted in its counters. ``stored``
-    holds each prompt's stored generations (its first samples, and the rest under adaptive
-    strictness); a prompt that could not run makes the model's whole judgment an error."""
-    k = plan.judging.k
+class _Drawn(NamedTuple):
+    samples: Samples
+    """Each prompt's samples, or why the model has none."""
+    used: int
+    saved: int
+    """Samples adaptive strictness did not draw."""
+
+
+def _samples(ctx: RunContext, plan: Planned, model: JuryModel, stored: list[list[Stored | None]]) -> _Drawn:
+    """One model's samples of a planned (record, metric), from ``stored``: each prompt's
+    stored generations (its first samples, and the rest under adaptive strictness). A prompt
+    that could not run makes the model's whole judgment an error."""
     name = model.spec.name
-    error = None
     for part in stored:
         first = part[0]
         error = first if isinstance(first, str) else (ctx.missing(name, plan.record.id) if first is None else None)
         if error is not None:
-            break
-    if error is not None:
-        unjudged = plan.judging.judge(name, plan.record, plan.context, error)
-        ctx.counts[name].judged(unjudged.judgment, used=0, saved=0)
-        return unjudged
+            return _Drawn(error, 0, 0)
     prompts: list[list[Completion]] = []
     saved = 0
     for part in stored:
@@ -147,11 +151,6 @@ def _judge(ctx: RunContext, plan: Planned, model: JuryModel, stored: list[list[S
             if isinstance(rest, list):
                 samples += rest
             else:
-                saved += k - len(samples)
+                saved += plan.judging.k - len(samples)
         prompts.append(samples)
-    judged = plan.judging.judge(name, plan.record, plan.context, prompts)
-    thinking = [c.thinking for samples in prompts for c in samples]
-    if any(t is not None for t in thinking):
-        judged = replace(judged, judgment=judged.judgment.model_copy(update={"thinking": thinking}))
-    ctx.counts[name].judged(judged.judgment, used=sum(len(s) for s in prompts), saved=saved)
-    return judged
+    return _Drawn(prompts, sum(len(s) for s in prompts), saved)

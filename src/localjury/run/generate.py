@@ -201,10 +201,11 @@ class EngineCalls:
             sampling = Sampling(temp, self.model.top_p, budget, self.seed, first_sample)
             # Quotes only when a prompt has some: an engine without quotes never sees them otherwise.
             quoted = [q or () for _, q in unique] if any(q is not None for _, q in unique) else None
-            call = GenerateCall(prompts_of, n, sampling, members[0][0].schema, quoted, head=members[0][0].head)
+            head = members[0][0].head
+            call = GenerateCall(prompts_of, n, sampling, members[0][0].schema, quoted)
             started = time.perf_counter()
             try:
-                outputs = engine.generate(call)
+                outputs = engine.generate(call) if head is None else [[c] for c in engine.decide(prompts_of, head)]
             except EngineError as exc:
                 completed: dict[tuple[str, tuple[str, ...] | None], list[Completion]] = {
                     (p, None): samples for p, samples in exc.completed.items()

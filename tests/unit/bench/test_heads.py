@@ -233,7 +233,7 @@ def test_an_engine_without_hidden_states_refuses_a_head_and_align_keeps_promptin
     head = fit_head(*synthetic(dim=3), 1, BINDING)
     engine = NoHidden(spec("A"), [])
     with pytest.raises(ConfigError, match="the server engine gives no hidden states"):
-        engine.generate(GenerateCall(["p"], 1, None, None, head=head))  # type: ignore[arg-type]
+        engine.decide(["p"], head)
     prof = build_profile(labels(tmp_path), [spec("A", engine="transformers")], tmp_path / "p.yaml",
                          judge=AspectCritic("right", "The answer is right."), calibrate=False, use_cache=False,
                          engine_factory=lambda s: NoHidden(s, []))  # fmt: skip
