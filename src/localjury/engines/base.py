@@ -249,8 +249,11 @@ class BatchEngine(PromptTokens):
             ConfigError: The engine gives no hidden states (see :meth:`hidden_states`).
         """
         self.last_usage = None
-        decisions = [decided(head, state[0]) for state in self.hidden_states(prompts, [head.layer])] if prompts else []
-        self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(prompts)) if prompts else 0)
+        if not prompts:
+            self.last_usage = Usage(prompt_tokens=0)
+            return []
+        decisions = [decided(head, state[0]) for state in self.hidden_states(prompts, [head.layer])]
+        self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(prompts)))
         return decisions
 
     def block_count(self) -> int:

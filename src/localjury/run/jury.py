@@ -194,9 +194,13 @@ def resolve_jury(
     checked: dict[str, ModelFiles] = {}
     for spec in specs:
         files[f"folder of model {spec.name!r}"] = spec.local_files()
-        markers[spec.name] = () if spec.is_served else tuple(tokenizer_markers(spec.tokenizer_dir()))
-        if require and not spec.is_served:  # fail before loading anything, naming the fix
+        if spec.is_served:
+            markers[spec.name] = ()
+            continue
+        if require:  # fail before loading anything, naming the fix
             checked[spec.name] = spec.require(kinds[spec.name] or "hf")
+        # Read from the checked files: a bare .gguf path's tokenizer is converted by require.
+        markers[spec.name] = tuple(tokenizer_markers(checked[spec.name].tokenizer if require else spec.tokenizer_dir()))
     records = [record_of(spec, kinds[spec.name], served.get(spec.name)) for spec in specs]
     pinned = [(rec.pin(spec), spec.output_tokens(0), spec.location) for spec, rec in zip(specs, records, strict=True)]
     sampling = config.sampling

@@ -211,3 +211,33 @@ def test_a_model_loads_from_the_files_its_jury_checked_and_checks_them_once(tmp_
     assert code == 0, err
     folder = tmp_path / "model"
     assert checks == ["fake"] and loads == [ModelFiles(folder, folder)]
+
+
+def test_a_bare_gguf_files_markers_are_read_from_the_tokenizer_its_check_converted(tmp_path, monkeypatch, capsys):
+    """On the first run of a bare .gguf path, the check converts its tokenizer; the markers kept
+    from record text are read after that, so the first run's prompt is the second's."""
+    import localjury.models.registry
+    import localjury.run.generate
+    from tests.fakes import run_cli
+
+    monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path / "home"))
+    gguf = tmp_path / "judge.gguf"
+    gguf.write_bytes(b"GGUF")
+    registry = tmp_path / "models.yaml"
+    registry.write_text(f"models:\n  g:\n    path: {gguf}\n    engine: llamacpp\n")
+
+    def convert(gguf, folder):
+        folder.mkdir(parents=True)
+        (folder / "tokenizer_config.json").write_text(json.dumps({"additional_special_tokens": ["[JUDGE_TOKEN]"]}))
+
+    monkeypatch.setattr(localjury.models.registry, "save_gguf_tokenizer", convert)
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "r", "response": "In 1989 [JUDGE_TOKEN]."}) + "\n")
+    prompts: list = []
+    engine = factory(lambda m, p, j: prompts.append(p) or judgment(1), [])
+    monkeypatch.setattr(localjury.run.generate, "load_engine", lambda spec, files: engine(spec))
+    args = ["run", data, "-c", "dated=The response includes a year.", "--models", "g", "--registry", registry,
+            "--quiet", "--no-cache", "--out", tmp_path / "r.jsonl"]  # fmt: skip
+    code, _, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 0, err
+    assert prompts and "1989" in prompts[0] and "[JUDGE_TOKEN]" not in prompts[0]
