@@ -168,7 +168,7 @@ def sandbox(tmp_path, monkeypatch):
     import localjury.bench.align
     import localjury.run.dry
     import localjury.run.generate
-    from localjury.models.registry import ModelSpec
+    from localjury.models.registry import ModelFiles, ModelSpec
 
     log: list = []
 
@@ -191,8 +191,9 @@ def sandbox(tmp_path, monkeypatch):
         # whole), which a run given no engine factory makes: the examples name the embedded models
         # and the README's /models/Qwen2.5-7B-Instruct, none of them in this $LOCALJURY_HOME, and
         # the scripted engine loads no file. Everything else (registry, engine choice, hashing
-        # what is there) runs as it does.
-        monkeypatch.setattr(ModelSpec, "require", lambda spec, files: None)
+        # what is there) runs as it does. It answers where the files would be, as the check does.
+        where = lambda spec, files: ModelFiles(spec.local_dir(), spec.tokenizer_dir())  # noqa: E731
+        monkeypatch.setattr(ModelSpec, "require", where)
         return log
 
     return make
