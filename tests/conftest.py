@@ -1,15 +1,18 @@
 import gc
 import os
+import sys
 
 import pytest
+
+from tests import ROOT
 
 # `engine: auto` takes the fixed rule in the tests (subprocesses inherit it): which engine a test
 # exercises must not depend on which one measures fastest on the machine that runs it. The
 # measured choice has tests of its own (tests/unit/engines/test_auto.py).
 os.environ["LOCALJURY_AUTO_ENGINE"] = "rule"
 
-#: Test modules that start a local Ray cluster (in-process or in a subprocess): they run on one
-#: pytest-xdist worker, one after another, never two clusters at once.
+#: Test modules that use a local Ray cluster (:func:`local_ray`, or their own in a subprocess):
+#: they run on one pytest-xdist worker, one after another, never two clusters at once.
 RAY_MODULES = [
     "tests/system/run/cluster/test_scripted.py",
     "tests/system/run/cluster/test_real_models.py",
@@ -32,6 +35,11 @@ FIRST = [
         )
     ),
 ]
+
+
+#: What :func:`local_ray`'s workers get: this checkout's localjury (not whichever one the
+#: environment has installed) and the test package, whose scripted engines they unpickle.
+RAY_RUNTIME_ENV = {"env_vars": {"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "RAY_USAGE_STATS_ENABLED": "0"}}
 
 
 def worker_cpus(worker: str, workers: int, cpus: list[int]) -> list[int]:
@@ -131,6 +139,28 @@ def engines_loaded_once():
 
     with keep_loaded({"transformers", "llamacpp", "vllm"}):
         yield
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """One local Ray (2 CPUs) for the Ray modules (:data:`RAY_MODULES`, which run one after
+    another on one worker): started once, not once per module (about 10 s each on one core,
+    and the first sharded pass after a start another 8 s to warm up); stopped after the last
+    test of those modules (:func:`pytest_runtest_teardown`: idle, it takes about 6% of a
+    core). Its workers run this checkout's localjury and can unpickle the tests' engines."""
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'localjury[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", runtime_env=RAY_RUNTIME_ENV)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the last test of the Ray modules, stop the :func:`local_ray` they shared."""
+    yield
+    last = module_of(item.nodeid) in RAY_MODULES and (nextitem is None or module_of(nextitem.nodeid) not in RAY_MODULES)
+    if last and (ray := sys.modules.get("ray")) is not None:
+        ray.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> dict:
     )
     shard = args.shard_size or max(1, len(records) // 4)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=cores, include_dashboard=False, logging_level="ERROR")
+    started = not ray.is_initialized()  # else join the Ray the caller started (a test session's)
+    if started:
+        ray.init(num_cpus=cores, include_dashboard=False, logging_level="ERROR")
     try:
         if args.warm_up > 0:
             _one("warm-up", records[: args.warm_up], args, None)  # file cache, imports, first calls: not measured
@@ -112,7 +114,8 @@ def main(argv: list[str] | None = None) -> dict:
             cluster = RayCluster(replicas=replicas, cpus_per_replica=per, shard_size=shard)
             rows.append(_one(f"ray {replicas}x{per}", records, args, cluster))
     finally:
-        ray.shutdown()
+        if started:
+            ray.shutdown()
 
     # Votes, reasons, verdicts equal; verdict probabilities to float rounding (batch shapes).
     identical = all(same_results(r["_results"], rows[0]["_results"]) for r in rows)

@@ -1,19 +1,18 @@
 """`localjury bench` on the real embedded model: every output file from a tiny run."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from tests import ROOT
+from tests.fakes import run_cli
 
 pytestmark = pytest.mark.slow
 
 LLMBAR = ROOT.parent / "shared" / "data" / "llmbar" / "llmbar_natural.json"
 
 
-def test_bench_on_the_embedded_model_writes_every_file(smollm, tmp_path):
+def test_bench_on_the_embedded_model_writes_every_file(smollm, tmp_path, monkeypatch, capsys):
     data = LLMBAR
     if not data.is_file():  # outside the workspace: a tiny set in the same format, as many pairs as --limit
         data = tmp_path / "llmbar.json"
@@ -23,13 +22,13 @@ def test_bench_on_the_embedded_model_writes_every_file(smollm, tmp_path):
             )
         )
     out = tmp_path / "bench"
-    proc = subprocess.run(
-        [sys.executable, "-m", "localjury.cli", "bench", str(data), "--format", "llmbar", "--limit", "4",
-         "--models", "smollm2-135m-instruct", "--strictness", "2", "--sample-seed", "1", "--no-cache", "--quiet",
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=900,
+    # In this process: a second interpreter would add only its start and its imports (torch,
+    # transformers: about 15 s on one core).
+    code, stdout, stderr = run_cli(
+        monkeypatch, capsys, "bench", data, "--format", "llmbar", "--limit", "4", "--models", "smollm2-135m-instruct",
+        "--strictness", "2", "--sample-seed", "1", "--no-cache", "--quiet", "--out", out,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert code == 0, stderr[-3000:]
     assert {p.name for p in out.iterdir()} == {"metrics.json", "predictions.jsonl", "report.md", "report.html"}
     figures = json.loads((out / "metrics.json").read_text())
     judge = figures["judges"]["smollm2-135m-instruct"]
@@ -47,6 +46,6 @@ def test_bench_on_the_embedded_model_writes_every_file(smollm, tmp_path):
     assert judge["decided"] == predicted and judge["abstention_rate"] == (4 - predicted) / 4
     assert all(len(r["models"]["smollm2-135m-instruct"]["order_votes"]["BA"]) == 2 for r in rows)
     report = (out / "report.md").read_text()
-    assert "majority baseline" in report and "## Both orders (pairwise)" in report and "smollm2" in proc.stdout
+    assert "majority baseline" in report and "## Both orders (pairwise)" in report and "smollm2" in stdout
     if data == LLMBAR:  # the real Natural set: the paper's judges as reference rows
         assert "GPT-4 (gpt-4-0613) (published, 100 pairs)" in report and "a sample, not the set" in report

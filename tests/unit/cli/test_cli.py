@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from functools import partial
 
 import pytest
 from typer.testing import CliRunner
@@ -10,8 +11,31 @@ from localjury.errors import ConfigError
 from localjury.metrics import PREDEFINED_ASPECTS
 from localjury.metrics.spec import metrics_of_options
 from tests.cli_process import localjury
+from tests.fakes import run_cli
 
 HEAVY = ("torch", "transformers", "outlines", "vllm", "ray", "inspect_ai")
+
+
+@pytest.fixture
+def cli(monkeypatch, capsys):
+    """The CLI in this process (what a subprocess would add here is the interpreter's start):
+    ``cli(*args)`` gives (exit code, stdout, stderr)."""
+    return partial(run_cli, monkeypatch, capsys)
+
+
+@pytest.fixture
+def no_engine_loads(monkeypatch):
+    """A test of what stops a run before any model loads: a load is refused, and fails the
+    test at its end even where the run catches the refusal."""
+    loads = []
+
+    def load(spec, *args, **kwargs):
+        loads.append(spec.name)
+        raise RuntimeError(f"{spec.name} was loaded")
+
+    monkeypatch.setattr("localjury.run.generate.load_engine", load)
+    yield
+    assert loads == []
 
 
 def test_import_and_help_do_not_import_heavy_packages():
@@ -70,25 +94,25 @@ def test_bad_criteria_are_config_errors(tmp_path, aspects, criteria, file_text, 
         metrics_of_options(aspects, criteria, path)
 
 
-def test_usage_errors_exit_2_without_traceback(tmp_path):
+def test_usage_errors_exit_2_without_traceback(tmp_path, cli):
     data = tmp_path / "d.jsonl"
     data.write_text('{"response": "x"}\n')
-    proc = localjury("run", str(data), "--criterion", "oops")
-    assert proc.returncode == 2
-    assert "error: --criterion expects NAME=TEXT" in proc.stderr and "Traceback" not in proc.stderr
-    proc = localjury("run", str(data))
-    assert proc.returncode == 2
+    code, _, err = cli("run", data, "--criterion", "oops")
+    assert code == 2
+    assert "error: --criterion expects NAME=TEXT" in err and "Traceback" not in err
+    code, _, err = cli("run", data)
+    assert code == 2
     flags = "--aspect, --criterion, --criteria, --metric or --pairwise"
-    assert f"no metric to judge: give at least one ({flags})" in proc.stderr
+    assert f"no metric to judge: give at least one ({flags})" in err
 
 
-def test_missing_model_names_the_pull_command(tmp_path):
+def test_missing_model_names_the_pull_command(tmp_path, cli, monkeypatch):
     data = tmp_path / "d.jsonl"
     data.write_text('{"response": "x"}\n')
-    env = {**__import__("os").environ, "LOCALJURY_HOME": str(tmp_path / "home")}
-    proc = localjury("run", str(data), "--aspect", "coherence", "--models", "gemma-3-270m", env=env)
-    assert proc.returncode == 2
-    assert "localjury models pull gemma-3-270m" in proc.stderr
+    monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path / "home"))
+    code, _, err = cli("run", data, "--aspect", "coherence", "--models", "gemma-3-270m")
+    assert code == 2
+    assert "localjury models pull gemma-3-270m" in err
 
 
 def test_debug_shows_the_traceback(tmp_path):
@@ -98,23 +122,23 @@ def test_debug_shows_the_traceback(tmp_path):
     assert proc.returncode != 0 and "Traceback" in proc.stderr
 
 
-def test_models_info_and_list(tmp_path):
-    env = {**__import__("os").environ, "LOCALJURY_HOME": str(tmp_path), "COLUMNS": "200"}
-    proc = localjury("models", "info", "gemma-3-270m", env=env)
-    info = json.loads(proc.stdout)
-    assert info["embedded"] == "gemma-3-270m" and info["ready"] is False
+def test_models_info_and_list(tmp_path, cli, monkeypatch):
+    monkeypatch.setenv("LOCALJURY_HOME", str(tmp_path))
+    code, out, _ = cli("models", "info", "gemma-3-270m")
+    info = json.loads(out)
+    assert code == 0 and info["embedded"] == "gemma-3-270m" and info["ready"] is False
     assert info["local_dir"] == str(tmp_path / "models" / "gemma-3-270m")
-    proc = localjury("models", "list", env=env)
-    assert proc.returncode == 0 and "localjury models pull smollm2-135m-instruct" in proc.stdout
+    code, out, _ = cli("models", "list")
+    assert code == 0 and "localjury models pull smollm2-135m-instruct" in out
 
 
-def test_pulling_a_path_model_is_refused(tmp_path):
+def test_pulling_a_path_model_is_refused(tmp_path, cli):
     (tmp_path / "m.yaml").write_text("models:\n  mine:\n    path: /x\n")
-    proc = localjury("models", "pull", "mine", "--registry", str(tmp_path / "m.yaml"))
-    assert proc.returncode == 2 and "only embedded models" in proc.stderr
+    code, _, err = cli("models", "pull", "mine", "--registry", tmp_path / "m.yaml")
+    assert code == 2 and "only embedded models" in err
 
 
-def test_strict_input_stops_before_any_model_loads(tmp_path):
+def test_strict_input_stops_before_any_model_loads(tmp_path, cli, no_engine_loads):
     weights = tmp_path / "weights"
     weights.mkdir()
     (weights / "config.json").write_text("{}")  # never loaded: the bad record stops the run first
@@ -123,36 +147,26 @@ def test_strict_input_stops_before_any_model_loads(tmp_path):
     registry.write_text(f"models:\n  mine:\n    path: {weights}\n")
     data = tmp_path / "d.jsonl"
     data.write_text('{"id": "ok", "response": "x"}\n{"id": "bad", "user_input": "q"}\n')
-    proc = localjury(
-        "run",
-        str(data),
-        "--aspect",
-        "coherence",
-        "--models",
-        "mine",
-        "--registry",
-        str(registry),
-        "--strict-input",
-        "--out",
-        str(tmp_path / "r.jsonl"),
-    )
-    assert proc.returncode == 1
-    assert "record 'bad' (d.jsonl line 2), field 'response': missing" in proc.stderr
+    args = ["--models", "mine", "--registry", registry, "--strict-input", "--out", tmp_path / "r.jsonl"]
+    code, _, err = cli("run", data, "--aspect", "coherence", *args)
+    assert code == 1
+    assert "record 'bad' (d.jsonl line 2), field 'response': missing" in err
     assert not (tmp_path / "r.jsonl").exists()
 
 
-def test_scoring_and_calibration_options_are_checked_before_any_model_loads(tmp_path):
+def test_scoring_and_calibration_options_are_checked_before_any_model_loads(tmp_path, cli, no_engine_loads):
     data = tmp_path / "d.jsonl"
     data.write_text('{"response": "x"}\n')
-    proc = localjury("run", str(data), "--aspect", "coherence", "--scoring", "logits")
-    assert proc.returncode == 2 and "unknown scoring 'logits'" in proc.stderr
-    proc = localjury("run", str(data), "--aspect", "coherence", "--calibration", str(tmp_path / "none.json"))
-    assert proc.returncode == 2 and "calibration file not found" in proc.stderr
+    code, _, err = cli("run", data, "--aspect", "coherence", "--scoring", "logits")
+    assert code == 2 and "unknown scoring 'logits'" in err
+    code, _, err = cli("run", data, "--aspect", "coherence", "--calibration", tmp_path / "none.json")
+    assert code == 2 and "calibration file not found" in err
     other = tmp_path / "cal.json"
     other.write_text(json.dumps({"localjury_version": "x", "calibrators": []}))
-    proc = localjury("run", str(data), "--aspect", "coherence", "--models", "smollm2-135m-instruct",
-                     "--calibration", str(other))  # fmt: skip
-    assert proc.returncode == 2 and "no fit for smollm2-135m-instruct/coherence" in proc.stderr
+    code, _, err = cli(
+        "run", data, "--aspect", "coherence", "--models", "smollm2-135m-instruct", "--calibration", other
+    )
+    assert code == 2 and "no fit for smollm2-135m-instruct/coherence" in err
 
 
 def test_verdict_first_reaches_aspects_and_criteria():
@@ -176,14 +190,14 @@ def test_library_messages_name_settings_and_the_cli_shows_flags(tmp_path):
     assert "pass a file path as --cache" in shown and "or --no-cache" in shown and "`" not in shown
 
 
-def test_dry_run_options_need_dry_run_and_a_dry_run_is_local(tmp_path):
+def test_dry_run_options_need_dry_run_and_a_dry_run_is_local(tmp_path, cli, no_engine_loads):
     data = tmp_path / "d.jsonl"
     data.write_text('{"response": "x"}\n')
-    proc = localjury("run", str(data), "--aspect", "coherence", "--estimate", "2")
-    assert proc.returncode == 2 and "--estimate applies only with --dry-run" in proc.stderr
-    proc = localjury("run", str(data), "--aspect", "coherence", "--estimate", "2", "--json")
-    assert proc.returncode == 2 and "--estimate and --json apply only with --dry-run" in proc.stderr
-    proc = localjury("run", str(data), "--aspect", "coherence", "--dry-run", "--cluster", "ray")
-    assert proc.returncode == 2
-    assert "a dry run plans a run on this machine; give it without --cluster ray" in proc.stderr
+    code, _, err = cli("run", data, "--aspect", "coherence", "--estimate", "2")
+    assert code == 2 and "--estimate applies only with --dry-run" in err
+    code, _, err = cli("run", data, "--aspect", "coherence", "--estimate", "2", "--json")
+    assert code == 2 and "--estimate and --json apply only with --dry-run" in err
+    code, _, err = cli("run", data, "--aspect", "coherence", "--dry-run", "--cluster", "ray")
+    assert code == 2
+    assert "a dry run plans a run on this machine; give it without --cluster ray" in err
     assert not (tmp_path / "results.jsonl").exists()

@@ -11,8 +11,8 @@ import pytest
 
 from tests.unit.benchmarks.scripts import load
 
-# a local Ray cluster
-pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.usefixtures("engines_loaded_once")]
+# a local Ray cluster (tests/conftest.py: ``local_ray``, which the script joins)
+pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.usefixtures("engines_loaded_once", "local_ray")]
 
 
 def test_ray_scaling_benchmark_compares_one_and_two_replicas(smollm, tmp_path, monkeypatch):

@@ -9,10 +9,10 @@ import pytest
 from localjury import AspectCritic, RayCluster, evaluate
 from localjury.results.record_result import read_results, same_results
 
-ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'localjury[ray]')")
+pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'localjury[ray]')")
 
-# a local Ray cluster
-pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.usefixtures("engines_loaded_once")]
+# a local Ray cluster (tests/conftest.py: ``local_ray``, shared by the Ray modules)
+pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.usefixtures("engines_loaded_once", "local_ray")]
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
 RECORDS = [
@@ -23,13 +23,6 @@ RECORDS = [
     {"id": "euro", "user_input": "When was the euro introduced?", "response": "In 1999, as cash in 2002."},
     {"id": "bad", "user_input": "A record without a response."},
 ]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-    yield
-    ray.shutdown()
 
 
 def both(tmp_path, engine, model, records=RECORDS, replicas=2):

@@ -1,6 +1,7 @@
 """Sharded runs on Ray (--cluster ray) with a scripted engine: the same results, store and
 resume as a local run; placement of replicas; errors. A local Ray with 2 CPUs is started
-once for the module (the real engines through Ray: tests/system/run/cluster/test_real_models.py)."""
+once for the Ray modules (tests/conftest.py: ``local_ray``; runs join it as RaySession joins a Ray
+already up; the real engines through Ray: tests/system/run/cluster/test_real_models.py)."""
 
 import hashlib
 import json
@@ -21,16 +22,14 @@ from localjury.errors import ConfigError, EngineError, MissingDependencyError
 from localjury.models.registry import ModelSpec, VllmSettings
 from localjury.results.tables import print_summary
 from tests import ROOT
+from tests.conftest import RAY_RUNTIME_ENV
 from tests.fakes import ScriptedEngine, factory, judgment, spec
 
 # local Ray clusters
-pytestmark = [pytest.mark.system, pytest.mark.usefixtures("private_home")]
+pytestmark = [pytest.mark.system, pytest.mark.usefixtures("private_home", "local_ray")]
 
-ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'localjury[ray]')")
+pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'localjury[ray]')")
 
-#: The replicas unpickle the scripted engines from this test package, and run this checkout's
-#: localjury (not whichever one the environment has installed).
-RUNTIME_ENV = {"env_vars": {"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "RAY_USAGE_STATS_ENABLED": "0"}}
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
 POLITE = AspectCritic("polite", "The response is polite.")
@@ -65,19 +64,6 @@ RECORDS = [
     {"id": f"r{i}", "user_input": f"question {i}", "response": f"answer {i}", "retrieved_contexts": CTX}
     for i in range(10)
 ] + [{"id": "bad", "user_input": "no response"}]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    """One local Ray for the module; runs reuse it (RaySession joins a Ray already up)."""
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        logging_level="ERROR",
-        runtime_env=RUNTIME_ENV,
-    )
-    yield
-    ray.shutdown()
 
 
 def run(cluster=None, **kw):
@@ -407,9 +393,10 @@ KILLABLE = r"""
 import sys
 import ray
 from localjury import RayCluster
-from tests.system.run.cluster.test_scripted import RUNTIME_ENV, killable_run
+from tests.conftest import RAY_RUNTIME_ENV
+from tests.system.run.cluster.test_scripted import killable_run
 
-ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", runtime_env=RUNTIME_ENV)
+ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", runtime_env=RAY_RUNTIME_ENV)
 killable_run(sys.argv[1], sys.argv[2], float(sys.argv[3]), RayCluster(replicas=2, shard_size=2))
 """
 
@@ -432,7 +419,7 @@ def test_a_sharded_run_killed_with_sigkill_resumes_and_gives_the_uninterrupted_r
                 return 0
 
     # 6 shards of 2 records, 2 replicas, 4 s a shard: killed after the first commits.
-    env = {**os.environ, "PYTHONPATH": RUNTIME_ENV["env_vars"]["PYTHONPATH"]}
+    env = {**os.environ, "PYTHONPATH": RAY_RUNTIME_ENV["env_vars"]["PYTHONPATH"]}
     proc = subprocess.Popen(
         [sys.executable, str(script), str(store), str(out), "4"], start_new_session=True, cwd=tmp_path, env=env
     )
