@@ -11,7 +11,7 @@ from localjury.errors import ConfigError
 from localjury.metrics import PREDEFINED_ASPECTS
 from localjury.metrics.spec import metrics_of_options
 from tests.cli_process import localjury
-from tests.fakes import run_cli
+from tests.fakes import fake_registry, run_cli
 
 HEAVY = ("torch", "transformers", "outlines", "vllm", "ray", "inspect_ai")
 
@@ -139,12 +139,7 @@ def test_pulling_a_path_model_is_refused(tmp_path, cli):
 
 
 def test_strict_input_stops_before_any_model_loads(tmp_path, cli, no_engine_loads):
-    weights = tmp_path / "weights"
-    weights.mkdir()
-    (weights / "config.json").write_text("{}")  # never loaded: the bad record stops the run first
-    (weights / "model.safetensors").write_bytes((2).to_bytes(8, "little") + b"{}")  # a valid, empty safetensors file
-    registry = tmp_path / "m.yaml"
-    registry.write_text(f"models:\n  mine:\n    path: {weights}\n")
+    registry = fake_registry(tmp_path, "mine")  # never loaded: the bad record stops the run first
     data = tmp_path / "d.jsonl"
     data.write_text('{"id": "ok", "response": "x"}\n{"id": "bad", "user_input": "q"}\n')
     args = ["--models", "mine", "--registry", registry, "--strict-input", "--out", tmp_path / "r.jsonl"]
