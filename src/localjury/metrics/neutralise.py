@@ -133,6 +133,12 @@ class Neutraliser:
         while True:
             skeleton, origin = _skeleton(text)
             hits = {origin[m.start()] for m in self.pattern.finditer(skeleton)}
+            # The skeleton drops invisible characters, so that one inside a tag's name does not
+            # hide the tag; one right after it ("<response" + U+202E) ends the name as the judge
+            # reads it: the text as written is searched too.
+            lowered = text.lower()
+            if len(lowered) == len(text):
+                hits.update(m.start() for m in self.pattern.finditer(lowered))
             if self._shaped:
                 hits.update(origin[m.start()] for m in _SHAPE.finditer(skeleton) if m.group() in self._shaped)
             starts = sorted(hits)
