@@ -281,7 +281,7 @@ def build_profile(
     run_config = align.run.replace(strictness=judge.strictness)
     seed = run_config.sampling.seed
     with OutputSet({"judge profile": out}, align.inputs(data, "labels")) as files:
-        items = sample(load(data, fmt), align.limit, align.sample_seed)
+        items = sample(load(data, fmt, metric=judge.name), align.limit, align.sample_seed)
         check_unique_ids(items, data)
         if refused := next((it.error for it in items if it.error is not None), None):
             # Every labeled record is an example of the profile: none is left out in silence.

@@ -107,8 +107,8 @@ def calibrate(
     # fits read from it now are the ones merged into it.
     with OutputSet({"calibration file": out}, cal.inputs(data, "labels")) as files:
         existing = read_calibration(out) if out.exists() else None
-        items = sample(load(data, fmt), cal.limit, cal.sample_seed)
         judge = resolve_metric(cal.metric, fmt, cal.strictness)
+        items = sample(load(data, fmt, metric=judge.name), cal.limit, cal.sample_seed)
         if judge.kind != "judge":
             raise ConfigError(
                 f"metric {judge.name!r} is a {judge.kind} metric; calibrate judges one verdict per record"

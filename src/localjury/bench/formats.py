@@ -40,6 +40,8 @@ class BenchItem:
     reported in the results in the record's place while the others are judged."""
     location: str | None = None
     """Where the row sits in its file ("labels.jsonl line 7"), for messages."""
+    metric: str | None = None
+    """A labels file's row (``localjury review`` writes them): the metric it labels."""
 
     @property
     def id(self) -> str:
@@ -273,9 +275,15 @@ def _truthfulqa_csv(path: Path) -> list[BenchItem]:
     return items
 
 
+#: What a labels file (``localjury review``'s) adds to a record's fields besides ``gold``: read
+#: past as a record's fields, the metric kept to choose the rows of one metric.
+LABEL_FIELDS = ("metric", "criterion", "note", "labeled_at")
+
+
 def load_jsonl(path: Path) -> list[BenchItem]:
     """Generic: one record a line with a ``gold`` field (0/1) beside the record fields; an
-    optional ``pair`` field groups records whose gold labels form a pair.
+    optional ``pair`` field groups records whose gold labels form a pair. A labels file's
+    fields (:data:`LABEL_FIELDS`) are taken out of the record, its ``metric`` kept.
 
     A row's ``id`` (default ``line-N``) and ``pair`` are read here, once, by the records' own
     rule (:func:`~localjury.records.record.given_id`): a row whose id or pair cannot be read
@@ -293,9 +301,20 @@ def load_jsonl(path: Path) -> list[BenchItem]:
         gold = row.pop("gold", None)
         if gold not in (0, 1, True, False, "0", "1"):
             raise ConfigError(f"{where}: field 'gold' must be 0 or 1, got {gold!r}")
+        label = {k: row.pop(k) for k in LABEL_FIELDS if k in row}
+        metric = label.get("metric")
         location = f"{path} line {n}"
         pair, error = _identity(row, n, location)
-        items.append(BenchItem(record=row, gold=int(gold), pair=pair, error=error, location=location))
+        items.append(
+            BenchItem(
+                record=row,
+                gold=int(gold),
+                pair=pair,
+                error=error,
+                location=location,
+                metric=metric if isinstance(metric, str) else None,
+            )
+        )
     return items
 
 
@@ -346,13 +365,16 @@ FORMATS: dict[str, Format] = {
 }
 
 
-def load(path: str | Path, fmt: str, *, pairwise: bool = False) -> list[BenchItem]:
+def load(path: str | Path, fmt: str, *, pairwise: bool = False, metric: str | None = None) -> list[BenchItem]:
     """Read a data set in one of :data:`FORMATS`; ``pairwise``: as pairwise records (a
-    format with pairs, or ``jsonl`` records that hold ``response_a`` and ``response_b``).
+    format with pairs, or ``jsonl`` records that hold ``response_a`` and ``response_b``);
+    ``metric``: of a labels file that labels several metrics, the rows of this one (rows that
+    name no metric are read for any).
 
     Raises:
         ConfigError: Unknown format, unreadable file, a row that does not fit the format
-            (naming the file, the line and the field), or ``pairwise`` for a set of no pairs.
+            (naming the file, the line and the field), ``pairwise`` for a set of no pairs, or
+            labels of several metrics and none of them ``metric``.
     """
     if fmt not in FORMATS:
         raise ConfigError(f"unknown bench format {fmt!r}; expected one of: {', '.join(FORMATS)}")
@@ -363,7 +385,7 @@ def load(path: str | Path, fmt: str, *, pairwise: bool = False) -> list[BenchIte
         loader = fmt_.load_pairs
     elif pairwise and fmt != "jsonl":
         raise ConfigError(f"format {fmt!r} holds no pairs to judge pairwise; use mode 'pointwise'")
-    items = [_checked(it, path) for it in loader(path)]
+    items = _of_metric([_checked(it, path) for it in loader(path)], metric, path)
     if pairwise and fmt == "jsonl":
         unpaired = next((it for it in items if not {"response_a", "response_b"} <= it.record.keys()), None)
         if unpaired is not None:
@@ -374,6 +396,17 @@ def load(path: str | Path, fmt: str, *, pairwise: bool = False) -> list[BenchIte
     if not items:
         raise ConfigError(f"{path}: no records in it")
     return items
+
+
+def _of_metric(items: list[BenchItem], metric: str | None, path: Path) -> list[BenchItem]:
+    """The items of one metric, where a labels file labels several."""
+    named = sorted({it.metric for it in items if it.metric})
+    if len(named) <= 1 and (metric is None or not named or named == [metric]):
+        return items
+    if metric not in named:
+        which = "name one" if metric is None else f"none of them is {metric!r}; name one"
+        raise ConfigError(f"{path} labels {len(named)} metrics ({', '.join(named)}): {which} with --metric")
+    return [it for it in items if it.metric in (None, metric)]
 
 
 def _checked(item: BenchItem, path: Path) -> BenchItem:

@@ -120,12 +120,12 @@ class _LabelledSet:
             ConfigError: Unknown format or mode, unreadable data, ids not unique, a bad metric.
         """
         pairwise = is_pairwise(bench.mode, fmt, data)
-        all_items = load(data, fmt, pairwise=pairwise)
-        items = sample(all_items, bench.limit, bench.sample_seed)
         judge = resolve_metric(
             bench.metric, fmt, bench.strictness, verdict_first=bench.verdict_first, pairwise=pairwise,
             evidence=bench.evidence,
         )  # fmt: skip
+        all_items = load(data, fmt, pairwise=pairwise, metric=judge.name)
+        items = sample(all_items, bench.limit, bench.sample_seed)
         check_unique_ids(items, data)
         return cls(data, fmt, len(all_items), items, judge, pairwise)
 
