@@ -1,14 +1,16 @@
 """The manual's pictures (see scripts/pictures): each command runs for real, its terminal
-output (forced to colour, 100 columns) is turned into an SVG by Rich, and the HTML report is
-screenshot by headless Chromium. The run is judged afresh (``--no-cache``), so that its
+output (forced to colour, 100 columns) is turned into an SVG by Rich, and the HTML report and
+`localjury review`'s page are screenshot by headless Chromium. The run is judged afresh (``--no-cache``), so that its
 summary shows what a first run costs."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +58,28 @@ def report(html: Path) -> None:
     print("wrote docs/images/report.png", file=sys.stderr)
 
 
+def review_page(results: Path, record: str, metric: str) -> None:
+    """Screenshot `localjury review`'s page of one record as docs/images/review.png (1200 x 900):
+    the server started for real, Chromium given its address with the token."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        sys.exit("scripts/pictures: no Chromium here (Debian: apt-get install chromium)")
+    rows = [json.loads(line) for line in (ROOT / results).read_text().splitlines()]
+    n = next(i for i, r in enumerate(rows) if (r["record_id"], r["metric"]) == (record, metric))
+    server = subprocess.Popen(["localjury", "review", str(results)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        address = next(line.split()[1] for line in server.stdout or [] if line.startswith("open http"))
+        base, token = address.split("/?token=")
+        shot = IMAGES / "review.png"
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,900"]
+        page = f"{base}/item/{n}?filter=all&token={token}"
+        subprocess.run([browser, *flags, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(30)
+    print("wrote docs/images/review.png", file=sys.stderr)
+
+
 def main() -> None:
     IMAGES.mkdir(parents=True, exist_ok=True)
     results = OUT / "results.jsonl"
@@ -65,6 +89,7 @@ def main() -> None:
     svg(terminal(run), "run-summary", "localjury run examples/demo.jsonl ...")
     show = ["show", str(results), "--record", "wall", "--metric", "mentions_date"]
     svg(terminal(show), "show", "localjury show results.jsonl --record wall --metric mentions_date")
+    review_page(results, "wall", "mentions_date")
     bench = ["bench", "examples/dated_labels.jsonl", "--format", "jsonl", "--metric", f"dated={DATED}",
              "--models", JUDGE, "--strictness", "3", "--seed", "0", "--quiet", "--out", str(OUT / "bench")]  # fmt: skip
     terminal(bench)

@@ -147,3 +147,31 @@ def scripted_bench(tmp_path: Path) -> tuple[dict, Path]:
         engine_factory=factory(responder, []),
     )
     return figures, out
+
+
+#: The criterion of :func:`scripted_results`.
+DATED = ("dated", "The response must include a specific date or year.")
+
+
+def dated_responder(model, prompt, j):
+    """A passes the responses that hold a year; B passes every other sample (its votes split)."""
+    response = prompt.rsplit("<response>\n", 1)[-1]
+    if model == "A":
+        return judgment(int(any(str(y) in response for y in range(1000, 2100))), f"sample {j} of A")
+    return judgment(j % 2, f"sample {j} of B")
+
+
+def scripted_results(tmp_path: Path, records: list[dict], respond=dated_responder) -> Path:
+    """A run's results file, with its manifest beside it naming the data set (written to
+    ``tmp_path/data.jsonl``): scripted judges A and B, strictness 3, on :data:`DATED`."""
+    from localjury import AspectCritic, evaluate
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    out = tmp_path / "run" / "r.jsonl"
+    out.parent.mkdir()
+    evaluate(
+        str(data), [AspectCritic(*DATED)], [spec("A"), spec("B")], strictness=3, out=out, use_cache=False,
+        engine_factory=factory(respond, []),
+    )  # fmt: skip
+    return out

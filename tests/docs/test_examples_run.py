@@ -41,6 +41,8 @@ PYTHON_NOT_RUN = {
         "scorer in a task (tests/integration/integrations/test_inspect.py)"
     ),
 }
+#: Why `localjury review` does not run here.
+SERVES = "serves a page until Ctrl-C (tests/system/review/ runs it in a browser)"
 #: Commands that do not run here, by (page, part of the command line): why.
 COMMANDS_NOT_RUN = {
     ("docs/ray.md", "--cluster ray"): "starts a Ray cluster (tests/system/run/cluster/ runs these)",
@@ -48,6 +50,9 @@ COMMANDS_NOT_RUN = {
     ("docs/calibration.md", "../shared/data/"): "reads a benchmark data set that is not in the repository",
     ("docs/calibration.md", "--profile profile.yaml"): "reads the judge profile that `align` above writes",
     ("docs/servers.md", "my-models.yaml"): "asks the llama-cpp-python server that the block starts",
+    ("README.md", "review results.jsonl"): SERVES,
+    ("docs/review.md", "review out/review/results.jsonl"): SERVES,
+    ("docs/review.md", "results.labels.jsonl"): "reads the labels the page above saves",
     ("docs/resume-and-trust.md", "verify"): (
         "re-hashes the judge's model files, which the scripted engine has none of "
         "(tests/integration/run/test_dry.py verifies a real run)"

@@ -21,6 +21,7 @@ LAYERS = {
     "localjury.integrations": 4,
     "localjury.run": 3,
     "localjury.bench": 3,
+    "localjury.review": 3,
     "localjury.diagnosis": 3,
     "localjury.metrics": 2,
     "localjury.engines": 2,
