@@ -2,7 +2,7 @@
 of offsets, against reading every result into memory (as `localjury show` does).
 
 Writes a run's results of ``--rows`` rows (two models, three samples each with a reason of about
-100 characters: about 1.3 KB a row) and its data set as JSONL, in a temporary folder; then, each in
+100 characters: about 1.5 KB a row) and its data set as JSONL, in a temporary folder; then, each in
 a process of its own,
 
 - ``review``: opens the review (the results indexed, the data set indexed by id), renders the
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     lines = [
         f"# Opening a big results file in `localjury review` — CPU: {figures['cpu']}",
         "",
-        "A run's results (two models, three samples with reasons each; about 1.3 KB a row) and its data set. "
+        "A run's results (two models, three samples with reasons each; about 1.5 KB a row) and its data set. "
         "`review`: the review opened (the results and the data set indexed) and its queue and one record's "
         "page rendered; `read whole`: every result read and validated into memory (`read_results`), the "
         "baseline. Each in a process of its own: peak RSS is its `ru_maxrss`; seconds from after the imports.",

@@ -127,3 +127,34 @@ def test_the_agreement_is_sklearns_on_the_same_labels(client, review):
     assert "localjury align" in figures["align"] and "--metric dated" in figures["align"]
     page = client.get("/agreement").text
     assert f'data-kappa="{figures["judges"]["A"]["kappa"]}"' in page
+
+
+def test_a_record_shows_its_turns_and_tool_calls_and_each_quote_marked_where_it_stands(tmp_path):
+    conversation = {
+        "id": "agent",
+        "messages": [
+            {"role": "user", "content": "When did the Wall fall?"},
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": "c1", "function": {"name": "search", "arguments": '{"q": "Berlin Wall"}'}}]},
+            {"role": "tool", "name": "search", "tool_call_id": "c1", "content": "It fell in 1989."},
+            {"role": "assistant", "content": "The Wall fell in 1989."},
+        ],
+    }  # fmt: skip
+    results = scripted_results(tmp_path, [conversation])
+    row = json.loads(results.read_text())
+    a = row["models"][0]
+    a["evidence"] = [[{"text": "1989", "field": "response", "start": 17, "end": 21}], [], None]
+    a["thinking"] = ["I look for a year first.", None, None]
+    a["head"] = {"layer": 7, "probability": 0.91, "head_sha256": "0" * 64, "votes": [0, 0, 1]}
+    results.write_text(json.dumps(row) + "\n")
+    review = Review(results)
+    assert review.index.flags[0] & 8  # the head decided against the samples drawn beside it
+    with TestClient(create_app(review, TOKEN, PORT), base_url=OWN, follow_redirects=False) as client:
+        page = signed_in(client).get("/item/0?filter=head").text
+    assert 'data-field="response"' not in page  # a conversation's answer is its last turn
+    assert (
+        page.count('<li class="turn') == 4 and "calls <code>search({&#34;q&#34;: &#34;Berlin Wall&#34;})</code>" in page
+    )
+    assert "The Wall fell in <mark>1989</mark>." in page and "It fell in 1989." in page  # the quote's own field only
+    assert '<details class="thinking"><summary>thinking</summary><div class="text">I look for a year first.' in page
+    assert "decided by its decision head (block 7): p(pass) 0.91; its samples voted [0, 0, 1]" in page
