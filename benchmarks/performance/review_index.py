@@ -36,7 +36,7 @@ import sys, time
 from pathlib import Path
 from starlette.testclient import TestClient
 from localjury.review.app import create_app
-from localjury.review.session import Review
+from localjury.review.queue import Review
 start = time.perf_counter()
 review = Review(Path(sys.argv[1]), data=Path(sys.argv[2]), labels=Path(sys.argv[3]))
 with TestClient(create_app(review, "t", 8123), base_url="http://127.0.0.1:8123") as client:

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from localjury._files import json_lines, open_regular_file, read_bounded
+from localjury.bench.label_rows import of_metric, split_label
 from localjury.errors import ConfigError, RecordError
-from localjury.records.record import given_id, parse_record
+from localjury.records.record import parse_record
 
 
 @dataclass(frozen=True)
@@ -275,15 +276,10 @@ def _truthfulqa_csv(path: Path) -> list[BenchItem]:
     return items
 
 
-#: What a labels file (``localjury review``'s) adds to a record's fields besides ``gold``: read
-#: past as a record's fields, the metric kept to choose the rows of one metric.
-LABEL_FIELDS = ("metric", "criterion", "note", "labeled_at")
-
-
 def load_jsonl(path: Path) -> list[BenchItem]:
     """Generic: one record a line with a ``gold`` field (0/1) beside the record fields; an
     optional ``pair`` field groups records whose gold labels form a pair. A labels file's
-    fields (:data:`LABEL_FIELDS`) are taken out of the record, its ``metric`` kept.
+    fields (:data:`~localjury.bench.label_rows.LABEL_FIELDS`) are taken out of the record, its ``metric`` kept.
 
     A row's ``id`` (default ``line-N``) and ``pair`` are read here, once, by the records' own
     rule (:func:`~localjury.records.record.given_id`): a row whose id or pair cannot be read
@@ -297,41 +293,9 @@ def load_jsonl(path: Path) -> list[BenchItem]:
     """
     items = []
     for n, row in _jsonl(path):
-        where = f"{path}, line {n}"
-        gold = row.pop("gold", None)
-        if gold not in (0, 1, True, False, "0", "1"):
-            raise ConfigError(f"{where}: field 'gold' must be 0 or 1, got {gold!r}")
-        label = {k: row.pop(k) for k in LABEL_FIELDS if k in row}
-        metric = label.get("metric")
-        location = f"{path} line {n}"
-        pair, error = _identity(row, n, location)
-        items.append(
-            BenchItem(
-                record=row,
-                gold=int(gold),
-                pair=pair,
-                error=error,
-                location=location,
-                metric=metric if isinstance(metric, str) else None,
-            )
-        )
+        gold, metric, pair, error = split_label(row, n, path)
+        items.append(BenchItem(row, gold, pair=pair, error=error, location=f"{path} line {n}", metric=metric))
     return items
-
-
-def _identity(row: dict[str, Any], n: int, location: str) -> tuple[str | None, RecordError | None]:
-    """Read a label row's ``id`` (into ``row``: its own, or ``line-N``) and take out its
-    ``pair``; return the pair, and the error that stands in the row's place where either
-    cannot be read (the row then named ``line-N``)."""
-    field = "id"
-    try:
-        row["id"] = given_id(row.get("id")) or f"line-{n}"
-        field = "pair"
-        pair = row.pop("pair", None)
-        return (None if pair in (None, "") else given_id(pair)), None
-    except ValueError as exc:
-        row["id"] = f"line-{n}"
-        row.pop("pair", None)
-        return None, RecordError(str(exc), record_id=row["id"], field=field, location=location)
 
 
 FORMATS: dict[str, Format] = {
@@ -385,7 +349,7 @@ def load(path: str | Path, fmt: str, *, pairwise: bool = False, metric: str | No
         loader = fmt_.load_pairs
     elif pairwise and fmt != "jsonl":
         raise ConfigError(f"format {fmt!r} holds no pairs to judge pairwise; use mode 'pointwise'")
-    items = _of_metric([_checked(it, path) for it in loader(path)], metric, path)
+    items = of_metric([_checked(it, path) for it in loader(path)], metric, path)
     if pairwise and fmt == "jsonl":
         unpaired = next((it for it in items if not {"response_a", "response_b"} <= it.record.keys()), None)
         if unpaired is not None:
@@ -396,17 +360,6 @@ def load(path: str | Path, fmt: str, *, pairwise: bool = False, metric: str | No
     if not items:
         raise ConfigError(f"{path}: no records in it")
     return items
-
-
-def _of_metric(items: list[BenchItem], metric: str | None, path: Path) -> list[BenchItem]:
-    """The items of one metric, where a labels file labels several."""
-    named = sorted({it.metric for it in items if it.metric})
-    if len(named) <= 1 and (metric is None or not named or named == [metric]):
-        return items
-    if metric not in named:
-        which = "name one" if metric is None else f"none of them is {metric!r}; name one"
-        raise ConfigError(f"{path} labels {len(named)} metrics ({', '.join(named)}): {which} with --metric")
-    return [it for it in items if it.metric in (None, metric)]
 
 
 def _checked(item: BenchItem, path: Path) -> BenchItem:

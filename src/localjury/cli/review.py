@@ -58,7 +58,7 @@ def review(
     import uvicorn
 
     from localjury.review.app import create_app
-    from localjury.review.session import Review
+    from localjury.review.queue import Review
 
     opened = Review(results, labels=labels, data=data)
     for problem in [*opened.index.problems, *opened.labels.problems][:10]:

@@ -12,7 +12,7 @@ import numpy as np
 from localjury.review.source import judgments
 
 if TYPE_CHECKING:
-    from localjury.review.session import Review
+    from localjury.review.queue import Review
 
 #: The jury's column, where several models judge.
 JURY = "jury"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import numpy as np
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.datastructures import URL, Headers, MutableHeaders, QueryParams
@@ -25,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from localjury.errors import ConfigError, LocaljuryError
 from localjury.review.agreement import agreement
-from localjury.review.session import FILTERS, LABELS, SORTS, Review
+from localjury.review.queue import FILTERS, LABELS, SORTS, Review
 from localjury.review.view import inert, quotes_by_field, record_texts
 
 HERE = Path(__file__).parent
@@ -125,8 +126,9 @@ def create_app(review: Review, token: str, port: int) -> ASGIApp:
 
     async def queue(request: Request) -> Response:
         chosen = view(request)
-        rows = review.queue(chosen["filter"], chosen["sort"], chosen["metric"])
-        counts = {name: int(mask.sum()) for name, mask in review.masks(chosen["metric"]).items()}
+        masks = review.masks(chosen["metric"])
+        rows = review.queue(chosen["filter"], chosen["sort"], chosen["metric"], masks)
+        counts = {name: int(mask.sum()) for name, mask in masks.items()}
         start = max(0, int(request.query_params.get("page", "0") or 0)) * PAGE
         listed = [(int(n), *review.index.key(int(n))) for n in rows[start : start + PAGE]]
         return page(
@@ -139,14 +141,14 @@ def create_app(review: Review, token: str, port: int) -> ASGIApp:
         n = int(request.path_params["n"])
         shown = review.item(n)
         rows = review.queue(chosen["filter"], chosen["sort"], chosen["metric"])
-        here = [i for i, r in enumerate(rows) if r == n]
-        after = rows[here[0] + 1 :] if here else rows[rows > n] if chosen["sort"] == "file" else rows
-        before = rows[: here[0]] if here else rows[rows < n] if chosen["sort"] == "file" else rows[:0]
+        here = np.flatnonzero(rows == n)
+        after = rows[here[0] + 1 :] if len(here) else rows[rows > n] if chosen["sort"] == "file" else rows
+        before = rows[: here[0]] if len(here) else rows[rows < n] if chosen["sort"] == "file" else rows[:0]
         nav = {
             "next": link(f"/item/{int(after[0])}", chosen) if len(after) else None,
             "prev": link(f"/item/{int(before[-1])}", chosen) if len(before) else None,
             "queue": link("/", chosen),
-            "place": (here[0] + 1 if here else None, len(rows)),
+            "place": (int(here[0]) + 1 if len(here) else None, len(rows)),
         }
         texts = record_texts(shown["record"] or {}, quotes_by_field(shown["models"], shown["row"]))
         return page("item.html", item=shown, texts=texts, nav=nav, chosen=chosen)

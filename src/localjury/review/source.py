@@ -52,9 +52,16 @@ def judgments(row: dict[str, Any]) -> list[dict[str, Any]]:
     for m in models:
         if isinstance(m, dict):
             score = m.get("score")
-            call = m.get("prediction", passes(score) if isinstance(score, int | float) else None)
-            out.append({**m, "prediction": None if call is None else int(call)})
+            call = m.get("prediction", _call(score))
+            out.append({**m, "prediction": call})
     return out
+
+
+def _call(score: Any) -> int | None:
+    """A score as a 0/1 call, as bench makes it (``bench.figures.prediction``, not imported: it
+    brings the run's modules): a pass above one half; None without a score."""
+    verdict = passes(float(score)) if isinstance(score, int | float) and not isinstance(score, bool) else None
+    return None if verdict is None else int(verdict)
 
 
 def jury_call(row: dict[str, Any], models: list[dict[str, Any]]) -> int | None:
@@ -64,7 +71,7 @@ def jury_call(row: dict[str, Any], models: list[dict[str, Any]]) -> int | None:
         return row["jury_prediction"]
     score = row.get("score")
     if isinstance(score, int | float) and not isinstance(score, bool):
-        return int(bool(passes(float(score))))
+        return _call(score)
     calls = [m["prediction"] for m in models if m["prediction"] is not None]
     return calls[0] if len(calls) == 1 else None
 

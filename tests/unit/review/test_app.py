@@ -12,7 +12,7 @@ pytest.importorskip("sklearn")
 from starlette.testclient import TestClient
 
 from localjury.review.app import COOKIE, create_app
-from localjury.review.session import Review
+from localjury.review.queue import Review
 from tests.fakes import scripted_results
 
 PORT = 8123

@@ -9,7 +9,7 @@ import pytest
 from localjury.errors import ConfigError
 from localjury.results.record_result import read_results
 from localjury.review import source
-from localjury.review.session import Review
+from localjury.review.queue import Review
 from tests.fakes import scripted_bench, scripted_results
 
 RECORDS = [

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from localjury.bench.formats import LABEL_FIELDS
+from localjury.bench.label_rows import LABEL_FIELDS
 from localjury.errors import ConfigError
 from localjury.review import source
 from localjury.review.labels import LabelBook
@@ -105,16 +105,16 @@ class Review:
             masks = {name: mask & chosen for name, mask in masks.items()}
         return masks
 
-    def queue(self, name: str, sort: str, metric: str | None) -> np.ndarray:
+    def queue(self, name: str, sort: str, metric: str | None, masks: dict[str, np.ndarray] | None = None) -> np.ndarray:
         """The row numbers of a filter, in file order or the least sure first (rows without a
-        probability last).
+        probability last); ``masks``: :meth:`masks` of ``metric`` where the caller has them.
 
         Raises:
             ConfigError: An unknown filter or sort.
         """
         if name not in FILTERS or sort not in SORTS:
             raise ConfigError(f"unknown filter {name!r} or sort {sort!r}; filters: {', '.join(FILTERS)}")
-        rows = np.flatnonzero(self.masks(metric)[name])
+        rows = np.flatnonzero((masks or self.masks(metric))[name])
         if sort == "unsure":
             sure = np.where(np.isnan(self.index.sure[rows]), np.inf, self.index.sure[rows])
             rows = rows[np.argsort(sure, kind="stable")]
