@@ -12,10 +12,13 @@ The ways compared, each scored by Cohen's kappa against the labels (95% bootstra
 - ``head layer N``: the head on block N's output at the prompt's last token, each record's
   probability from a head fitted on the other folds, folds grouped so that no pair, group or
   user input (:func:`localjury.bench.align.unit`) is on both sides, and the head's C chosen
-  inside the training folds only.
+  inside the training folds only;
+- ``length only``: the same head on the record's surface alone (:func:`surface_features`: the
+  response's length in words and characters, the input's in words), never a winner: a baseline.
 
 The best head wins when the lower end of its kappa's interval is above the best prompting
-way's kappa; otherwise the profile keeps prompting and says why.
+way's kappa; otherwise the profile keeps prompting and says why. Where the length-only kappa
+reaches that lower end, the report warns that the head's gain could come from length.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from localjury.engines.base import Engine
+
+#: The baseline a head is compared with: a head on the record's lengths, not its states.
+SURFACE = "length only"
 
 #: Fewer labels than this (or fewer than MIN_PER_LABEL of a label) fit no head: its
 #: cross-validated kappa would be noise.
@@ -98,6 +104,27 @@ def head_ways(
     return ways
 
 
+def surface_features(items: Sequence[BenchItem]) -> np.ndarray:
+    """What a head could learn without reading the criterion, one row per record: the response's
+    length in words and in characters and the input's in words, each as log(1 + n)."""
+    import numpy as np
+
+    rows = []
+    for it in items:
+        response, question = str(it.record.get("response") or ""), str(it.record.get("user_input") or "")
+        rows.append([len(response.split()), len(response), len(question.split())])
+    return np.log1p(np.asarray(rows, dtype=float).reshape(len(rows), 3))
+
+
+def surface_way(
+    items: Sequence[BenchItem], gold: Sequence[int], groups: Sequence[str], folds: int, seed: int
+) -> DecisionWay:
+    """The length-only baseline, on the same grouped folds as the heads."""
+    p = cross_validated(surface_features(items), gold, groups, folds=folds, seed=seed)
+    c = stats.classification(gold, [int(x >= 0.5) for x in p], seed=seed)
+    return _way(SURFACE, c, stats.probabilistic(gold, p, seed=seed)["auroc"], len(gold))
+
+
 def prompt_ways(fits: dict[str, Calibrator | None]) -> list[DecisionWay]:
     """The prompting ways from calibration fits' held-out figures (``fits``: a prefix such as
     ``zero-shot`` -> the model's fit on that run; None where that run was not made)."""
@@ -123,14 +150,18 @@ def _way(name: str, figures: dict[str, Any], auroc: float | None, records: int) 
     )
 
 
-def decide(model: str, prompting: list[DecisionWay], heads: list[DecisionWay]) -> DecisionReport:
+def decide(
+    model: str, prompting: list[DecisionWay], heads: list[DecisionWay], baseline: DecisionWay | None = None
+) -> DecisionReport:
     """The winner among the ways: the best head where its interval's lower end is above the best
-    prompting way's kappa, else the best prompting way."""
+    prompting way's kappa, else the best prompting way. ``baseline`` (the length-only way) is
+    listed, never chosen; where its kappa reaches the best head's lower end, the report warns."""
 
     def kappa(w: DecisionWay) -> float:
         return w.kappa if w.kappa is not None else float("-inf")
 
-    ways = sorted([*prompting, *heads], key=kappa, reverse=True)
+    listed = [*prompting, *heads, *([baseline] if baseline is not None else [])]
+    ways = sorted(listed, key=kappa, reverse=True)
     best_prompt = max(prompting, key=kappa, default=None)
     best_head = max(heads, key=kappa, default=None)
     bar = kappa(best_prompt) if best_prompt is not None else float("-inf")
@@ -139,14 +170,21 @@ def decide(model: str, prompting: list[DecisionWay], heads: list[DecisionWay]) -
         return DecisionReport(model=model, ways=ways, winner=best_prompt.way if best_prompt else "zero-shot votes",
                               why="no head could be scored")  # fmt: skip
     low = best_head.kappa_ci[0]
+    artifact = None
+    if baseline is not None and baseline.kappa is not None and baseline.kappa >= low:
+        artifact = (
+            f"the record's length alone ({SURFACE}: kappa {baseline.kappa:.3f}) reaches {best_head.way}'s interval "
+            f"(from {low:.3f}): its gain could come from length, not from the criterion"
+        )
     if low > bar:
         why = f"{best_head.way}: kappa {kappa(best_head):.3f}, interval from {low:.3f}, above {label}"
-        return DecisionReport(model=model, ways=ways, winner=best_head.way, why=why)
+        return DecisionReport(model=model, ways=ways, winner=best_head.way, why=why, artifact=artifact)
     why = (
         f"kept prompting: the best head, {best_head.way} (kappa {kappa(best_head):.3f}), has an interval from "
         f"{low:.3f}, not above {label}"
     )
-    return DecisionReport(model=model, ways=ways, winner=best_prompt.way if best_prompt else "zero-shot votes", why=why)
+    winner = best_prompt.way if best_prompt else "zero-shot votes"
+    return DecisionReport(model=model, ways=ways, winner=winner, why=why, artifact=artifact)
 
 
 def fit_model_heads(
@@ -164,7 +202,7 @@ def fit_model_heads(
     gold = [int(it.gold) for it in items]  # type: ignore[arg-type]
     states, layers = read(engine, judge, items)
     heads = head_ways(states, layers, gold, groups, folds, seed)
-    report = decide(engine.spec.name, prompting, heads)
+    report = decide(engine.spec.name, prompting, heads, surface_way(items, gold, groups, folds, seed))
     if not report.winner.startswith("head layer "):
         return report, None
     layer = int(report.winner.rsplit(" ", 1)[1])

@@ -104,6 +104,8 @@ def align(
         out.print(
             f"{decision.model}: decides by {decision.winner} ({decision.why})" + (f"\n  kappa: {ways}" if ways else "")
         )
+        if decision.artifact:
+            out.print(f"  warning: {decision.artifact}", markup=False, highlight=False)
     labels = {g: sum(e.gold == g for e in profile.examples) for g in (1, 0)}
     out.print(
         f"{len(profile.examples)} labeled examples ({labels[1]} pass, {labels[0]} fail), {profile.shots} a prompt"

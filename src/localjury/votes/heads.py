@@ -151,7 +151,8 @@ class DecisionWay(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     way: str
-    """``zero-shot votes``, ``zero-shot calibrated``, ``aligned votes``, ``aligned calibrated`` or ``head layer N``."""
+    """``zero-shot votes``, ``zero-shot calibrated``, ``aligned votes``, ``aligned calibrated``, ``head layer N``
+    or ``length only`` (a head on the record's lengths: a baseline, never the winner)."""
     kappa: float | None
     """Cohen's kappa of its verdicts against the labels (null: undefined, one label only)."""
     kappa_ci: list[float] | None = None
@@ -175,6 +176,8 @@ class DecisionReport(BaseModel):
     """The way the profile uses for this model."""
     why: str
     """Why it won, or why no head was kept."""
+    artifact: str | None = None
+    """A warning where the record's length alone reaches the best head's kappa interval."""
 
 
 def grouped_folds(groups: Sequence[str], gold: Sequence[int], folds: int, seed: int) -> list[tuple[Any, Any]]:

@@ -15,7 +15,8 @@ from sklearn.preprocessing import StandardScaler
 
 from localjury import AspectCritic, evaluate
 from localjury.bench.align import build_profile
-from localjury.bench.decision_ways import MIN_LABELS, decide, too_few
+from localjury.bench.decision_ways import MIN_LABELS, SURFACE, decide, surface_features, surface_way, too_few
+from localjury.bench.formats import BenchItem
 from localjury.engines.base import BatchEngine, Completion, GenerateCall, render_plain
 from localjury.errors import ConfigError
 from localjury.metrics.profile import JudgeProfile, load_profile
@@ -113,6 +114,34 @@ def test_a_head_wins_only_when_its_interval_clears_the_best_prompting_way():
     assert lost.winner == "aligned votes" and lost.why.startswith("kept prompting") and "from 0.250" in lost.why
 
 
+def test_the_length_only_baseline_is_listed_never_chosen_and_warns_when_it_reaches_the_head():
+    prompting = [way("zero-shot votes", 0.1, 0.0, 0.2)]
+    head = way("head layer 7", 0.6, 0.35, 0.8)
+    plain = decide("A", prompting, [head], way(SURFACE, 0.2, 0.0, 0.4))
+    assert plain.winner == "head layer 7" and plain.artifact is None and [w.way for w in plain.ways][1] == SURFACE
+    shallow = decide("A", prompting, [head], way(SURFACE, 0.9, 0.8, 1.0))  # length alone does better
+    assert shallow.winner == "head layer 7" and shallow.ways[0].way == SURFACE
+    assert "length only: kappa 0.900) reaches head layer 7's interval (from 0.350)" in shallow.artifact
+    assert decide("A", prompting, [way("head layer 7", 0.15, -0.1, 0.3)], way(SURFACE, 0.0)).artifact is not None
+
+
+def test_the_length_only_baseline_is_a_grouped_cross_validated_head_on_lengths():
+    rng = np.random.default_rng(3)
+    items, gold, groups = [], [], []
+    for i in range(60):  # a long answer passes, a short one fails: length is all there is
+        g = i % 2
+        words = int(rng.integers(20, 40) if g else rng.integers(2, 8))
+        items.append(BenchItem(record={"id": str(i), "user_input": "Why?", "response": "w " * words}, gold=g))
+        gold.append(g)
+        groups.append(f"q{i // 2}")
+    x = surface_features(items)
+    assert x.shape == (60, 3) and x[1, 0] == pytest.approx(np.log1p(len(items[1].record["response"].split())))
+    baseline = surface_way(items, gold, groups, folds=5, seed=0)
+    p = cross_validated(x, gold, groups, folds=5, seed=0)
+    assert baseline.way == SURFACE and baseline.kappa == 1.0 and baseline.records == 60
+    assert baseline.auroc == pytest.approx(1.0) and all((q >= 0.5) == g for q, g in zip(p, gold, strict=True))
+
+
 def test_too_few_labels_fit_no_head():
     assert too_few([0, 1] * (MIN_LABELS // 2)) is None
     assert "39 labels" in too_few([0, 1] * 19 + [1])
@@ -174,7 +203,9 @@ def test_align_keeps_a_head_that_beats_prompting_and_the_run_decides_by_it(tmp_p
     assert load_profile(out) == prof
     (report,) = prof.decisions
     assert report.winner.startswith("head layer ") and report.ways[0].kappa == 1.0
-    assert {w.way for w in report.ways} >= {"zero-shot votes", "zero-shot calibrated", "head layer 3"}
+    assert {w.way for w in report.ways} >= {"zero-shot votes", "zero-shot calibrated", "head layer 3", SURFACE}
+    # right and wrong answers are as long: the length alone says nothing, and no warning is given
+    assert next(w for w in report.ways if w.way == SURFACE).kappa < 0.5 and report.artifact is None
     (head,) = prof.heads
     assert head.binding.criterion == "The answer is right." and head.binding.engine == "transformers"
     assert ("hidden", 48, [1, 2, 3]) in log  # one prefill a labeled record, blocks a quarter of the way on
