@@ -17,8 +17,9 @@ The ways compared, each scored by Cohen's kappa against the labels (95% bootstra
   response's length in words and characters, the input's in words), never a winner: a baseline.
 
 The best head wins when the lower end of its kappa's interval is above the best prompting
-way's kappa; otherwise the profile keeps prompting and says why. Where the length-only kappa
-reaches that lower end, the report warns that the head's gain could come from length.
+way's kappa; otherwise the profile keeps prompting and says why. The report warns that a head's
+gain could come from length where the length-only kappa reaches that lower end, or where its own
+interval clears the best prompting way as a head's must to win.
 """
 
 from __future__ import annotations
@@ -170,12 +171,7 @@ def decide(
         return DecisionReport(model=model, ways=ways, winner=best_prompt.way if best_prompt else "zero-shot votes",
                               why="no head could be scored")  # fmt: skip
     low = best_head.kappa_ci[0]
-    artifact = None
-    if baseline is not None and baseline.kappa is not None and baseline.kappa >= low:
-        artifact = (
-            f"the record's length alone ({SURFACE}: kappa {baseline.kappa:.3f}) reaches {best_head.way}'s interval "
-            f"(from {low:.3f}): its gain could come from length, not from the criterion"
-        )
+    artifact = _artifact(baseline, best_head.way, low, bar, label)
     if low > bar:
         why = f"{best_head.way}: kappa {kappa(best_head):.3f}, interval from {low:.3f}, above {label}"
         return DecisionReport(model=model, ways=ways, winner=best_head.way, why=why, artifact=artifact)
@@ -185,6 +181,22 @@ def decide(
     )
     winner = best_prompt.way if best_prompt else "zero-shot votes"
     return DecisionReport(model=model, ways=ways, winner=winner, why=why, artifact=artifact)
+
+
+def _artifact(baseline: DecisionWay | None, head: str, low: float, bar: float, label: str) -> str | None:
+    """The warning where the length-only baseline could explain a head: its kappa reaches the
+    head's interval, or its own interval clears the best prompting way as a head must to win."""
+    if baseline is None or baseline.kappa is None:
+        return None
+    alone = f"the record's length alone ({SURFACE}: kappa {baseline.kappa:.3f}"
+    if baseline.kappa >= low:
+        return f"{alone}) reaches {head}'s interval (from {low:.3f}): its gain could come from length"
+    if baseline.kappa_ci is not None and baseline.kappa_ci[0] > bar:
+        return (
+            f"{alone}, interval from {baseline.kappa_ci[0]:.3f}) is above {label}, as a head must be to win: "
+            "a head's gain over prompting could come from length"
+        )
+    return None
 
 
 def fit_model_heads(

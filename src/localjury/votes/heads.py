@@ -177,7 +177,8 @@ class DecisionReport(BaseModel):
     why: str
     """Why it won, or why no head was kept."""
     artifact: str | None = None
-    """A warning where the record's length alone reaches the best head's kappa interval."""
+    """A warning where the record's length alone could explain the best head (``align``'s
+    length-only baseline)."""
 
 
 def grouped_folds(groups: Sequence[str], gold: Sequence[int], folds: int, seed: int) -> list[tuple[Any, Any]]:

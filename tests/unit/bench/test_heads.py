@@ -123,6 +123,12 @@ def test_the_length_only_baseline_is_listed_never_chosen_and_warns_when_it_reach
     assert shallow.winner == "head layer 7" and shallow.ways[0].way == SURFACE
     assert "length only: kappa 0.900) reaches head layer 7's interval (from 0.350)" in shallow.artifact
     assert decide("A", prompting, [way("head layer 7", 0.15, -0.1, 0.3)], way(SURFACE, 0.0)).artifact is not None
+    # HaluEval QA's shape: the head clears length, but length alone clears prompting as a head must
+    strong = decide("A", prompting, [way("head layer 3", 0.98, 0.94, 1.0)], way(SURFACE, 0.9, 0.8, 0.98))
+    assert strong.winner == "head layer 3" and "interval from 0.800) is above zero-shot votes (kappa 0.100)" in (
+        strong.artifact
+    )
+    assert decide("A", prompting, [way("head layer 3", 0.98, 0.94, 1.0)], way(SURFACE, 0.9, 0.05, 1.0)).artifact is None
 
 
 def test_the_length_only_baseline_is_a_grouped_cross_validated_head_on_lengths():
