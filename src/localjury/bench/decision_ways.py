@@ -156,7 +156,7 @@ def decide(
 ) -> DecisionReport:
     """The winner among the ways: the best head where its interval's lower end is above the best
     prompting way's kappa, else the best prompting way. ``baseline`` (the length-only way) is
-    listed, never chosen; where its kappa reaches the best head's lower end, the report warns."""
+    listed, never chosen; where it could explain the best head (:func:`_artifact`), the report warns."""
 
     def kappa(w: DecisionWay) -> float:
         return w.kappa if w.kappa is not None else float("-inf")
