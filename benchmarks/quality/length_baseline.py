@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from decision_heads import SEED, SETS, baseline
+from decision_heads import SEED, SETS, _ci, baseline
 
 from localjury.bench.align import unit
 from localjury.bench.decision_ways import decide, surface_way
@@ -56,14 +56,9 @@ def main(argv: list[str] | None = None) -> None:
     save(RESULTS / "length_baseline", figures, markdown(figures))
 
 
-def _kappa(way: dict[str, Any]) -> str:
-    ci = way["kappa_ci"]
-    return f"{way['kappa']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-
-
 def markdown(f: dict[str, Any]) -> str:
     rows = [
-        (name, s["records"], _kappa(s["zero_shot_votes"]), _kappa(s["best_head"]), _kappa(s["length_only"]),
+        (name, s["records"], _ci(s["zero_shot_votes"]), _ci(s["best_head"]), _ci(s["length_only"]),
          f"{s['length_only']['auroc']:.2f}", "yes" if s["warning"] else "no")
         for name, s in f["sets"].items()
     ]  # fmt: skip

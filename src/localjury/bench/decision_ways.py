@@ -96,13 +96,16 @@ def head_ways(
     states: np.ndarray, layers: Sequence[int], gold: Sequence[int], groups: Sequence[str], folds: int, seed: int
 ) -> list[DecisionWay]:
     """Each layer's head, scored by grouped cross-validation."""
-    ways = []
-    for j, layer in enumerate(layers):
-        p = cross_validated(states[:, j], gold, groups, folds=folds, seed=seed)
-        c = stats.classification(gold, [int(x >= 0.5) for x in p], seed=seed)
-        prob = stats.probabilistic(gold, p, seed=seed)
-        ways.append(_way(f"head layer {layer}", c, prob["auroc"], len(gold)))
-    return ways
+    return [_head_way(f"head layer {layer}", states[:, j], gold, groups, folds, seed) for j, layer in enumerate(layers)]
+
+
+def _head_way(
+    name: str, x: np.ndarray, gold: Sequence[int], groups: Sequence[str], folds: int, seed: int
+) -> DecisionWay:
+    """A head on ``x``, scored by grouped cross-validation: kappa of its 0.5 cut, and AUROC."""
+    p = cross_validated(x, gold, groups, folds=folds, seed=seed)
+    c = stats.classification(gold, [int(q >= 0.5) for q in p], seed=seed)
+    return _way(name, c, stats.probabilistic(gold, p, seed=seed)["auroc"], len(gold))
 
 
 def surface_features(items: Sequence[BenchItem]) -> np.ndarray:
@@ -121,9 +124,7 @@ def surface_way(
     items: Sequence[BenchItem], gold: Sequence[int], groups: Sequence[str], folds: int, seed: int
 ) -> DecisionWay:
     """The length-only baseline, on the same grouped folds as the heads."""
-    p = cross_validated(surface_features(items), gold, groups, folds=folds, seed=seed)
-    c = stats.classification(gold, [int(x >= 0.5) for x in p], seed=seed)
-    return _way(SURFACE, c, stats.probabilistic(gold, p, seed=seed)["auroc"], len(gold))
+    return _head_way(SURFACE, surface_features(items), gold, groups, folds, seed)
 
 
 def prompt_ways(fits: dict[str, Calibrator | None]) -> list[DecisionWay]:
