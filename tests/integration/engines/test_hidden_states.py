@@ -66,6 +66,9 @@ def test_a_prompt_gives_the_same_hidden_state_alone_or_among_others(engine):
     assert together.shape == (4, 4, together.shape[2]) and together.dtype == np.float32 and together.shape[2] > 0
     assert np.isfinite(together).all() and not np.allclose(together[0], together[1])
     np.testing.assert_allclose(alone[0], together[2][::-1], rtol=1e-4, atol=1e-4)
+    # Reading stops at the deepest block asked for: a shallow block reads the same with or without the rest.
+    shallow = engine.hidden_states(batch[:2], layers[:1])
+    np.testing.assert_allclose(shallow[:, 0], together[:2, 0], rtol=1e-4, atol=1e-4)
     with pytest.raises(ConfigError, match=f"has blocks 0 to {blocks - 1}; no layer {blocks}"):
         engine.hidden_states(batch[:1], [blocks])
 

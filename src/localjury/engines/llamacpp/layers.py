@@ -7,7 +7,9 @@ eval callback (``cb_eval``) is asked, tensor by tensor, whether the callback wan
 wanted ones it is called again once the tensor is computed, and copies out its last row (the
 last token: in the last block only the rows that produce logits are kept, and a prefill asks
 for the last token's alone). Every block is reachable, not only the final one that llama.cpp's
-embedding output gives.
+embedding output gives. Once the deepest wanted block is read, the callback answers false, and
+the scheduler computes no more of the graph: the blocks above it (and the output layer) are
+skipped, their cache rows never read by this context.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class LayerReader:
     def __init__(self, batch: int, threads: int) -> None:
         self._lib = _ggml()
         self._names: dict[str, int] = {}
+        #: The deepest block wanted: the graph stops once it is computed.
+        self._top = -1
         self.kept: dict[int, np.ndarray] = {}
         self._batch_size, self._threads = batch, threads
         self._ctx: Any = None
@@ -72,14 +76,16 @@ class LayerReader:
     ) -> np.ndarray:
         """(prompts, layers, hidden size): the prefix every prompt shares prefilled once (sequence
         0), then each prompt's own tokens (at least two) on a copy of it (sequence 1), cut by
-        ``pieces(length, batch)``, logits asked of the last token only."""
+        ``pieces(length, batch)``, logits asked of the last token only. Each prefill stops after
+        the deepest of ``layers`` (the shared prefix's too: no later read needs its upper blocks)."""
         self._have_context(model, -(-max(len(e) for e in encoded) // 256) * 256)
         ctx = self._ctx.ctx
         memory = llama_cpp.llama_get_memory(ctx)
         llama_cpp.llama_memory_clear(memory, True)
         first = encoded[0]
         prefix = shared_prefix(encoded, 2)
-        self._names = {}
+        self._top = max(layers)
+        self._names = {f"l_out-{self._top}": self._top}  # read and dropped: it stops the prefix's graph there
         self._decode(ctx, first[:prefix], 0, 0, -1, pieces)
         out = np.zeros((len(encoded), len(layers), model.n_embd()), np.float32)
         for p, ids in enumerate(encoded):
@@ -154,4 +160,4 @@ class LayerReader:
             self.kept[layer] = row
         except Exception:  # an exception cannot cross into C: the block is left unread
             return True
-        return True
+        return layer != self._top  # false: compute no more of this graph

@@ -10,6 +10,7 @@ drops rows from the batch as they end.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import os
@@ -45,6 +46,10 @@ hf_logging.disable_progress_bar()
 KV_BUDGET_BYTES = 3 << 30
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+
+
+class _Read(Exception):
+    """Raised by the hidden-state hook of the deepest wanted block: the forward pass stops there."""
 
 
 def _fill_holes(ended: list[bool]) -> list[int]:
@@ -283,15 +288,19 @@ class TransformersEngine(LocalDecoding):
 
     def hidden_states(self, prompts: Sequence[str], layers: Sequence[int]) -> np.ndarray:
         """Each prompt alone (no padding) after the prefix they share, with a forward hook on each
-        of ``layers``' decoder blocks keeping its output at the last token; see
-        :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
+        of ``layers``' decoder blocks keeping its output at the last token, the forward pass
+        stopped once the deepest of them has run (the blocks above and the output layer are
+        skipped); see :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
         self._check_layers(layers)
         blocks = self.model.get_decoder().layers
         kept: dict[int, torch.Tensor] = {}
+        top = max(layers)
 
         def keep(layer: int, _module: Any, _args: Any, output: Any) -> None:
             hidden = output[0] if isinstance(output, tuple) else output
             kept[layer] = hidden[0, -1].float().cpu()
+            if layer == top:
+                raise _Read
 
         encoded = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
         out = np.zeros((len(prompts), len(layers), self.model.config.get_text_config().hidden_size), np.float32)
@@ -305,8 +314,9 @@ class TransformersEngine(LocalDecoding):
                     tokens = torch.tensor([ids[prefix_len:]], device=self.model.device)
                     mask = torch.ones((1, len(ids)), dtype=torch.long, device=self.model.device)
                     cache = copy.deepcopy(prefix_cache) if prefix_cache is not None else None
-                    self.model(input_ids=tokens, attention_mask=mask, past_key_values=cache,
-                               use_cache=cache is not None, logits_to_keep=1)  # fmt: skip
+                    with contextlib.suppress(_Read):
+                        self.model(input_ids=tokens, attention_mask=mask, past_key_values=cache,
+                                   use_cache=cache is not None, logits_to_keep=1)  # fmt: skip
                     for j, layer in enumerate(layers):
                         out[p, j] = kept[layer].numpy()
         except Exception as exc:
