@@ -13,6 +13,8 @@ The ways compared, each scored by Cohen's kappa against the labels (95% bootstra
   probability from a head fitted on the other folds, folds grouped so that no pair, group or
   user input (:func:`localjury.bench.align.unit`) is on both sides, and the head's C chosen
   inside the training folds only;
+- ``head layers A+B+C``: the head on those blocks' outputs one after another, reduced by PCA or
+  by the regularisation alone (chosen with C inside the training folds);
 - ``length only``: the same head on the record's surface alone (:func:`surface_features`: the
   response's length in words and characters, the input's in words), never a winner: a baseline.
 
@@ -95,15 +97,43 @@ def read_states(
 def head_ways(
     states: np.ndarray, layers: Sequence[int], gold: Sequence[int], groups: Sequence[str], folds: int, seed: int
 ) -> list[DecisionWay]:
-    """Each layer's head, scored by grouped cross-validation."""
-    return [_head_way(f"head layer {layer}", states[:, j], gold, groups, folds, seed) for j, layer in enumerate(layers)]
+    """Each layer's head and, for two layers or more, the head on all of them, each scored by
+    grouped cross-validation."""
+    ways = [_head_way(way_name([layer]), states[:, j], gold, groups, folds, seed) for j, layer in enumerate(layers)]
+    if len(layers) > 1:
+        together = states.reshape(len(states), -1)
+        ways.append(_head_way(way_name(layers), together, gold, groups, folds, seed, reduce=True))
+    return ways
+
+
+def way_name(layers: Sequence[int]) -> str:
+    """A head's way: ``head layer 7``, or ``head layers 3+7+27`` for a head on several blocks."""
+    if len(layers) == 1:
+        return f"head layer {layers[0]}"
+    return "head layers " + "+".join(str(i) for i in layers)
+
+
+def layers_of(way: str) -> list[int] | None:
+    """The blocks of a head's way (:func:`way_name`), or None for another way."""
+    for prefix in ("head layer ", "head layers "):
+        if way.startswith(prefix) and way[len(prefix) :].replace("+", "").isdigit():
+            return [int(i) for i in way[len(prefix) :].split("+")]
+    return None
 
 
 def _head_way(
-    name: str, x: np.ndarray, gold: Sequence[int], groups: Sequence[str], folds: int, seed: int
+    name: str,
+    x: np.ndarray,
+    gold: Sequence[int],
+    groups: Sequence[str],
+    folds: int,
+    seed: int,
+    *,
+    reduce: bool = False,
 ) -> DecisionWay:
-    """A head on ``x``, scored by grouped cross-validation: kappa of its 0.5 cut, and AUROC."""
-    p = cross_validated(x, gold, groups, folds=folds, seed=seed)
+    """A head on ``x``, scored by grouped cross-validation: kappa of its 0.5 cut, and AUROC;
+    ``reduce``: its PCA chosen inside the training folds too."""
+    p = cross_validated(x, gold, groups, folds=folds, seed=seed, reduce=reduce)
     c = stats.classification(gold, [int(q >= 0.5) for q in p], seed=seed)
     return _way(name, c, stats.probabilistic(gold, p, seed=seed)["auroc"], len(gold))
 
@@ -216,8 +246,8 @@ def fit_model_heads(
     states, layers = read(engine, judge, items)
     heads = head_ways(states, layers, gold, groups, folds, seed)
     report = decide(engine.spec.name, prompting, heads, surface_way(items, gold, groups, folds, seed))
-    if not report.winner.startswith("head layer "):
+    won = layers_of(report.winner)
+    if won is None:
         return report, None
-    layer = int(report.winner.rsplit(" ", 1)[1])
-    binding = binding_of(engine.spec, judge.definition)
-    return report, fit_head(states[:, layers.index(layer)], gold, groups, layer, binding, seed)
+    x = states[:, [layers.index(i) for i in won]].reshape(len(states), -1)
+    return report, fit_head(x, gold, groups, won, binding_of(engine.spec, judge.definition), seed)

@@ -242,8 +242,8 @@ class BatchEngine(PromptTokens):
         raise NotImplementedError
 
     def decide(self, prompts: Sequence[str], head: DecisionHead) -> list[Completion]:
-        """Each prompt decided by ``head`` on its last token's state at the head's block; see
-        :class:`Engine`.
+        """Each prompt decided by ``head`` on its last token's state at the head's blocks (their
+        outputs one after another); see :class:`Engine`.
 
         Raises:
             ConfigError: The engine gives no hidden states (see :meth:`hidden_states`).
@@ -252,7 +252,7 @@ class BatchEngine(PromptTokens):
         if not prompts:
             self.last_usage = Usage(prompt_tokens=0)
             return []
-        decisions = [decided(head, state[0]) for state in self.hidden_states(prompts, [head.layer])]
+        decisions = [decided(head, state.reshape(-1)) for state in self.hidden_states(prompts, head.layers)]
         self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(prompts)))
         return decisions
 

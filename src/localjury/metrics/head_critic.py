@@ -123,6 +123,7 @@ class HeadJudging(VerdictJudging):
             confidence=p,
             head=HeadDecision(
                 layer=head.layer,
+                more_layers=head.more_layers,
                 probability=p,
                 head_sha256=self.metric.head_sha256s[name],
                 votes=votes,

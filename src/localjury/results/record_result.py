@@ -120,7 +120,9 @@ class HeadDecision(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     layer: int
-    """The transformer block whose output it read."""
+    """The transformer block whose output it read (the first, for a head on several blocks)."""
+    more_layers: list[int] = Field(default=[], exclude_if=lambda value: not value)
+    """The further blocks a head on several blocks read; left out for a head on one."""
     probability: float
     """Its probability that the response meets the criterion."""
     head_sha256: str

@@ -257,8 +257,9 @@ def judgment_view(result: RecordResult, record: Record | None, full_thinking: bo
         verdict = "abstains" if m.verdict is None and m.score is None else f"verdict {m.verdict}, score {m.score}"
         parts.append(Text(f"{m.model}: {verdict}" + (f"  ({escape_controls(m.error)})" if m.error else "")))
         if m.head is not None:  # one decision, no sample and no reason
-            parts.append(Text(f"  decided by its head on layer {m.head.layer}: p {m.head.probability:.3f} "
-                              "(hidden states, no reason)", style="dim"))  # fmt: skip
+            blocks = "+".join(str(i) for i in (m.head.layer, *m.head.more_layers))
+            parts.append(Text(f"  decided by its head on layer{'s' if m.head.more_layers else ''} {blocks}: "
+                              f"p {m.head.probability:.3f} (hidden states, no reason)", style="dim"))  # fmt: skip
             beside = Text()
             for j, (vote, reason) in enumerate(zip(m.head.votes or [], m.head.reasons or [], strict=False)):
                 beside.append(f"  beside it, sample {j + 1} (not counted): ", style="dim")

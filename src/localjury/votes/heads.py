@@ -1,11 +1,14 @@
 """Decision heads: a judge's verdict read from its own hidden states by a linear head fitted on
 a user's labels, with no text sampled.
 
-A judge prompt's hidden state at its last token (the output of one transformer block; see
-:meth:`~localjury.engines.base.BatchEngine.hidden_states`) is a vector ``x``; a head is a
-logistic regression on it, ``p = sigmoid(x . weights + bias)``, and the record passes when
-``p >= 0.5``. ``localjury align`` fits one per layer and keeps one only where it beats the
-ways of prompting the same judge by cross-validation (:mod:`localjury.bench.decision_ways`).
+A judge prompt's hidden state at its last token (the output of one transformer block, or of
+several blocks one after another; see :meth:`~localjury.engines.base.BatchEngine.hidden_states`)
+is a vector ``x``; a head is a logistic regression on it, ``p = sigmoid(x . weights + bias)``,
+and the record passes when ``p >= 0.5``. A head on several blocks is first reduced (PCA, or the
+regularisation alone, chosen by grouped cross-validation inside the training folds); every
+step is linear, so the fitted head is plain weights over ``x`` all the same. ``localjury align``
+fits one per layer and one on several blocks, and keeps one only where it beats the ways of
+prompting the same judge by cross-validation (:mod:`localjury.bench.decision_ways`).
 
 A head means something only for the hidden states it was fitted on: it is bound to the model's
 weights file (its SHA-256, so another quantization is another model), the engine that read
@@ -35,6 +38,9 @@ if TYPE_CHECKING:
 C_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
 #: The C of a head whose training rows are too few to choose one by cross-validation.
 DEFAULT_C = 0.01
+#: The reductions tried for a head on several blocks, chosen with C inside each training fold:
+#: none (the regularisation alone), or PCA to so many components (those a fold's rows allow).
+PCA_GRID = (None, 16, 32)
 
 
 class HeadBinding(BaseModel):
@@ -63,27 +69,46 @@ class HeadBinding(BaseModel):
 
 
 class DecisionHead(BaseModel):
-    """A linear head on one layer's hidden state at the judge prompt's last token."""
+    """A linear head on the hidden state at the judge prompt's last token: one block's output,
+    or several blocks' one after another."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     layer: int = Field(ge=0)
-    """The transformer block whose output it reads (0: the first block)."""
+    """The transformer block whose output it reads (0: the first block); the first of its blocks."""
+    more_layers: list[int] = Field(default=[], exclude_if=lambda value: not value)
+    """The blocks it reads after ``layer``, their outputs following ``layer``'s in the state
+    (a head on several blocks); left out of the profile for a head on one block."""
     weights: list[float] = Field(min_length=1)
-    """One weight per dimension of the hidden state (the features' standardisation folded in)."""
+    """One weight per number of the state (the features' standardisation and reduction folded in)."""
     bias: float
     """The intercept."""
     threshold: float = Field(default=0.5, gt=0, lt=1)
     """A record passes when the head's probability is at or above this."""
     c: float = Field(gt=0)
     """The regularisation strength the fit chose (scikit-learn's C)."""
+    reduction: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """How a head on several blocks reduced its state before the regression (``pca 16``: to 16
+    principal components), folded into its weights; left out where none was."""
     binding: HeadBinding
     """What its hidden states came from."""
     labels: int = Field(ge=0)
     """Labeled records it was fitted on."""
 
+    @property
+    def layers(self) -> list[int]:
+        """The blocks it reads, in the order of their outputs in its state."""
+        return [self.layer, *self.more_layers]
+
+    @property
+    def blocks_name(self) -> str:
+        """Its blocks for messages: ``layer 7``, or ``layers 3+7+27``."""
+        if not self.more_layers:
+            return f"layer {self.layer}"
+        return "layers " + "+".join(str(i) for i in self.layers)
+
     def sha256(self) -> str:
-        """The head's hash: of its weights, layer and binding."""
+        """The head's hash: of its weights, layers and binding."""
         return content_hash(head=self.model_dump(mode="json"))
 
     def probability(self, state: Sequence[float] | np.ndarray) -> float:
@@ -95,7 +120,7 @@ class DecisionHead(BaseModel):
         if len(state) != len(self.weights):
             raise ConfigError(
                 f"a hidden state of {len(state)} numbers for a head of {len(self.weights)} weights "
-                f"(layer {self.layer} of {self.binding.model!r})"
+                f"({self.blocks_name} of {self.binding.model!r})"
             )
         z = float(sum(w * float(x) for w, x in zip(self.weights, state, strict=True))) + self.bias
         return 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
@@ -115,14 +140,16 @@ class DecisionHead(BaseModel):
         """
         head = f"the decision head of {self.binding.model!r} in {source}"
         fix = "it was fitted on another model's hidden states: run `localjury align` again for this model"
-        if shape.hidden_size is not None and shape.hidden_size != len(self.weights):
+        blocks = len(self.layers)
+        if shape.hidden_size is not None and shape.hidden_size * blocks != len(self.weights):
+            per = f" ({blocks} blocks of {len(self.weights) // blocks:,})" if blocks > 1 else ""
             raise ConfigError(
-                f"{head} has {len(self.weights):,} weights, but model {model!r} has a hidden size of "
+                f"{head} has {len(self.weights):,} weights{per}, but model {model!r} has a hidden size of "
                 f"{shape.hidden_size:,} ({shape.source}): {fix}"
             )
-        if shape.blocks is not None and self.layer >= shape.blocks:
+        if shape.blocks is not None and max(self.layers) >= shape.blocks:
             raise ConfigError(
-                f"{head} reads layer {self.layer}, but model {model!r} has {shape.blocks} blocks, 0 to "
+                f"{head} reads layer {max(self.layers)}, but model {model!r} has {shape.blocks} blocks, 0 to "
                 f"{shape.blocks - 1} ({shape.source}): {fix}"
             )
 
@@ -139,7 +166,7 @@ class DecisionHead(BaseModel):
         differs = self.binding.differences(binding)
         if differs:
             raise ConfigError(
-                f"the decision head of {self.binding.model!r} (layer {self.layer}) was fitted on other hidden "
+                f"the decision head of {self.binding.model!r} ({self.blocks_name}) was fitted on other hidden "
                 f"states than model {binding.model!r} gives here: {'; '.join(differs)}. Run `localjury align` "
                 "again for this model, engine and criterion"
             )
@@ -151,8 +178,9 @@ class DecisionWay(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     way: str
-    """``zero-shot votes``, ``zero-shot calibrated``, ``aligned votes``, ``aligned calibrated``, ``head layer N``
-    or ``length only`` (a head on the record's lengths: a baseline, never the winner)."""
+    """``zero-shot votes``, ``zero-shot calibrated``, ``aligned votes``, ``aligned calibrated``, ``head layer N``,
+    ``head layers A+B+C`` (a head on several blocks), or ``length only`` (a head on the record's lengths: a
+    baseline, never the winner)."""
     kappa: float | None
     """Cohen's kappa of its verdicts against the labels (null: undefined, one label only)."""
     kappa_ci: list[float] | None = None
@@ -197,11 +225,17 @@ def grouped_folds(groups: Sequence[str], gold: Sequence[int], folds: int, seed: 
     return list(splitter.split(np.zeros((len(y), 1)), y, np.asarray(groups)))
 
 
-def _fit(x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> tuple[Any, float]:
+def _fit(
+    x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int, reduce: bool = False, odd: bool = False
+) -> tuple[Any, dict[str, Any]]:
     """A standardised, L2-regularised logistic regression (balanced classes) with C chosen by a
-    grouped cross-validation on these rows only; the fitted pipeline and its C. Inner folds
-    holding one label only are left out; with fewer than two left (few labels in large groups),
-    C is :data:`DEFAULT_C`."""
+    grouped cross-validation on these rows only; ``reduce``: also whether to reduce the features
+    first by PCA, and to how many components (:data:`PCA_GRID`, those the inner training folds'
+    rows allow). The fitted pipeline and what it chose (``C``, ``pca``: None or the components).
+    Inner folds holding one label only are left out; with fewer than two left (few labels in
+    large groups), C is :data:`DEFAULT_C` and nothing is reduced. ``odd``: features scaled but
+    not centred and no intercept, so that ``-x`` gets ``1 - p`` (a preference head's differences)."""
+    from sklearn.decomposition import PCA
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GridSearchCV
     from sklearn.pipeline import make_pipeline
@@ -212,19 +246,35 @@ def _fit(x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int) -> tuple[A
         for train, test in grouped_folds([str(g) for g in groups], y.tolist(), 3, seed)
         if len(set(y[train].tolist())) == 2 and len(set(y[test].tolist())) == 2
     ]
-    pipe = make_pipeline(StandardScaler(), LogisticRegression(class_weight="balanced", max_iter=5000))
+    logistic = LogisticRegression(class_weight="balanced", max_iter=5000, fit_intercept=not odd)
+    pipe = make_pipeline(StandardScaler(with_mean=not odd), logistic)
     if len(inner) < 2:
-        return pipe.set_params(logisticregression__C=DEFAULT_C).fit(x, y), DEFAULT_C
-    search = GridSearchCV(pipe, {"logisticregression__C": list(C_GRID)}, cv=inner, scoring="neg_log_loss")
+        return pipe.set_params(logisticregression__C=DEFAULT_C).fit(x, y), {"C": DEFAULT_C, "pca": None}
+    grid: list[dict[str, Any]] = [{"logisticregression__C": list(C_GRID)}]
+    if reduce:
+        rows = min(len(train) for train, _ in inner)
+        sizes = [n for n in PCA_GRID if n is not None and n < min(rows, x.shape[1])]
+        pipe = make_pipeline(StandardScaler(with_mean=not odd), "passthrough", logistic)
+        grid = [{"passthrough": ["passthrough"], "logisticregression__C": list(C_GRID)}]
+        grid += [{"passthrough": [PCA(n, svd_solver="full")], "logisticregression__C": list(C_GRID)} for n in sizes]
+    search = GridSearchCV(pipe, grid, cv=inner, scoring="neg_log_loss")
     search.fit(x, y)
-    return search.best_estimator_, float(search.best_params_["logisticregression__C"])
+    chosen = search.best_params_.get("passthrough", "passthrough")
+    pca = None if chosen == "passthrough" else int(chosen.n_components)
+    return search.best_estimator_, {"C": float(search.best_params_["logisticregression__C"]), "pca": pca}
 
 
 def cross_validated(
-    states: np.ndarray, gold: Sequence[int], groups: Sequence[str], *, folds: int = 5, seed: int = 0
+    states: np.ndarray,
+    gold: Sequence[int],
+    groups: Sequence[str],
+    *,
+    folds: int = 5,
+    seed: int = 0,
+    reduce: bool = False,
 ) -> list[float]:
     """Each record's probability from a head fitted on the other folds (:func:`grouped_folds`:
-    no group in both), its C chosen inside those folds."""
+    no group in both), its C (and with ``reduce``, its PCA) chosen inside those folds."""
     import numpy as np
 
     y, g = np.asarray(gold), np.asarray(groups)
@@ -236,22 +286,48 @@ def cross_validated(
         if len(set(y[train].tolist())) < 2:  # one label to learn from: its share is all a head could say
             out[test] = float(y[train].mean())
             continue
-        model, _ = _fit(states[train], y[train], g[train], seed)
+        model, _ = _fit(states[train], y[train], g[train], seed, reduce)
         out[test] = model.predict_proba(states[test])[:, 1]
     return [float(p) for p in out]
 
 
-def fit_head(
-    states: np.ndarray, gold: Sequence[int], groups: Sequence[str], layer: int, binding: HeadBinding, seed: int = 0
-) -> DecisionHead:
-    """The head fitted on all these records (C chosen by grouped cross-validation), its
-    standardisation folded into plain weights and a bias."""
+def linear(model: Any) -> tuple[np.ndarray, float]:
+    """A fitted pipeline (:func:`_fit`) as the plain weights and bias of one logistic function of
+    its input: the standardisation and any PCA folded in (each step is linear)."""
     import numpy as np
 
-    model, c = _fit(states, np.asarray(gold), np.asarray(groups), seed)
-    scaler, logistic = model.named_steps["standardscaler"], model.named_steps["logisticregression"]
-    weights = logistic.coef_[0] / scaler.scale_
-    bias = float(logistic.intercept_[0] - float(np.dot(weights, scaler.mean_)))
+    scaler, *middle, logistic = (step for _, step in model.steps)
+    w, b = logistic.coef_[0], float(np.sum(logistic.intercept_))
+    if middle and middle[0] != "passthrough":  # u = (z - mean) @ components.T, so w . u = z . a - mean . a
+        a = middle[0].components_.T @ w
+        w, b = a, b - float(np.dot(middle[0].mean_, a))
+    weights = w / scaler.scale_
+    return weights, b - float(np.dot(weights, scaler.mean_)) if scaler.with_mean else b
+
+
+def fit_head(
+    states: np.ndarray,
+    gold: Sequence[int],
+    groups: Sequence[str],
+    layers: int | Sequence[int],
+    binding: HeadBinding,
+    seed: int = 0,
+) -> DecisionHead:
+    """The head fitted on all these records (C chosen by grouped cross-validation; for a head on
+    several ``layers``, whose outputs follow one another in each row of ``states``, its PCA too),
+    its standardisation and reduction folded into plain weights and a bias."""
+    import numpy as np
+
+    blocks = [layers] if isinstance(layers, int) else list(layers)
+    model, chose = _fit(states, np.asarray(gold), np.asarray(groups), seed, reduce=len(blocks) > 1)
+    weights, bias = linear(model)
     return DecisionHead(
-        layer=layer, weights=[float(w) for w in weights], bias=bias, c=c, binding=binding, labels=len(gold)
+        layer=blocks[0],
+        more_layers=blocks[1:],
+        weights=[float(w) for w in weights],
+        bias=bias,
+        c=chose["C"],
+        reduction=f"pca {chose['pca']}" if chose["pca"] else None,
+        binding=binding,
+        labels=len(gold),
     )

@@ -74,10 +74,10 @@ def test_a_prompt_gives_the_same_hidden_state_alone_or_among_others(engine):
 
 
 def test_a_head_fitted_on_the_engines_states_decides_a_real_run_without_sampling(engine, tmp_path):
-    layer = engine.block_count() // 2
-    states = engine.hidden_states(prompts(engine, RECORDS), [layer])[:, 0]
+    layer, last = engine.block_count() // 2, engine.block_count() - 1  # a head on two blocks' outputs
+    states = engine.hidden_states(prompts(engine, RECORDS), [layer, last]).reshape(len(RECORDS), -1)
     gold = [g for _, _, g in ANSWERS]
-    head = fit_head(states, gold, [r.id for r in RECORDS], layer, binding_of(engine.spec, DATED.definition))
+    head = fit_head(states, gold, [r.id for r in RECORDS], [layer, last], binding_of(engine.spec, DATED.definition))
     profile = JudgeProfile.model_validate(
         {"criterion": {"name": "dated", "definition": DATED.definition}, "heads": [head.model_dump(mode="json")]}
     )
@@ -87,7 +87,7 @@ def test_a_head_fitted_on_the_engines_states_decides_a_real_run_without_sampling
     assert run.summary.models[0].output_tokens == 0  # nothing was sampled
     for result, state in zip(results, states[:3], strict=True):
         (m,) = result.models
-        assert m.head is not None and m.reasons == [None] and m.head.layer == layer
+        assert m.head is not None and m.reasons == [None] and (m.head.layer, m.head.more_layers) == (layer, [last])
         assert m.head.probability == pytest.approx(head.probability(state), abs=1e-4)
         assert m.verdict == head.verdict(m.head.probability)
     line = json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])

@@ -8,18 +8,30 @@ import json
 
 import numpy as np
 import pytest
+from sklearn.decomposition import PCA
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedGroupKFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from localjury import AspectCritic, evaluate
+from localjury._hashing import content_hash
 from localjury.bench.align import build_profile
-from localjury.bench.decision_ways import MIN_LABELS, SURFACE, decide, surface_features, surface_way, too_few
+from localjury.bench.decision_ways import (
+    MIN_LABELS,
+    SURFACE,
+    decide,
+    layers_of,
+    surface_features,
+    surface_way,
+    too_few,
+    way_name,
+)
 from localjury.bench.formats import BenchItem
 from localjury.engines.base import BatchEngine, Completion, GenerateCall, render_plain
 from localjury.errors import ConfigError
 from localjury.metrics.profile import JudgeProfile, load_profile
+from localjury.models._shape import ModelShape
 from localjury.results.show import judgment_view
 from localjury.votes.heads import (
     C_GRID,
@@ -30,6 +42,7 @@ from localjury.votes.heads import (
     cross_validated,
     fit_head,
     grouped_folds,
+    linear,
 )
 from tests.fakes import judgment, spec
 
@@ -81,6 +94,51 @@ def test_a_fitted_heads_plain_weights_give_the_pipelines_probabilities():
     assert head.c == search.best_params_["logisticregression__C"] and head.labels == 60 and head.layer == 3
     with pytest.raises(ConfigError, match="hidden state of 5 numbers for a head of 6"):
         head.probability(x[0][:5])
+
+
+def test_a_head_on_several_blocks_chooses_its_pca_inside_the_folds_and_folds_it_into_plain_weights():
+    x, gold, groups = synthetic(n=80, dim=40)  # two blocks of 20, the signal in the first number
+    head = fit_head(x, gold, groups, [3, 5], BINDING)
+    inner = list(StratifiedGroupKFold(n_splits=3, shuffle=True, random_state=0).split(x, gold, groups))
+    pipe = make_pipeline(StandardScaler(), "passthrough", LogisticRegression(class_weight="balanced", max_iter=5000))
+    grid = [{"passthrough": [r], "logisticregression__C": list(C_GRID)}
+            for r in ("passthrough", PCA(16, svd_solver="full"), PCA(32, svd_solver="full"))]  # fmt: skip
+    search = GridSearchCV(pipe, grid, cv=inner, scoring="neg_log_loss").fit(x, gold)
+    np.testing.assert_allclose([head.probability(v) for v in x], search.predict_proba(x)[:, 1], rtol=1e-6)
+    chosen = search.best_params_["passthrough"]
+    assert head.reduction == (None if chosen == "passthrough" else f"pca {chosen.n_components}")
+    assert (head.layers, head.blocks_name, head.c) == (
+        [3, 5],
+        "layers 3+5",
+        search.best_params_["logisticregression__C"],
+    )
+    assert DecisionHead.model_validate(head.model_dump(mode="json")) == head
+    head.check_shape(ModelShape(hidden_size=20, blocks=6, source="config"), model="A", source="p.yaml")
+    with pytest.raises(ConfigError, match=r"has 40 weights \(2 blocks of 20\), but model 'A' has a hidden size of 40"):
+        head.check_shape(ModelShape(hidden_size=40, blocks=6, source="config"), model="A", source="p.yaml")
+    with pytest.raises(ConfigError, match="reads layer 5, but model 'A' has 5 blocks"):
+        head.check_shape(ModelShape(hidden_size=20, blocks=5, source="config"), model="A", source="p.yaml")
+    for pipe in (  # whichever the search chose, each reduction folds into the same function of x
+        make_pipeline(StandardScaler(), PCA(4, svd_solver="full"), LogisticRegression(max_iter=5000)),
+        make_pipeline(StandardScaler(with_mean=False), LogisticRegression(max_iter=5000, fit_intercept=False)),
+    ):
+        weights, bias = linear(pipe.fit(x, gold))
+        np.testing.assert_allclose(1 / (1 + np.exp(-(x @ weights + bias))), pipe.predict_proba(x)[:, 1], rtol=1e-9)
+    with_pca = cross_validated(x, gold, groups, folds=4, seed=1, reduce=True)
+    assert np.mean((np.asarray(with_pca) >= 0.5) == np.asarray(gold)) > 0.7
+
+
+def test_a_head_on_one_block_keeps_the_profile_and_hash_it_had_before_heads_on_several():
+    head = fit_head(*synthetic(), 3, BINDING)
+    dumped = head.model_dump(mode="json")
+    assert "more_layers" not in dumped and "reduction" not in dumped and head.layers == [3]
+    assert head.sha256() == content_hash(head=dumped) and DecisionHead.model_validate(dumped) == head
+
+
+def test_a_ways_name_says_its_blocks():
+    assert [way_name([7]), way_name([3, 7, 27])] == ["head layer 7", "head layers 3+7+27"]
+    assert [layers_of("head layer 7"), layers_of("head layers 3+7+27")] == [[7], [3, 7, 27]]
+    assert layers_of("zero-shot votes") is None and layers_of(SURFACE) is None and layers_of("head layer x") is None
 
 
 def test_few_labels_in_large_groups_still_fit_a_head_with_the_default_c():
@@ -209,7 +267,8 @@ def test_align_keeps_a_head_that_beats_prompting_and_the_run_decides_by_it(tmp_p
     assert load_profile(out) == prof
     (report,) = prof.decisions
     assert report.winner.startswith("head layer ") and report.ways[0].kappa == 1.0
-    assert {w.way for w in report.ways} >= {"zero-shot votes", "zero-shot calibrated", "head layer 3", SURFACE}
+    assert {w.way for w in report.ways} >= {"zero-shot votes", "zero-shot calibrated", "head layer 3", SURFACE,
+                                            "head layers 1+2+3"}  # fmt: skip
     # right and wrong answers are as long: the length alone says nothing, and no warning is given
     assert next(w for w in report.ways if w.way == SURFACE).kappa < 0.5 and report.artifact is None
     (head,) = prof.heads
