@@ -21,6 +21,7 @@ Pure functions over arrays and labels (scikit-learn for the fits); no engine, no
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -235,6 +236,7 @@ def _fit(
     Inner folds holding one label only are left out; with fewer than two left (few labels in
     large groups), C is :data:`DEFAULT_C` and nothing is reduced. ``odd``: features scaled but
     not centred and no intercept, so that ``-x`` gets ``1 - p`` (a preference head's differences)."""
+    from joblib import Memory
     from sklearn.decomposition import PCA
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import GridSearchCV
@@ -251,16 +253,21 @@ def _fit(
     if len(inner) < 2:
         return pipe.set_params(logisticregression__C=DEFAULT_C).fit(x, y), {"C": DEFAULT_C, "pca": None}
     grid: list[dict[str, Any]] = [{"logisticregression__C": list(C_GRID)}]
-    if reduce:
-        rows = min(len(train) for train, _ in inner)
-        sizes = [n for n in PCA_GRID if n is not None and n < min(rows, x.shape[1])]
-        pipe = make_pipeline(StandardScaler(with_mean=not odd), "passthrough", logistic)
-        grid = [{"passthrough": ["passthrough"], "logisticregression__C": list(C_GRID)}]
-        grid += [{"passthrough": [PCA(n, svd_solver="full")], "logisticregression__C": list(C_GRID)} for n in sizes]
-    search = GridSearchCV(pipe, grid, cv=inner, scoring="neg_log_loss")
-    search.fit(x, y)
-    chosen = search.best_params_.get("passthrough", "passthrough")
-    pca = None if chosen == "passthrough" else int(chosen.n_components)
+    with tempfile.TemporaryDirectory(prefix="localjury-head-") as cache:
+        if reduce:
+            rows = min(len(train) for train, _ in inner)
+            sizes = [n for n in PCA_GRID if n is not None and n < min(rows, x.shape[1])]
+            # No reduction is PCA to every component: an L2-regularised regression's weights lie in
+            # the span of its rows, so rotating onto them changes no prediction, and the regression
+            # then fits on as many numbers as rows instead of thousands. A fold's scaling and PCA
+            # are fitted once for all C (``memory``: a cache of this fit's own).
+            steps = (StandardScaler(with_mean=not odd), PCA(svd_solver="full"), logistic)
+            pipe = make_pipeline(*steps, memory=Memory(cache, verbose=0))
+            grid = [{"pca__n_components": [n], "logisticregression__C": list(C_GRID)} for n in (None, *sizes)]
+        search = GridSearchCV(pipe, grid, cv=inner, scoring="neg_log_loss")
+        search.fit(x, y)
+    chosen = search.best_params_.get("pca__n_components")
+    pca = None if chosen is None else int(chosen)
     return search.best_estimator_, {"C": float(search.best_params_["logisticregression__C"]), "pca": pca}
 
 
@@ -298,7 +305,7 @@ def linear(model: Any) -> tuple[np.ndarray, float]:
 
     scaler, *middle, logistic = (step for _, step in model.steps)
     w, b = logistic.coef_[0], float(np.sum(logistic.intercept_))
-    if middle and middle[0] != "passthrough":  # u = (z - mean) @ components.T, so w . u = z . a - mean . a
+    if middle:  # a PCA: u = (z - mean) @ components.T, so w . u = z . a - mean . a
         a = middle[0].components_.T @ w
         w, b = a, b - float(np.dot(middle[0].mean_, a))
     weights = w / scaler.scale_

@@ -100,13 +100,23 @@ def test_a_head_on_several_blocks_chooses_its_pca_inside_the_folds_and_folds_it_
     x, gold, groups = synthetic(n=80, dim=40)  # two blocks of 20, the signal in the first number
     head = fit_head(x, gold, groups, [3, 5], BINDING)
     inner = list(StratifiedGroupKFold(n_splits=3, shuffle=True, random_state=0).split(x, gold, groups))
-    pipe = make_pipeline(StandardScaler(), "passthrough", LogisticRegression(class_weight="balanced", max_iter=5000))
-    grid = [{"passthrough": [r], "logisticregression__C": list(C_GRID)}
-            for r in ("passthrough", PCA(16, svd_solver="full"), PCA(32, svd_solver="full"))]  # fmt: skip
+    logistic = LogisticRegression(class_weight="balanced", max_iter=5000)
+    pipe = make_pipeline(StandardScaler(), PCA(svd_solver="full"), logistic)  # every component: no reduction
+    grid = [{"pca__n_components": [n], "logisticregression__C": list(C_GRID)} for n in (None, 16, 32)]
     search = GridSearchCV(pipe, grid, cv=inner, scoring="neg_log_loss").fit(x, gold)
     np.testing.assert_allclose([head.probability(v) for v in x], search.predict_proba(x)[:, 1], rtol=1e-6)
-    chosen = search.best_params_["passthrough"]
-    assert head.reduction == (None if chosen == "passthrough" else f"pca {chosen.n_components}")
+    chosen = search.best_params_["pca__n_components"]
+    assert head.reduction == (None if chosen is None else f"pca {chosen}")
+    wide, wide_gold, _ = synthetic(n=30, dim=100)  # more numbers than rows, as hidden states are
+
+    def exact(c):
+        return LogisticRegression(C=c, tol=1e-10, max_iter=10000)
+
+    for c in (1e-3, 1.0):  # PCA to every component is the same regression as none: its weights lie in the rows' span
+        rotated = make_pipeline(StandardScaler(), PCA(svd_solver="full"), exact(c)).fit(wide, wide_gold)
+        plain = make_pipeline(StandardScaler(), exact(c)).fit(wide, wide_gold)
+        assert rotated.named_steps["pca"].n_components_ == 30
+        np.testing.assert_allclose(rotated.predict_proba(wide), plain.predict_proba(wide), atol=1e-6)
     assert (head.layers, head.blocks_name, head.c) == (
         [3, 5],
         "layers 3+5",
