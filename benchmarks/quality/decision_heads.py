@@ -9,9 +9,12 @@ those its bench run judged (k=3, seed 0: ``benchmarks/results/bench-qwen/SET``, 
 ``bench-qwen-1.5b/SET``, 40 pairs), so the prompting baseline is that run's zero-shot votes on
 exactly these records. For each set: the hidden state at the zero-shot prompt's last token, at
 several blocks; per block, a head's kappa, accuracy and AUROC by 5-fold cross-validation
-grouped by question or pair (:mod:`localjury.votes.heads`, C chosen inside the training folds);
-the learning curve of the best block (heads trained on 25 to 75 labels, judged on the records
-of the other groups, 20 draws); transfer (the head of one set judged on another of its kind).
+grouped by question or pair (:mod:`localjury.votes.heads`, C chosen inside the training folds),
+and the same on all the blocks together (PCA or none chosen with C); on the pairwise sets, a
+preference head per block and together (:mod:`localjury.votes.preference`: Bradley-Terry on the
+pair's difference, cross-validated over the pairs); the learning curve of the best block (heads
+trained on 25 to 75 labels, judged on the records of the other groups, 20 draws); transfer (the
+head of one set judged on another of its kind).
 ``--curve N``: N TruthfulQA answers more, heads by grouped cross-validation and the learning
 curve up to 400 labels. Speed: judgments per second of decision mode (one prefill a record)
 against k=3 generation under the schema, on the same ``--speed`` records, in one run.
@@ -46,6 +49,7 @@ from localjury.votes.heads import cross_validated, fit_head, grouped_folds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
 from _figures import RESULTS, ROOT, provenance, save, table
+from _more_ways import figures_of, jury_figures, preference_figures
 
 DATA = ROOT.parent / "shared" / "data"
 MODEL = "qwen2.5-coder-1.5b-instruct"
@@ -71,16 +75,6 @@ KIND = {name: "pairs" if fmt == "llmbar" else "facts" for name, (_, fmt, _) in S
 #: Blocks read (the 1.5B has 28): every fourth, the middle ones, and the last.
 LAYERS = [3, 7, 10, 14, 17, 21, 24, 27]
 SEED = 0
-
-
-def figures_of(gold: list[int], p: list[float]) -> dict[str, Any]:
-    c = stats.classification(gold, [int(x >= 0.5) for x in p], seed=SEED)
-    return {
-        "kappa": c["kappa"],
-        "kappa_ci": list(c["kappa_ci"]) if c["kappa_ci"] is not None else None,
-        "accuracy": c["accuracy"],
-        "auroc": stats.probabilistic(gold, p, seed=SEED)["auroc"],
-    }
 
 
 def baseline(name: str) -> tuple[list[Any], dict[str, Any]]:
@@ -160,12 +154,18 @@ def speed(engine: Any, judge: Any, items: list[Any], head_layer: int) -> dict[st
     started = time.perf_counter()
     engine.hidden_states(prompts, [head_layer])
     heads = time.perf_counter() - started
+    started = time.perf_counter()  # the same prefills run through every block: what reading cost before it stopped
+    engine.hidden_states(prompts, [head_layer, engine.block_count() - 1])
+    full_depth = time.perf_counter() - started
     started = time.perf_counter()
     engine.generate(GenerateCall(prompts, 3, Sampling(0.7, 1.0, 256, SEED), judge.json_schema()))
     generate = time.perf_counter() - started
     return {
         "records": len(prompts),
         "decision_mode_per_s": len(prompts) / heads,
+        "layer": head_layer,
+        "blocks": engine.block_count(),
+        "full_depth_per_s": len(prompts) / full_depth,
         "generate_k3_per_s": len(prompts) / generate,
         "ratio": generate / heads,
     }
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
             groups = [unit(it) for it in items]
             pairs = [str(it.pair) for it in items] if "pair_accuracy" in zero else None
             per_layer = per_layer_figures(x, layers, gold, groups, pairs)
-            best = max(per_layer, key=lambda k: per_layer[k]["kappa"] or -1)
+            best = max((k for k in per_layer if isinstance(k, int)), key=lambda k: per_layer[k]["kappa"] or -1)
             states[name] = (x, gold, groups)
             print(f"{name}: {len(items)} records read in {seconds:.0f} s; best block {best}", flush=True)
             sets[name] = {
@@ -203,6 +203,11 @@ def main(argv: list[str] | None = None) -> None:
                 "best_layer": best,
                 "learning_curve": learning_curve(x[:, layers.index(best)], gold, groups, [25, 50, 75]),
             }
+            if pairs is not None:
+                sets[name]["preference"] = preference_figures(x, layers, items, gold, SEED)
+            else:
+                head = cross_validated(x[:, layers.index(best)], gold, groups, folds=5, seed=SEED)
+                sets[name]["jury"] = jury_figures(RESULTS / SETS[name][2] / name, items, gold, groups, head, SEED)
             if args.speed and name == args.sets.split(",")[0]:
                 sets[name]["speed"] = speed(engine, judge, items[: args.speed + 1], best)
         curve = truthfulqa_curve(engine, args.curve) if args.curve else None
@@ -229,9 +234,11 @@ def per_layer_figures(
     its pair accuracy (the pair's higher probability wins)."""
     assert all(len({groups[i] for i in te} & {groups[i] for i in tr}) == 0
                for tr, te in grouped_folds(groups, gold, 5, SEED))  # fmt: skip
-    out = {}
-    for j, layer in enumerate(layers):
-        p = cross_validated(x[:, j], gold, groups, folds=5, seed=SEED)
+    out: dict[int | str, dict[str, Any]] = {}
+    for j, layer in enumerate([*layers, "+".join(str(i) for i in layers)]):
+        together = j == len(layers)  # all the blocks' states one after another, PCA chosen in the folds
+        p = cross_validated(x.reshape(len(x), -1) if together else x[:, j], gold, groups, folds=5, seed=SEED,
+                            reduce=together)  # fmt: skip
         out[layer] = figures_of(gold, p)
         if pairs is not None:
             out[layer]["pair_accuracy"] = pair_accuracy(pairs, gold, p)
@@ -247,7 +254,7 @@ def truthfulqa_curve(engine: Any, records: int) -> dict[str, Any]:
     gold = [int(it.gold) for it in items]
     groups = [unit(it) for it in items]
     per_layer = per_layer_figures(x, layers, gold, groups, None)
-    best = max(per_layer, key=lambda k: per_layer[k]["kappa"] or -1)
+    best = max((k for k in per_layer if isinstance(k, int)), key=lambda k: per_layer[k]["kappa"] or -1)
     sizes = [n for n in (25, 50, 100, 200, 400) if n < len(items)]
     print(f"truthfulqa curve: {len(items)} records read in {seconds:.0f} s; best block {best}", flush=True)
     return {
@@ -291,6 +298,14 @@ def _ci(f: dict[str, Any]) -> str:
     return f"{k:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
+def _head(blocks: Any, kind: str = "head") -> str:
+    """A row's name: ``head, block 7``, or ``head, blocks 3+7+27 together`` for the blocks' states
+    one after another (PCA or the regularisation alone chosen in the folds)."""
+    if "+" in str(blocks):
+        return f"{kind}, blocks {blocks} together"
+    return f"{kind}, block {blocks}"
+
+
 def _curve(s: dict[str, Any]) -> str:
     return ", ".join(f"{n} labels: {v['kappa']:.2f} ± {v['sd']:.2f}" for n, v in s["learning_curve"].items())
 
@@ -315,7 +330,7 @@ def markdown(f: dict[str, Any]) -> str:
             [first, _ci(zero), f"{zero['accuracy']:.2f}", "-"] + ([f"{zero['pair_accuracy']:.2f}"] if paired else [])
         ]
         for layer, h in s["heads"].items():
-            rows.append([f"head, block {layer}", _ci(h), f"{h['accuracy']:.2f}", f"{h['auroc']:.2f}"])
+            rows.append([_head(layer), _ci(h), f"{h['accuracy']:.2f}", f"{h['auroc']:.2f}"])
             rows[-1] += [f"{h['pair_accuracy']:.2f}"] if paired else []
         header = ["way of deciding", "kappa [95% CI]", "accuracy", "AUROC"] + (["pair accuracy"] if paired else [])
         lines += table(header, rows, "lrrr" + ("r" if paired else ""))
@@ -323,6 +338,22 @@ def markdown(f: dict[str, Any]) -> str:
         lines += ["", f"The response's length alone ranks the labels with AUROC {auroc:.2f} (0.5: no signal)."]
         if paired:
             lines += ["", "The pairwise judge's kappa and accuracy are of its preference; a head's, of each response."]
+        if s.get("jury"):
+            j = s["jury"]
+            rows = [[f"{m} alone", _ci(f), f"{f['accuracy']:.2f}", f"{f['auroc']:.2f}"] for m, f in j["each"].items()]
+            rows += [[way, _ci(j[key]), f"{j[key]['accuracy']:.2f}", f"{j[key]['auroc']:.2f}"]
+                     for way, key in (("jury: the mean (a run's today)", "mean"), ("jury: stacked", "stacked"),
+                                      ("jury: stacked, with the head", "stacked_with_head"))]  # fmt: skip
+            lines += ["", "Jury (the bench run's verdict probabilities; stacked: a logistic regression on their "
+                      "log-odds, learned by the same grouped 5-fold cross-validation):", ""]  # fmt: skip
+            lines += table(["way of deciding", "kappa [95% CI]", "accuracy", "AUROC"], rows, "lrrr")
+        if "preference" in s:
+            pref = s["preference"]
+            lines += ["", f"Preference heads ({pref['pairs']} pairs; kappa and accuracy of the preference, right in "
+                      "both orders, 5-fold cross-validation over the pairs):", ""]  # fmt: skip
+            lines += table(["way of deciding", "kappa [95% CI]", "pairs right", "AUROC"],
+                           [[_head(k, "preference head"), _ci(h), f"{h['accuracy']:.2f}", f"{h['auroc']:.2f}"]
+                            for k, h in pref["heads"].items()], "lrrr")  # fmt: skip
         lines += ["", f"Learning curve (block {s['best_layer']}, kappa of 20 draws): {_curve(s)}.", ""]
         if "speed" in s:
             sp = s["speed"]
@@ -331,11 +362,18 @@ def markdown(f: dict[str, Any]) -> str:
                 f"k=3 generation {sp['generate_k3_per_s']:.2f} judgments/s: **{sp['ratio']:.1f}x**.",
                 "",
             ]
+            if "full_depth_per_s" in sp:
+                lines += [
+                    f"The prefill stops after block {sp['layer']} of {sp['blocks']}; run through every block, the "
+                    f"same prefills give {sp['full_depth_per_s']:.2f} judgments/s "
+                    f"(stopping there is {sp['decision_mode_per_s'] / sp['full_depth_per_s']:.1f}x as fast).",
+                    "",
+                ]
     c = f.get("curve")
     if c:
         lines += [f"## More labels: TruthfulQA, {c['records']} records ({c['groups']} questions)", ""]
         lines += table(["way of deciding", "kappa [95% CI]", "accuracy", "AUROC"],
-                       [[f"head, block {k}", _ci(h), f"{h['accuracy']:.2f}", f"{h['auroc']:.2f}"]
+                       [[_head(k), _ci(h), f"{h['accuracy']:.2f}", f"{h['auroc']:.2f}"]
                         for k, h in c["heads"].items()], "lrrr")  # fmt: skip
         lines += ["", f"Learning curve (block {c['best_layer']}, kappa of 20 draws, mean ± sd): {_curve(c)}.", ""]
     if f["transfer"]:

@@ -22,7 +22,7 @@ from typing import Any
 from decision_heads import SEED, SETS, _ci, baseline
 
 from localjury.bench.align import unit
-from localjury.bench.decision_ways import decide, surface_way
+from localjury.bench.decision_ways import decide, surface_way, way_name
 from localjury.votes.heads import DecisionWay
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
@@ -38,11 +38,14 @@ def main(argv: list[str] | None = None) -> None:
         items, zero = baseline(name)
         gold = [int(it.gold) for it in items]
         surface = surface_way(items, gold, [unit(it) for it in items], folds=5, seed=SEED)
-        best = measured["heads"][str(measured["best_layer"])]
-        head = DecisionWay(way=f"head layer {measured['best_layer']}", kappa=best["kappa"],
-                           kappa_ci=best["kappa_ci"], records=len(items))  # fmt: skip
+        ways = [
+            DecisionWay(way=way_name([int(i) for i in blocks.split("+")]), kappa=h["kappa"], kappa_ci=h["kappa_ci"],
+                        records=len(items))
+            for blocks, h in measured["heads"].items()
+        ]  # fmt: skip
+        head = max(ways, key=lambda w: w.kappa if w.kappa is not None else float("-inf"))
         votes = DecisionWay(way="zero-shot votes", kappa=zero["kappa"], kappa_ci=zero["kappa_ci"], records=len(items))
-        report = decide("judge", [votes], [head], surface)
+        report = decide("judge", [votes], ways, surface)
         sets[name] = {
             "records": len(items),
             "length_only": surface.model_dump(),
