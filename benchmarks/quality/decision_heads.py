@@ -12,12 +12,14 @@ several blocks; per block, a head's kappa, accuracy and AUROC by 5-fold cross-va
 grouped by question or pair (:mod:`localjury.votes.heads`, C chosen inside the training folds),
 and the same on all the blocks together (PCA or none chosen with C); on the pairwise sets, a
 preference head per block and together (:mod:`localjury.votes.preference`: Bradley-Terry on the
-pair's difference, cross-validated over the pairs); the learning curve of the best block (heads
+pair's difference, cross-validated over the pairs); on the others, the bench run's jury stacked
+from the labels beside its mean (``_more_ways.py``); the learning curve of the best block (heads
 trained on 25 to 75 labels, judged on the records of the other groups, 20 draws); transfer (the
 head of one set judged on another of its kind).
 ``--curve N``: N TruthfulQA answers more, heads by grouped cross-validation and the learning
-curve up to 400 labels. Speed: judgments per second of decision mode (one prefill a record)
-against k=3 generation under the schema, on the same ``--speed`` records, in one run.
+curve up to 400 labels. Speed: judgments per second of decision mode (one prefill a record,
+stopped after the head's block) against the same prefills through every block and k=3
+generation under the schema, on the same ``--speed`` records, in one run.
 Writes benchmarks/results/decision_heads.{json,md}, with the CPU.
 """
 
