@@ -73,9 +73,13 @@ def test_without_lscpu_the_cpu_is_still_named(monkeypatch):
     assert figures.cpu_facts()["model_name"] and "AMX" in figures.cpu()
 
 
-@pytest.mark.parametrize("script", sorted(p for g in GROUPS for p in (ROOT / "benchmarks" / g).glob("*.py")), ids=str)
+SCRIPTS = sorted(p for g in GROUPS for p in (ROOT / "benchmarks" / g).glob("*.py") if not p.name.startswith("_"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=str)
 def test_every_script_writes_its_figures_through_the_shared_module(script):
-    """One writer: the CPU and command in every figure set, the same JSON and Markdown files."""
+    """One writer: the CPU and command in every figure set, the same JSON and Markdown files
+    (a ``_``-prefixed module is a helper its script imports, as ``_figures`` is)."""
     source = script.read_text()
     assert "from _figures import" in source and "save(" in source, f"{script.name} does not save through _figures"
     assert "provenance(" in source or "command(" in source, f"{script.name} states no command"
