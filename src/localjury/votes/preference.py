@@ -49,6 +49,7 @@ def cross_validated_preference(
         ConfigError: Fewer than two pairs, or the pairs' ids are not unique.
     """
     import numpy as np
+    from scipy.special import expit
 
     if len(set(pairs)) != len(pairs) or len(pairs) < 2:
         raise ConfigError("cross-validating a preference head needs two pairs or more, each once")
@@ -58,7 +59,7 @@ def cross_validated_preference(
         x, labels = both_orders(a[train], b[train], y[train])
         model, _ = _fit(x, labels, np.concatenate([ids[train], ids[train]]), seed, reduce, odd=True)
         weights, _ = linear(model)
-        out[test] = _sigmoid((a[test] - b[test]) @ weights)
+        out[test] = expit((a[test] - b[test]) @ weights)
     return [float(p) for p in out]
 
 
@@ -73,9 +74,3 @@ def fit_preference(
     model, chose = _fit(x, labels, np.concatenate([np.asarray(pairs)] * 2), seed, reduce, odd=True)
     weights, _ = linear(model)
     return weights, chose["C"]
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    import numpy as np
-
-    return np.where(z >= 0, 1 / (1 + np.exp(-np.abs(z))), np.exp(-np.abs(z)) / (1 + np.exp(-np.abs(z))))
