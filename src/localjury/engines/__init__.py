@@ -105,7 +105,8 @@ def load_engine(spec: ModelSpec, engine: str | None = None, files: ModelFiles | 
     try:
         module = importlib.import_module(facts.module)
     except ImportError as exc:
-        raise MissingDependencyError(f"the {name} engine needs {exc.name!r}: {facts.install}") from exc
+        missing = repr(exc.name) if exc.name else f"a module that failed to import ({exc})"
+        raise MissingDependencyError(f"the {name} engine needs {missing}: {facts.install}") from exc
     cls = getattr(module, facts.cls)
     return kept(spec, name, lambda: cls(spec, files))
 
