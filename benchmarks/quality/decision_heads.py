@@ -281,7 +281,7 @@ def cached_states(engine: Any, judge: Any, items: list[Any], name: str) -> tuple
         held = np.load(path)
         return held["x"], LAYERS, float(held["seconds"])
     started = time.perf_counter()
-    x, layers = read_states(engine, judge, items, LAYERS)
+    x, layers = read_states(engine, judge, [parse_record(it.record) for it in items], LAYERS)
     seconds = time.perf_counter() - started
     np.savez(path, x=x, seconds=seconds)
     return x, layers, seconds

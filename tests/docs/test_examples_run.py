@@ -170,7 +170,7 @@ def sandbox(tmp_path, monkeypatch):
     """Make a page's working directory: a fresh folder holding examples/ and the files the page
     names, a $LOCALJURY_HOME and judgment store of its own, and every engine the scripted one
     (its log returned)."""
-    import localjury.bench.align
+    import localjury.bench.decision_ways
     import localjury.run.dry
     import localjury.run.generate
     from localjury.models.registry import ModelFiles, ModelSpec
@@ -190,7 +190,7 @@ def sandbox(tmp_path, monkeypatch):
         monkeypatch.delenv("LOCALJURY_MODELS", raising=False)
         engine = lambda spec, *_, **__: SchemaEngine(spec, None, log)  # noqa: E731
         monkeypatch.setattr(localjury.run.generate, "load_engine", engine)
-        monkeypatch.setattr(localjury.bench.align, "load_engine", engine)  # align's decision heads
+        monkeypatch.setattr(localjury.bench.decision_ways, "load_engine", engine)  # align's decision heads
         monkeypatch.setattr(localjury.run.dry, "load_tokenizer", engine)
         # The one check of a model's files before a load (run/jury.py: the weights are there and
         # whole), which a run given no engine factory makes: the examples name the embedded models

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,12 +28,13 @@ from pydantic import ValidationError
 
 from localjury._hashing import file_sha256
 from localjury._version import __version__
+from localjury.bench._judge import is_pairwise
+from localjury.bench.align_pairs import build_preference_profile
 from localjury.bench.calibrate import _fit
 from localjury.bench.config import AlignConfig
-from localjury.bench.decision_ways import decide, fit_model_heads, prompt_ways, too_few
+from localjury.bench.decision_ways import decision_heads, fit_model_heads, prompt_ways, too_few
 from localjury.bench.formats import BenchItem, load
 from localjury.bench.sampling import check_unique_ids, sample
-from localjury.engines import load_engine, resolve_engine
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic
 from localjury.metrics.aspect_critic import AspectCritic
@@ -43,7 +45,6 @@ from localjury.records.conversation import not_unicode
 from localjury.records.record import parse_record
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunConfig, RunResult, evaluate
-from localjury.run.jury import resolve_models
 from localjury.votes.calibration import Calibrator
 
 if TYPE_CHECKING:
@@ -184,7 +185,7 @@ def aligned_judge(
         strictness=judge.strictness,
         examples=examples_of(items, "labels", (traces or {}) if evidence else None),
     )
-    return profile.metric(folds=folds_of(items, folds, seed), name=judge.name + "_aligned")
+    return profile.aligned_metric(folds=folds_of(items, folds, seed), name=judge.name + "_aligned")
 
 
 def add_aligned(
@@ -207,7 +208,7 @@ def add_aligned(
         row["demonstrations"] = [d.record.id for d in shown]
 
 
-def decision_heads(
+def yes_no_heads(
     items: Sequence[BenchItem],
     judge: AspectCritic,
     zero_fits: Sequence[Calibrator],
@@ -217,29 +218,16 @@ def decision_heads(
     seed: int,
     engine_factory: EngineFactory | None,
 ) -> dict[str, Any]:
-    """Each model's decision report and its winning head (:mod:`localjury.bench.decision_ways`), as the
-    profile file holds them: the model loaded once more to read its hidden states (one prefill a
-    labeled record). A model whose engine gives no hidden states keeps prompting, and says so."""
-    jury = config.jury
+    """:func:`decision_heads` for a yes/no criterion: each model's heads against its zero-shot
+    (and aligned) judging, from the calibration fits of those runs."""
     zero, aligned = {f.model: f for f in zero_fits}, {f.model: f for f in aligned_fits}
     groups = [unit(it) for it in items]
-    reports, heads = [], []
-    for spec in resolve_models(jury.models, jury.registry, jury.trust_remote_code):
-        spec = spec.model_copy(update={"engine": resolve_engine(spec, jury.engine)})
-        prompting = prompt_ways({"zero-shot": zero.get(spec.name), "aligned": aligned.get(spec.name)})
-        engine = (engine_factory or load_engine)(spec)
-        try:
-            if not hasattr(engine, "hidden_states"):  # an Engine of the protocol's own, not a BatchEngine
-                raise ConfigError(f"model {spec.name!r}: its engine gives no hidden states")
-            report, head = fit_model_heads(engine, judge, items, groups, prompting, folds=folds, seed=seed)
-        except ConfigError as exc:  # an engine without hidden states
-            report, head = decide(spec.name, prompting, []).model_copy(update={"why": str(exc)}), None
-        finally:
-            engine.close()
-        reports.append(report.model_dump(mode="json"))
-        if head is not None:
-            heads.append(head.model_dump(mode="json"))
-    return {"decisions": reports, "heads": heads}
+    return decision_heads(
+        config,
+        engine_factory,
+        lambda model: prompt_ways({"zero-shot": zero.get(model), "aligned": aligned.get(model)}),
+        partial(fit_model_heads, judge=judge, items=items, groups=groups, folds=folds, seed=seed),
+    )
 
 
 def build_profile(
@@ -267,12 +255,18 @@ def build_profile(
     its graded scores (as ``localjury calibrate`` fits one, with ``folds`` held-out folds
     measuring it); without, no model loads and the profile is scored by votes.
 
+    Labeled pairs (``mode``: ``pairwise``, or under ``auto`` a jsonl file of pairs) build a
+    pairwise profile of preference heads instead (:mod:`localjury.bench.align_pairs`).
+
     Raises:
         ConfigError: Bad labels, a record without a response, fewer than 2 records of a
             label (with ``calibrate``), an output path refused or being written by another process.
     """
-    out = Path(out)
     align = (config or AlignConfig()).replace(models=list(models), **settings)
+    if align.mode == "pairwise" or (align.mode == "auto" and fmt == "jsonl" and is_pairwise("auto", fmt, data)):
+        return build_preference_profile(data, models, out, align, judge=judge, fmt=fmt, progress=progress,
+                                        engine_factory=engine_factory)  # fmt: skip
+    out = Path(out)
     if align.run.sampling.strictness not in (None, judge.strictness):
         raise ConfigError(
             f"strictness is the judge's: build it with AspectCritic(..., strictness={align.run.sampling.strictness}) "
@@ -308,14 +302,14 @@ def build_profile(
         )
         fits: list[Calibrator] = []
         if align.calibrate:
-            metric = profile.metric(folds=folds_of(items, None, seed))
+            metric = profile.aligned_metric(folds=folds_of(items, None, seed))
             run = evaluate([it.record for it in items], [metric], config=run_config, progress=progress,
                            engine_factory=engine_factory, output_set=files)  # fmt: skip
             fits = [_fit(m.model, items, run, judge.name, data, align.folds, seed) for m in run.summary.models]
         decided: dict[str, Any] = {}
         if zero is not None and no_heads is None:
             zero_fits = [_fit(m.model, items, zero, judge.name, data, align.folds, seed) for m in zero.summary.models]
-            decided = decision_heads(items, judge, zero_fits, fits, run_config, align.folds, seed, engine_factory)
+            decided = yes_no_heads(items, judge, zero_fits, fits, run_config, align.folds, seed, engine_factory)
         elif align.heads:
             decided = {"decisions": [{"model": n, "winner": "prompting", "why": no_heads} for n in names]}
         if fits or decided:

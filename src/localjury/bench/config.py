@@ -147,3 +147,6 @@ class AlignConfig(_Labelled):
     heads: bool = True
     """Also fit decision heads on each model's hidden states (transformers and llamacpp engines), and keep one
     where it beats prompting by cross-validated kappa (needs 40 labels, 10 of each)."""
+    mode: BenchMode = "auto"
+    """pairwise: the labels are preference pairs (gold 1: response_a is the better one), fitted as preference
+    heads (needs 20 pairs); pointwise: each record labeled on its own; auto: pairwise for a jsonl file of pairs."""

@@ -31,14 +31,19 @@ from typing import TYPE_CHECKING, Any
 
 from localjury.bench import stats
 from localjury.bench.formats import BenchItem
-from localjury.engines import model_identity
+from localjury.engines import load_engine, model_identity, resolve_engine
+from localjury.errors import ConfigError
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.neutralise import Neutraliser
+from localjury.metrics.preference_critic import side
 from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.models.registry import ModelSpec
-from localjury.records.record import parse_record
+from localjury.records.record import Record, parse_record
+from localjury.run import EngineFactory, RunConfig
+from localjury.run.jury import resolve_models
 from localjury.votes.calibration import Calibrator
 from localjury.votes.heads import DecisionHead, DecisionReport, DecisionWay, HeadBinding, cross_validated, fit_head
+from localjury.votes.preference import cross_validated_preference, fit_preference
 
 if TYPE_CHECKING:
     import numpy as np
@@ -82,15 +87,15 @@ def binding_of(spec: ModelSpec, criterion: str) -> HeadBinding:
 
 
 def read_states(
-    engine: Engine, judge: AspectCritic, items: Sequence[BenchItem], layers: Sequence[int] | None = None
+    engine: Engine, judge: AspectCritic, records: Sequence[Record], layers: Sequence[int] | None = None
 ) -> tuple[np.ndarray, list[int]]:
-    """The hidden states of ``engine``'s model at the last token of each labeled record's
-    zero-shot prompt (the judge's criterion alone, the record's text neutralised as a run
-    does), at ``layers`` (default: :func:`default_layers`); and the layers."""
+    """The hidden states of ``engine``'s model at the last token of each record's zero-shot
+    prompt (the judge's criterion alone, the record's text neutralised as a run does), at
+    ``layers`` (default: :func:`default_layers`); and the layers."""
     spec = engine.spec
     layers = list(layers) if layers is not None else default_layers(engine.block_count())  # type: ignore[attr-defined]
     neutralise = Neutraliser(tokenizer_markers(spec.tokenizer_dir()))
-    prompts = [engine.format_prompt(judge.messages(parse_record(it.record), neutralise)) for it in items]
+    prompts = [engine.format_prompt(judge.messages(record, neutralise)) for record in records]
     return engine.hidden_states(prompts, layers), layers  # type: ignore[attr-defined]
 
 
@@ -138,15 +143,16 @@ def _head_way(
     return _way(name, c, stats.probabilistic(gold, p, seed=seed)["auroc"], len(gold))
 
 
-def surface_features(items: Sequence[BenchItem]) -> np.ndarray:
+def surface_features(items: Sequence[BenchItem], response: str = "response") -> np.ndarray:
     """What a head could learn without reading the criterion, one row per record: the response's
-    length in words and in characters and the input's in words, each as log(1 + n)."""
+    length in words and in characters and the input's in words, each as log(1 + n); ``response``:
+    the field that holds the response (a pair's ``response_a`` or ``response_b``)."""
     import numpy as np
 
     rows = []
     for it in items:
-        response, question = str(it.record.get("response") or ""), str(it.record.get("user_input") or "")
-        rows.append([len(response.split()), len(response), len(question.split())])
+        answer, question = str(it.record.get(response) or ""), str(it.record.get("user_input") or "")
+        rows.append([len(answer.split()), len(answer), len(question.split())])
     return np.log1p(np.asarray(rows, dtype=float).reshape(len(rows), 3))
 
 
@@ -186,7 +192,8 @@ def decide(
     model: str, prompting: list[DecisionWay], heads: list[DecisionWay], baseline: DecisionWay | None = None
 ) -> DecisionReport:
     """The winner among the ways: the best head where its interval's lower end is above the best
-    prompting way's kappa, else the best prompting way. ``baseline`` (the length-only way) is
+    prompting way's kappa (one with none, having decided nothing, counts as chance: 0), else the
+    best prompting way. ``baseline`` (the length-only way) is
     listed, never chosen; where it could explain the best head (:func:`_artifact`), the report warns."""
 
     def kappa(w: DecisionWay) -> float:
@@ -196,8 +203,12 @@ def decide(
     ways = sorted(listed, key=kappa, reverse=True)
     best_prompt = max(prompting, key=kappa, default=None)
     best_head = max(heads, key=kappa, default=None)
-    bar = kappa(best_prompt) if best_prompt is not None else float("-inf")
-    label = f"{best_prompt.way} (kappa {bar:.3f})" if best_prompt is not None else "no prompting way"
+    if best_prompt is None:
+        bar, label = float("-inf"), "no prompting way"
+    elif best_prompt.kappa is None:  # it decided nothing, or one label only: no better than chance
+        bar, label = 0.0, f"{best_prompt.way} (kappa undefined, taken as chance: 0)"
+    else:
+        bar, label = best_prompt.kappa, f"{best_prompt.way} (kappa {best_prompt.kappa:.3f})"
     if best_head is None or best_head.kappa_ci is None:
         return DecisionReport(model=model, ways=ways, winner=best_prompt.way if best_prompt else "zero-shot votes",
                               why="no head could be scored")  # fmt: skip
@@ -232,18 +243,17 @@ def _artifact(baseline: DecisionWay | None, head: str, low: float, bar: float, l
 
 def fit_model_heads(
     engine: Engine,
+    prompting: list[DecisionWay],
+    *,
     judge: AspectCritic,
     items: Sequence[BenchItem],
     groups: Sequence[str],
-    prompting: list[DecisionWay],
-    *,
     folds: int,
     seed: int,
-    read: Callable[..., tuple[np.ndarray, list[int]]] = read_states,
 ) -> tuple[DecisionReport, DecisionHead | None]:
     """One model's comparison and, where a head wins, the head fitted on every labeled record."""
     gold = [int(it.gold) for it in items]  # type: ignore[arg-type]
-    states, layers = read(engine, judge, items)
+    states, layers = read_states(engine, judge, [parse_record(it.record) for it in items])
     heads = head_ways(states, layers, gold, groups, folds, seed)
     report = decide(engine.spec.name, prompting, heads, surface_way(items, gold, groups, folds, seed))
     won = layers_of(report.winner)
@@ -251,3 +261,112 @@ def fit_model_heads(
         return report, None
     x = states[:, [layers.index(i) for i in won]].reshape(len(states), -1)
     return report, fit_head(x, gold, groups, won, binding_of(engine.spec, judge.definition), seed)
+
+
+#: Fewer labeled pairs than this fit no preference head (their 40 responses, as a yes/no head needs 40 labels).
+MIN_PAIRS = 20
+
+
+def too_few_pairs(pairs: int) -> str | None:
+    """Why these labeled pairs are too few to fit a preference head, or None."""
+    return f"{pairs} labeled pairs: a preference head needs {MIN_PAIRS}" if pairs < MIN_PAIRS else None
+
+
+def pairwise_way(a_better: Sequence[int], picks: Sequence[int | None], seed: int) -> DecisionWay:
+    """The prompted pairwise judge's way, ``pairwise votes``: its pick of each pair (1:
+    ``response_a``; None: no pick) against the labels, pairs without a pick left out."""
+    return _pair_way("pairwise votes", a_better, picks, None, seed)
+
+
+def preference_ways(
+    a: np.ndarray, b: np.ndarray, layers: Sequence[int], a_better: Sequence[int], pairs: Sequence[str],
+    folds: int, seed: int,
+) -> list[DecisionWay]:  # fmt: skip
+    """Each layer's preference head and, for two layers or more, the head on all of them (states
+    ``(pairs, layers, hidden)`` of each pair's two responses), each by cross-validation over the
+    pairs (:func:`~localjury.votes.preference.cross_validated_preference`)."""
+    ways = []
+    for j, layer in enumerate(layers):
+        p = cross_validated_preference(a[:, j], b[:, j], a_better, pairs, folds=folds, seed=seed)
+        ways.append(_pair_way(way_name([layer]), a_better, [int(q >= 0.5) for q in p], p, seed))
+    if len(layers) > 1:
+        flat_a, flat_b = a.reshape(len(a), -1), b.reshape(len(b), -1)
+        p = cross_validated_preference(flat_a, flat_b, a_better, pairs, folds=folds, seed=seed, reduce=True)
+        ways.append(_pair_way(way_name(layers), a_better, [int(q >= 0.5) for q in p], p, seed))
+    return ways
+
+
+def surface_preference_way(
+    items: Sequence[BenchItem], a_better: Sequence[int], pairs: Sequence[str], folds: int, seed: int
+) -> DecisionWay:
+    """The length-only baseline of pairs: a preference head on the two responses' lengths."""
+    a, b = surface_features(items, "response_a"), surface_features(items, "response_b")
+    p = cross_validated_preference(a, b, a_better, pairs, folds=folds, seed=seed)
+    return _pair_way(SURFACE, a_better, [int(q >= 0.5) for q in p], p, seed)
+
+
+def _pair_way(
+    name: str, a_better: Sequence[int], picks: Sequence[int | None], p: Sequence[float] | None, seed: int
+) -> DecisionWay:
+    c = stats.classification(a_better, picks, seed=seed)
+    way = _way(name, c, stats.probabilistic(a_better, p, seed=seed)["auroc"] if p is not None else None, c["decided"])
+    return way.model_copy(update={"accuracy": c["accuracy"]})
+
+
+def fit_model_preference(
+    engine: Engine,
+    prompting: list[DecisionWay],
+    *,
+    judge: AspectCritic,
+    items: Sequence[BenchItem],
+    folds: int,
+    seed: int,
+) -> tuple[DecisionReport, DecisionHead | None]:
+    """One model's comparison on labeled pairs (``items``: pairwise records, gold 1 where
+    ``response_a`` is the better) and, where a preference head wins, the head fitted on every
+    pair: each response read on its own (:func:`~localjury.metrics.preference_critic.side`)."""
+    a_better = [int(it.gold) for it in items]  # type: ignore[arg-type]
+    pairs = [str(it.record["id"]) for it in items]
+    records = [parse_record(it.record) for it in items]
+    a, layers = read_states(engine, judge, [side(r, "response_a") for r in records])
+    b, _ = read_states(engine, judge, [side(r, "response_b") for r in records], layers)
+    heads = preference_ways(a, b, layers, a_better, pairs, folds, seed)
+    report = decide(engine.spec.name, prompting, heads, surface_preference_way(items, a_better, pairs, folds, seed))
+    won = layers_of(report.winner)
+    if won is None:
+        return report, None
+    take = [layers.index(i) for i in won]
+    flat_a, flat_b = a[:, take].reshape(len(a), -1), b[:, take].reshape(len(b), -1)
+    return report, fit_preference(flat_a, flat_b, a_better, pairs, won, binding_of(engine.spec, judge.definition), seed)
+
+
+def decision_heads(
+    config: RunConfig,
+    engine_factory: EngineFactory | None,
+    prompting: Callable[[str], list[DecisionWay]],
+    fit: Callable[[Engine, list[DecisionWay]], tuple[DecisionReport, DecisionHead | None]],
+) -> dict[str, Any]:
+    """Each model's decision report and its winning head, as the profile file holds them: the
+    model loaded once more to read its hidden states (one prefill a labeled response), its
+    prompting ways (``prompting``: by the model's name) compared with its heads by ``fit``
+    (:func:`~localjury.bench.decision_ways.fit_model_heads`, or
+    :func:`~localjury.bench.decision_ways.fit_model_preference`). A model whose engine gives no
+    hidden states keeps prompting, and says so."""
+    jury = config.jury
+    reports, heads = [], []
+    for spec in resolve_models(jury.models, jury.registry, jury.trust_remote_code):
+        spec = spec.model_copy(update={"engine": resolve_engine(spec, jury.engine)})
+        ways = prompting(spec.name)
+        engine = (engine_factory or load_engine)(spec)
+        try:
+            if not hasattr(engine, "hidden_states"):  # an Engine of the protocol's own, not a BatchEngine
+                raise ConfigError(f"model {spec.name!r}: its engine gives no hidden states")
+            report, head = fit(engine, ways)
+        except ConfigError as exc:  # an engine without hidden states
+            report, head = decide(spec.name, ways, []).model_copy(update={"why": str(exc)}), None
+        finally:
+            engine.close()
+        reports.append(report.model_dump(mode="json"))
+        if head is not None:
+            heads.append(head.model_dump(mode="json"))
+    return {"decisions": reports, "heads": heads}

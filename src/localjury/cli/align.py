@@ -21,7 +21,8 @@ AlignDataArg = Annotated[
     Path,
     typer.Argument(
         callback=checked_path,
-        help="Labeled records: one a line with a gold field (0/1), or a bench format (see --format).",
+        help="Labeled records: one a line with a gold field (0/1), or pairs (response_a, response_b, gold 1 where "
+        "A is the better), or a bench format (see --format).",
     ),
 ]
 AlignOutPathOpt = Annotated[
@@ -78,6 +79,10 @@ def align(
     With --evidence, the profile quotes its evidence first, and so do its examples (bootstrapped: see --evidence).
     Unless --no-heads (and given 40 labels, 10 of each), each model also judges them zero-shot and a decision head
     is fitted on its hidden states per layer; a head that beats prompting by cross-validated kappa decides for it.
+
+    Labeled pairs (response_a, response_b, gold 1 where A is the better; see --mode) build a pairwise profile:
+    each model judges the pairs in both orders, and a preference head (a local reward model) fitted on each
+    response's hidden states decides its pairs where it beats that by cross-validated kappa (needs 20 pairs).
     """
     from localjury.bench import require
 
@@ -100,12 +105,20 @@ def align(
     if profile.calibrators:
         print_calibration(profile.calibrators, out)
     for decision in profile.decisions:
-        ways = ", ".join(f"{w.way} {w.kappa:.2f}" for w in decision.ways[:4] if w.kappa is not None)
+        ways = ", ".join(
+            f"{w.way} {w.kappa:.2f}" + (f" ({w.accuracy:.0%} of pairs right)" if w.accuracy is not None else "")
+            for w in decision.ways[:4]
+            if w.kappa is not None
+        )
         out.print(
             f"{decision.model}: decides by {decision.winner} ({decision.why})" + (f"\n  kappa: {ways}" if ways else "")
         )
         if decision.artifact:
             out.print(f"  warning: {decision.artifact}", markup=False, highlight=False)
+    if profile.pairwise:
+        heads = ", ".join(h.binding.model for h in profile.heads) or "none"
+        out.print(f"preference heads: {heads}\nprofile: {out_path}")
+        return
     labels = {g: sum(e.gold == g for e in profile.examples) for g in (1, 0)}
     out.print(
         f"{len(profile.examples)} labeled examples ({labels[1]} pass, {labels[0]} fail), {profile.shots} a prompt"

@@ -17,7 +17,7 @@ weights file, engine, prompt format or the criterion's wording differ from the h
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any, ClassVar
@@ -33,7 +33,90 @@ from localjury.types import Message
 from localjury.votes.heads import DecisionHead, HeadBinding
 
 
-class HeadCritic(AlignedCritic):
+class DecidedByHeads:
+    """What a judge profile's metric whose models decide by heads carries (a yes/no critic's
+    decision heads, a pairwise criterion's preference heads): the heads by model and their
+    hashes; a run checks each head against its model's shape before loading it."""
+
+    name: str
+    definition: str
+    """The criterion's wording its heads are bound to."""
+    profile: dict[str, Any] | None
+
+    def have_heads(self, heads: Mapping[str, DecisionHead]) -> None:
+        self.heads = dict(heads)
+        #: Each head's hash, computed once (it hashes every weight).
+        self.head_sha256s = {model: head.sha256() for model, head in self.heads.items()}
+
+    def head_request(
+        self,
+        model: Juror,
+        record: Record,
+        key: str,
+        render: Callable[[Record], list[Message]],
+        schema: dict[str, object],
+        on_overflow: OverflowPolicy,
+    ) -> Request:
+        """One prefill of ``render``'s prompt of ``record`` (fitted to the model's context),
+        decided by ``model``'s head, under the key ``(record.id, key)``.
+
+        Raises:
+            ConfigError: The head was fitted on other hidden states (another model file,
+                engine, prompt format or criterion; :meth:`~localjury.votes.heads.DecisionHead.check`).
+        """
+        spec = model.spec
+        head = self.heads[spec.name]
+        head.check(HeadBinding(model=spec.name, weights_sha256=model.identity, engine=spec.engine,
+                               prompt_format=spec.prompt_format, criterion=self.definition))  # fmt: skip
+        fitted = fit_prompt(on_overflow, model, record, model.max_tokens, render(record), render)
+        return Request(
+            (record.id, key),
+            fitted.messages,
+            schema,
+            1,
+            model.max_tokens,
+            model.temperature,
+            turns_cut=fitted.turns_cut,
+            revision=f"head:{self.head_sha256s[spec.name]}",
+            head=head,
+        )
+
+    def head_judgment(
+        self,
+        name: str,
+        vote: int | None,
+        score: float | None,
+        p: float,
+        votes: list[int | None] | None = None,
+        reasons: list[str | None] | None = None,
+    ) -> ModelJudgment:
+        """Model ``name``'s judgment decided by its head: one vote, no reason, the head's
+        probability ``p`` as ``p_pass`` and ``confidence``; ``votes`` and ``reasons``: the usual
+        samples drawn beside it (``--with-reasons``), not counted."""
+        head = self.heads[name]
+        decision = HeadDecision(layer=head.layer, more_layers=head.more_layers, probability=p,
+                                head_sha256=self.head_sha256s[name], votes=votes, reasons=reasons)  # fmt: skip
+        return ModelJudgment(
+            model=name,
+            votes=[vote],
+            reasons=[None],
+            drawn=1,
+            abstentions=0,
+            verdict=vote,
+            score=score,
+            p_pass=[p],
+            confidence=p,
+            head=decision,
+        )
+
+    @property
+    def head_source(self) -> str:
+        """Where its heads come from, for messages: the judge profile's file, where it was read from one."""
+        path = (self.profile or {}).get("path")
+        return f"judge profile {path}" if path else f"the judge profile of metric {self.name!r}"
+
+
+class HeadCritic(DecidedByHeads, AlignedCritic):
     """A label-aligned critic of which some models decide by their decision head.
 
     Args:
@@ -46,15 +129,7 @@ class HeadCritic(AlignedCritic):
 
     def __init__(self, name: str, definition: str, *, heads: Mapping[str, DecisionHead], **aligned: Any) -> None:
         super().__init__(name, definition, **aligned)
-        self.heads = dict(heads)
-        #: Each head's hash, computed once (it hashes every weight).
-        self.head_sha256s = {model: head.sha256() for model, head in self.heads.items()}
-
-    @property
-    def head_source(self) -> str:
-        """Where its heads come from, for messages: the judge profile's file, where it was read from one."""
-        path = (self.profile or {}).get("path")
-        return f"judge profile {path}" if path else f"the judge profile of metric {self.name!r}"
+        self.have_heads(heads)
 
     def zero_shot_messages(self, record: Record, neutralise: Neutraliser = DEFAULT) -> list[Message]:
         """The criterion's prompt with no demonstrations: what a head reads."""
@@ -69,32 +144,16 @@ class HeadJudging(VerdictJudging):
     metric: HeadCritic
 
     def requests(self, model: Juror, record: Record, context: Any, on_overflow: OverflowPolicy) -> list[Request]:
-        head = self.metric.heads.get(model.spec.name)
-        if head is None:
+        if model.spec.name not in self.metric.heads:
             return super().requests(model, record, context, on_overflow)
-        spec = model.spec
-        head.check(HeadBinding(model=spec.name, weights_sha256=model.identity, engine=spec.engine,
-                               prompt_format=spec.prompt_format, criterion=self.metric.definition))  # fmt: skip
         render = partial(self.metric.zero_shot_messages, neutralise=model.neutralise)
-        fitted = fit_prompt(on_overflow, model, record, model.max_tokens, render(record), render)
+        decided = self.metric.head_request(model, record, self.metric.name, render, self.metric.json_schema(),
+                                           on_overflow)  # fmt: skip
         beside = [  # the usual samples, for their reasons, under a key of their own
             replace(req, key=(record.id, f"{self.metric.name} [reasons]"))
             for req in (super().requests(model, record, context, on_overflow) if self.with_reasons else ())
         ]
-        return [
-            Request(
-                (record.id, self.metric.name),
-                fitted.messages,
-                self.metric.json_schema(),
-                1,
-                model.max_tokens,
-                model.temperature,
-                turns_cut=fitted.turns_cut,
-                revision=f"head:{self.metric.head_sha256s[spec.name]}",
-                head=head,
-            ),
-            *beside,
-        ]
+        return [decided, *beside]
 
     def judge(self, name: str, record: Record, context: Any, samples: Samples) -> Judged:
         head = self.metric.heads.get(name)
@@ -111,26 +170,7 @@ class HeadJudging(VerdictJudging):
         if beside:
             parsed = [self.parse(c, record) for c in beside[0]]
             votes, reasons = [x.vote for x in parsed], [x.reason for x in parsed]
-        judgment = ModelJudgment(
-            model=name,
-            votes=[vote],
-            reasons=[None],
-            drawn=1,
-            abstentions=0,
-            verdict=vote,
-            score=float(vote),
-            p_pass=[p],
-            confidence=p,
-            head=HeadDecision(
-                layer=head.layer,
-                more_layers=head.more_layers,
-                probability=p,
-                head_sha256=self.metric.head_sha256s[name],
-                votes=votes,
-                reasons=reasons,
-            ),
-        )
-        return Judged(judgment, unanimous=True)
+        return Judged(self.metric.head_judgment(name, vote, float(vote), p, votes, reasons), unanimous=True)
 
 
 def head_models(heads: Sequence[DecisionHead]) -> dict[str, DecisionHead]:

@@ -25,6 +25,7 @@ from localjury.metrics.faithfulness import FactualAccuracy, Faithfulness
 from localjury.metrics.head_critic import HeadCritic, HeadJudging
 from localjury.metrics.judging import BaseJudging, Judging, JudgingSettings
 from localjury.metrics.pairwise import PairwiseCritic, PairwiseJudging
+from localjury.metrics.preference_critic import PreferenceCritic, PreferenceJudging
 from localjury.metrics.rubric import PREDEFINED_RUBRICS, Rubric, RubricJudging, predefined_rubric
 from localjury.metrics.tool_calls import ToolCallAccuracy, ToolCallJudging
 from localjury.votes.calibration import fits_by_metric
@@ -44,6 +45,7 @@ KINDS: dict[str, Kind] = {
     "head": Kind(HeadCritic, HeadJudging),  # a judge profile's critic whose models decide by their heads
     "rubric": Kind(Rubric, RubricJudging),
     "pairwise": Kind(PairwiseCritic, PairwiseJudging),
+    "preference": Kind(PreferenceCritic, PreferenceJudging),  # a pairwise profile's: models decide by preference heads
     "checklist": Kind(ChecklistCriterion, ChecklistJudging),  # one criterion of a checklist
     "composite": Kind(CompositeMetric, StatementsJudging),  # statements extracted, then verified
     "tool_calls": Kind(ToolCallAccuracy, ToolCallJudging),  # computed: no model asked

@@ -28,6 +28,7 @@ from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic, Demonstratio
 from localjury.metrics.base import MAX_STRICTNESS, REASON_MAX_CHARS, Metric
 from localjury.metrics.evidence import MAX_QUOTES, QuoteText
 from localjury.metrics.head_critic import HeadCritic, head_models
+from localjury.metrics.preference_critic import PreferenceCritic
 from localjury.records.record import Record
 from localjury.votes.calibration import Calibrator
 from localjury.votes.heads import DecisionHead, DecisionReport
@@ -121,6 +122,10 @@ class JudgeProfile(BaseModel):
     heads: list[DecisionHead] = []
     """The decision heads that won, at most one per model: those models decide by their head
     (:mod:`~localjury.metrics.head_critic`), the others by prompting."""
+    pairwise: bool = Field(default=False, exclude_if=lambda value: not value)
+    """The criterion compares two responses (``align`` on preference pairs): its heads are
+    preference heads (:mod:`~localjury.metrics.preference_critic`), and it holds no examples and no
+    thresholds. Left out for a yes/no criterion."""
 
     @field_validator("examples")
     @classmethod
@@ -139,6 +144,11 @@ class JudgeProfile(BaseModel):
         wrong = [h.binding.criterion for h in self.heads if h.binding.criterion != self.criterion.definition]
         if wrong:
             raise ValueError(f"a decision head was fitted for another criterion: {wrong[0][:60]!r}")
+        kind = "preference heads" if self.pairwise else "yes/no heads"
+        if any(h.preference != self.pairwise for h in self.heads):
+            raise ValueError(f"a {'pairwise' if self.pairwise else 'yes/no'} profile holds {kind} only")
+        if self.pairwise and (self.examples or self.calibrators):
+            raise ValueError("a pairwise profile holds its preference heads, no examples and no calibrators")
         return self
 
     @model_validator(mode="after")
@@ -160,14 +170,30 @@ class JudgeProfile(BaseModel):
         path: str | Path | None = None,
         folds: Mapping[str, int] | None = None,
         name: str | None = None,
-    ) -> AlignedCritic:
+    ) -> AlignedCritic | PreferenceCritic:
         """The metric that judges with this profile (``strictness`` overrides the profile's;
-        ``folds``: record id -> fold, a record shown examples of other folds only; ``name``:
-        another metric name than the criterion's). A profile with decision heads gives a
-        :class:`~localjury.metrics.head_critic.HeadCritic`: its models decide by their heads."""
-        described = {"sha256": self.sha256(), "examples": len(self.examples), "shots": self.shots}
-        if path is not None:
-            described = {"path": str(path), **described}
+        ``path``: the file it was read from, for the manifest; ``folds``: record id -> fold, a
+        record shown examples of other folds only; ``name``: another metric name than the
+        criterion's). A yes/no profile gives :meth:`aligned_metric`; a pairwise profile a
+        :class:`~localjury.metrics.preference_critic.PreferenceCritic`: its models decide by their
+        preference heads, the others by the pairwise question in both orders."""
+        if not self.pairwise:
+            return self.aligned_metric(strictness=strictness, path=path, folds=folds, name=name)
+        return PreferenceCritic(name or self.criterion.name, self.criterion.definition, heads=head_models(self.heads),
+                                profile=self._described(path), strictness=strictness or self.strictness)  # fmt: skip
+
+    def aligned_metric(
+        self,
+        *,
+        strictness: int | None = None,
+        path: str | Path | None = None,
+        folds: Mapping[str, int] | None = None,
+        name: str | None = None,
+    ) -> AlignedCritic:
+        """A yes/no profile's metric (the arguments are :meth:`metric`'s): an
+        :class:`~localjury.metrics.aligned.AlignedCritic` shown the profile's examples; with
+        decision heads, a :class:`~localjury.metrics.head_critic.HeadCritic`: its models decide
+        by their heads."""
         name = name or self.criterion.name
         critic: Any = AlignedCritic
         if self.heads:
@@ -177,11 +203,15 @@ class JudgeProfile(BaseModel):
             self.criterion.definition,
             selector=Selector([e.demonstration() for e in self.examples], self.shots, folds=folds),
             calibrators=[c.model_copy(update={"metric": name}) for c in self.calibrators],
-            profile=described,
+            profile={**self._described(path), "examples": len(self.examples), "shots": self.shots},
             strictness=strictness or self.strictness,
             verdict_first=self.verdict_first,
             evidence=self.evidence,
         )
+
+    def _described(self, path: str | Path | None) -> dict[str, Any]:
+        """The profile as a run's manifest records it: its file, where it was read from one, and hash."""
+        return {**({"path": str(path)} if path is not None else {}), "sha256": self.sha256()}
 
     def dump_yaml(self) -> str:
         """The profile as its YAML file holds it."""

@@ -124,12 +124,14 @@ class HeadDecision(BaseModel):
     more_layers: list[int] = Field(default=[], exclude_if=lambda value: not value)
     """The further blocks a head on several blocks read; left out for a head on one."""
     probability: float
-    """Its probability that the response meets the criterion."""
+    """Its probability that the response meets the criterion (a preference head's: that
+    ``response_a`` is the better response)."""
     head_sha256: str
     """The head's hash (its weights, layer and binding)."""
     votes: list[int | None] | None = Field(None, exclude_if=lambda value: value is None)
     """With ``--with-reasons``: the votes of the model's usual samples, drawn beside the head's decision
-    and not counted in it (null where a sample abstained). Left out otherwise."""
+    and not counted in it (null where a sample abstained; a pairwise criterion's in both orders, in the
+    record's frame: 1 prefers ``response_a``). Left out otherwise."""
     reasons: list[str | None] | None = Field(None, exclude_if=lambda value: value is None)
     """With ``--with-reasons``: those samples' reasons."""
 

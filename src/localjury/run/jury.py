@@ -14,7 +14,7 @@ from localjury.engines import quotes_refusal, resolve_engine
 from localjury.engines._catalog import loads, sample_key
 from localjury.engines.server.client import served_model
 from localjury.errors import ConfigError
-from localjury.metrics.head_critic import HeadCritic
+from localjury.metrics.head_critic import DecidedByHeads
 from localjury.metrics.judging import Judging
 from localjury.models._shape import model_shape
 from localjury.models._tokenizer_files import tokenizer_markers
@@ -133,7 +133,7 @@ def _check_heads(specs: Sequence[ModelSpec], judgings: Sequence[Judging], engine
     engine the head was fitted on (another engine is refused by the head's binding)."""
     for judging in judgings:
         metric = judging.metric
-        if not isinstance(metric, HeadCritic):
+        if not isinstance(metric, DecidedByHeads):
             continue
         for spec in specs:
             head = metric.heads.get(spec.name)

@@ -94,7 +94,11 @@ class DecisionHead(BaseModel):
     binding: HeadBinding
     """What its hidden states came from."""
     labels: int = Field(ge=0)
-    """Labeled records it was fitted on."""
+    """Labeled records it was fitted on (a preference head: labeled pairs)."""
+    preference: bool = Field(default=False, exclude_if=lambda value: not value)
+    """A preference head (:mod:`localjury.votes.preference`): its probability is one response's
+    reward through a sigmoid, and a pair's preference ``sigmoid(r_A - r_B)``; its threshold is not
+    used. Left out for a yes/no head."""
 
     @property
     def layers(self) -> list[int]:
@@ -182,12 +186,16 @@ class DecisionWay(BaseModel):
     """``zero-shot votes``, ``zero-shot calibrated``, ``aligned votes``, ``aligned calibrated``, ``head layer N``,
     ``head layers A+B+C`` (a head on several blocks), or ``length only`` (a head on the record's lengths: a
     baseline, never the winner)."""
-    kappa: float | None
-    """Cohen's kappa of its verdicts against the labels (null: undefined, one label only)."""
+    kappa: float | None = None
+    """Cohen's kappa of its verdicts against the labels (null or left out: undefined, one label only
+    or nothing decided)."""
     kappa_ci: list[float] | None = None
     """Its 95% bootstrap interval."""
     auroc: float | None = None
     """The AUROC of its probability (a head's), where it has one."""
+    accuracy: float | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Of labeled pairs: the share of pairs it picked right (a preference head's, in both orders by
+    construction); left out for a yes/no criterion's ways."""
     records: int = Field(ge=0)
     """Records it decided (a prompting way's abstentions left out)."""
 

@@ -7,6 +7,11 @@ the difference of the two states, ``p(A better) = sigmoid(w . (x_A - x_B))``, fi
 pair in both orders. Swapping A and B negates the difference, so the head gives ``1 - p``:
 position-free by construction, where a prompted pairwise judge must be asked in both orders.
 
+Its weights are a :class:`~localjury.votes.heads.DecisionHead`'s (``preference: true``): an engine
+decides each response by it as it decides a record by a yes/no head, its probability the response's
+reward through a sigmoid, and :func:`preferred` makes the pair's preference of the two
+(:mod:`localjury.metrics.preference_critic`).
+
 Pure functions over arrays and labels (scikit-learn for the fits); no engine, no run.
 """
 
@@ -16,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from localjury.errors import ConfigError
-from localjury.votes.heads import _fit, grouped_folds, linear
+from localjury.votes.heads import DecisionHead, HeadBinding, _fit, grouped_folds, linear
 
 if TYPE_CHECKING:
     import numpy as np
@@ -64,13 +69,43 @@ def cross_validated_preference(
 
 
 def fit_preference(
-    a: np.ndarray, b: np.ndarray, a_better: Sequence[int], pairs: Sequence[str], seed: int = 0, reduce: bool = False
-) -> tuple[np.ndarray, float]:
-    """The head's weights over a state difference (no bias: swapping the pair gives ``1 - p``),
-    fitted on every pair in both orders, and the C it chose."""
+    a: np.ndarray,
+    b: np.ndarray,
+    a_better: Sequence[int],
+    pairs: Sequence[str],
+    layers: int | Sequence[int],
+    binding: HeadBinding,
+    seed: int = 0,
+) -> DecisionHead:
+    """The preference head fitted on every pair in both orders (C chosen by grouped
+    cross-validation; for a head on several ``layers``, its PCA too): weights over one
+    response's state, and a bias that centres the rewards of the labeled responses on 0 (a
+    constant no pair's preference sees: it keeps each response's sigmoid away from 0 and 1)."""
     import numpy as np
 
+    blocks = [layers] if isinstance(layers, int) else list(layers)
     x, labels = both_orders(a, b, a_better)
-    model, chose = _fit(x, labels, np.concatenate([np.asarray(pairs)] * 2), seed, reduce, odd=True)
+    model, chose = _fit(x, labels, np.concatenate([np.asarray(pairs)] * 2), seed, len(blocks) > 1, odd=True)
     weights, _ = linear(model)
-    return weights, chose["C"]
+    return DecisionHead(
+        layer=blocks[0],
+        more_layers=blocks[1:],
+        weights=[float(w) for w in weights],
+        bias=-float(np.concatenate([a, b]).mean(axis=0) @ weights),
+        c=chose["C"],
+        reduction=f"pca {chose['pca']}" if chose["pca"] else None,
+        binding=binding,
+        labels=len(pairs),
+        preference=True,
+    )
+
+
+def preferred(p_a: float, p_b: float) -> float:
+    """The probability that A is the better response, from a preference head's probability of
+    each (its reward through a sigmoid): ``sigmoid(r_A - r_B)``; swapped, ``1 - p``."""
+    from scipy.special import expit, logit
+
+    def reward(p: float) -> float:  # a probability rounded to 0 or 1 kept finite
+        return float(logit(min(max(p, 1e-15), 1 - 1e-15)))
+
+    return float(expit(reward(p_a) - reward(p_b)))

@@ -1,5 +1,5 @@
 """The embedded model's hidden states through the real llama.cpp, transformers and vLLM engines,
-and a decision head fitted on them deciding a real run."""
+and a decision head and a preference head fitted on them deciding a real run."""
 
 import json
 
@@ -7,14 +7,16 @@ import numpy as np
 import pytest
 
 from localjury import AspectCritic, evaluate
-from localjury.bench.decision_ways import binding_of, default_layers
+from localjury.bench.decision_ways import binding_of, default_layers, read_states
 from localjury.engines import load_engine
 from localjury.errors import ConfigError
 from localjury.metrics.neutralise import Neutraliser
+from localjury.metrics.preference_critic import side
 from localjury.metrics.profile import JudgeProfile
 from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.records.record import Record
 from localjury.votes.heads import fit_head
+from localjury.votes.preference import fit_preference, preferred
 
 pytestmark = pytest.mark.slow
 
@@ -96,6 +98,35 @@ def test_a_head_fitted_on_the_engines_states_decides_a_real_run_without_sampling
     with pytest.raises(ConfigError, match=f"engine '{engine.spec.engine}' \\(the head's\\) vs '{other}'"):
         evaluate(RECORDS[:1], [], profile=profile, models=[engine.spec.model_copy(update={"engine": other})],
                  engine=other, use_cache=False)  # fmt: skip
+
+
+def test_a_preference_head_on_the_engines_states_decides_real_pairs_and_their_swaps_as_one_minus_p(engine):
+    layer = engine.block_count() // 2
+    dated = [r for r, (_, _, g) in zip(RECORDS, ANSWERS, strict=True) if g]
+    undated = [r for r, (_, _, g) in zip(RECORDS, ANSWERS, strict=True) if not g]
+    pairs = [  # the dated answer first in every other pair
+        Record(id=f"p{i}", user_input=d.user_input, response_a=(d if i % 2 else u).response,
+               response_b=(u if i % 2 else d).response)
+        for i, (d, u) in enumerate(zip(dated, undated, strict=True))
+    ]  # fmt: skip
+    a, _ = read_states(engine, DATED, [side(p, "response_a") for p in pairs], [layer])
+    b, _ = read_states(engine, DATED, [side(p, "response_b") for p in pairs], [layer])
+    gold, ids = [i % 2 for i in range(len(pairs))], [p.id for p in pairs]
+    head = fit_preference(a[:, 0], b[:, 0], gold, ids, layer, binding_of(engine.spec, DATED.definition))
+    profile = JudgeProfile.model_validate({"criterion": {"name": "dated", "definition": DATED.definition},
+                                           "pairwise": True, "heads": [head.model_dump(mode="json")]})  # fmt: skip
+    swapped = [p.model_copy(update={"id": f"{p.id} swapped", "response_a": p.response_b, "response_b": p.response_a})
+               for p in pairs]  # fmt: skip
+    run = evaluate([*pairs, *swapped], [], profile=profile, models=[engine.spec], engine=engine.spec.engine,
+                   use_cache=False)  # fmt: skip
+    assert run.summary.models[0].output_tokens == 0  # nothing was sampled
+    decided = {r.record_id: r.models[0] for r in run.iter_results()}
+    for pair, state_a, state_b in zip(pairs, a[:, 0], b[:, 0], strict=True):
+        m, s = decided[pair.id], decided[f"{pair.id} swapped"]
+        assert m.head.probability == pytest.approx(preferred(head.probability(state_a), head.probability(state_b)),
+                                                   abs=1e-4)  # fmt: skip
+        assert s.head.probability == pytest.approx(1 - m.head.probability, abs=1e-4)
+        assert m.verdict == int(m.head.probability > 0.5) and s.verdict == int(s.head.probability > 0.5)
 
 
 def test_vllm_reads_the_blocks_transformers_reads(smollm_on, smollm_eager):

@@ -157,4 +157,4 @@ def test_a_record_shows_its_turns_and_tool_calls_and_each_quote_marked_where_it_
     )
     assert "The Wall fell in <mark>1989</mark>." in page and "It fell in 1989." in page  # the quote's own field only
     assert '<details class="thinking"><summary>thinking</summary><div class="text">I look for a year first.' in page
-    assert "decided by its decision head (block 7): p(pass) 0.91; its samples voted [0, 0, 1]" in page
+    assert "decided by its decision head (block 7): p 0.91; its samples voted [0, 0, 1]" in page

@@ -9,8 +9,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from localjury.errors import ConfigError
-from localjury.votes.heads import C_GRID
+from localjury.votes.heads import C_GRID, HeadBinding
 from localjury.votes.preference import both_orders, cross_validated_preference, fit_preference
+
+BINDING = HeadBinding(model="A", weights_sha256="f" * 64, engine="fake", prompt_format="auto", criterion="Better?")
 
 
 def pairs(n=60, dim=6, seed=0):
@@ -51,12 +53,13 @@ def test_the_cross_validated_preference_equals_a_direct_scikit_learn_computation
 
 def test_swapping_the_two_responses_gives_one_minus_p():
     a, b, a_better, ids = pairs()
-    weights, c = fit_preference(a, b, a_better, ids)
+    head = fit_preference(a, b, a_better, ids, 0, BINDING)
+    weights = np.asarray(head.weights)
     model = direct(a, b, np.asarray(a_better), np.asarray(ids), np.arange(len(ids)), 0)
     p_ab = model.predict_proba(a - b)[:, 1]
     np.testing.assert_allclose(1 / (1 + np.exp(-(a - b) @ weights)), p_ab, rtol=1e-9)
     np.testing.assert_allclose(model.predict_proba(b - a)[:, 1], 1 - p_ab, rtol=1e-9)
-    assert c == model.best_params_["logisticregression__C"]
+    assert head.c == model.best_params_["logisticregression__C"]
 
 
 def test_both_orders_gives_every_pair_once_each_way():
