@@ -189,12 +189,17 @@ def _way(name: str, figures: dict[str, Any], auroc: float | None, records: int) 
 
 
 def decide(
-    model: str, prompting: list[DecisionWay], heads: list[DecisionWay], baseline: DecisionWay | None = None
+    model: str,
+    prompting: list[DecisionWay],
+    heads: list[DecisionWay],
+    baseline: DecisionWay | None = None,
+    length: str = "the record's length",
 ) -> DecisionReport:
     """The winner among the ways: the best head where its interval's lower end is above the best
     prompting way's kappa (one with none, having decided nothing, counts as chance: 0), else the
     best prompting way. ``baseline`` (the length-only way) is
-    listed, never chosen; where it could explain the best head (:func:`_artifact`), the report warns."""
+    listed, never chosen; where it could explain the best head (:func:`_artifact`), the report warns,
+    naming what the baseline reads as ``length``."""
 
     def kappa(w: DecisionWay) -> float:
         return w.kappa if w.kappa is not None else float("-inf")
@@ -213,7 +218,7 @@ def decide(
         return DecisionReport(model=model, ways=ways, winner=best_prompt.way if best_prompt else "zero-shot votes",
                               why="no head could be scored")  # fmt: skip
     low = best_head.kappa_ci[0]
-    artifact = _artifact(baseline, best_head.way, low, bar, label)
+    artifact = _artifact(baseline, best_head.way, low, bar, label, length)
     if low > bar:
         why = f"{best_head.way}: kappa {kappa(best_head):.3f}, interval from {low:.3f}, above {label}"
         return DecisionReport(model=model, ways=ways, winner=best_head.way, why=why, artifact=artifact)
@@ -225,12 +230,12 @@ def decide(
     return DecisionReport(model=model, ways=ways, winner=winner, why=why, artifact=artifact)
 
 
-def _artifact(baseline: DecisionWay | None, head: str, low: float, bar: float, label: str) -> str | None:
+def _artifact(baseline: DecisionWay | None, head: str, low: float, bar: float, label: str, length: str) -> str | None:
     """The warning where the length-only baseline could explain a head: its kappa reaches the
     head's interval, or its own interval clears the best prompting way as a head must to win."""
     if baseline is None or baseline.kappa is None:
         return None
-    alone = f"the record's length alone ({SURFACE}: kappa {baseline.kappa:.3f}"
+    alone = f"{length} alone ({SURFACE}: kappa {baseline.kappa:.3f}"
     if baseline.kappa >= low:
         return f"{alone}) reaches {head}'s interval (from {low:.3f}): its gain could come from length"
     if baseline.kappa_ci is not None and baseline.kappa_ci[0] > bar:
@@ -331,7 +336,8 @@ def fit_model_preference(
     a, layers = read_states(engine, judge, [side(r, "response_a") for r in records])
     b, _ = read_states(engine, judge, [side(r, "response_b") for r in records], layers)
     heads = preference_ways(a, b, layers, a_better, pairs, folds, seed)
-    report = decide(engine.spec.name, prompting, heads, surface_preference_way(items, a_better, pairs, folds, seed))
+    length = surface_preference_way(items, a_better, pairs, folds, seed)
+    report = decide(engine.spec.name, prompting, heads, length, "the length of the two responses")
     won = layers_of(report.winner)
     if won is None:
         return report, None

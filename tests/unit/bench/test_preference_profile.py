@@ -97,6 +97,7 @@ def test_align_on_pairs_warns_where_the_responses_lengths_alone_pick_the_better_
     (report,) = aligned(tmp_path, [], longer=" Sadly so, I am afraid.").decisions
     length = next(w for w in report.ways if w.way == SURFACE)
     assert length.accuracy == 1.0 and "its gain could come from length" in report.artifact
+    assert report.artifact.startswith("the length of the two responses alone (length only: kappa 1.000")
 
 
 def test_a_jury_mixes_a_preference_head_with_a_prompted_model(tmp_path):
