@@ -6,7 +6,8 @@ per-record demonstrations (see :mod:`localjury.metrics.aligned`), how many are s
 they are chosen, the thresholds fitted on the same labels (optional) and the models they were
 fitted for. Its hash (the SHA-256 of its content, whatever the YAML's layout) is recorded in
 the run's manifest; the demonstrations a prompt shows are part of that prompt, so the
-judgment store keys every generation by them.
+judgment store keys every generation by them. A pairwise profile (``align`` on labeled pairs)
+holds preference heads instead of examples (:mod:`localjury.metrics.preference_critic`).
 """
 
 from __future__ import annotations
