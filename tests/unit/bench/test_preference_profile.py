@@ -121,12 +121,19 @@ def test_too_few_pairs_fit_no_head_and_the_profile_keeps_the_pairwise_question(t
     assert type(prof.metric()) is PreferenceCritic
 
 
-def test_align_on_pairs_refuses_evidence_and_no_heads(tmp_path):
+def test_align_on_pairs_refuses_evidence_and_no_heads_and_the_mode_names_what_a_file_holds(tmp_path):
     quoting = AspectCritic("right", "The answer is right.", evidence=True)
     with pytest.raises(ConfigError, match="--evidence quotes"):
         build_profile(pair_labels(tmp_path), ["A"], tmp_path / "p.yaml", judge=quoting)
     with pytest.raises(ConfigError, match="--no-heads would leave it nothing"):
         build_profile(pair_labels(tmp_path), ["A"], tmp_path / "p.yaml", judge=RIGHT, heads=False)
+    # pairs read pointwise: each lacks a response; records read as pairs: each lacks the two responses
+    with pytest.raises(ConfigError, match="record 'p0', field 'response'"):
+        build_profile(pair_labels(tmp_path), ["A"], tmp_path / "p.yaml", judge=RIGHT, mode="pointwise", heads=False)
+    single = tmp_path / "single.jsonl"
+    single.write_text(json.dumps({"id": "s0", "user_input": "Q?", "response": "A.", "gold": 1}) + "\n")
+    with pytest.raises(ConfigError, match="record 's0' has no response_a and response_b"):
+        build_profile(single, ["A"], tmp_path / "p.yaml", judge=RIGHT, mode="pairwise")
 
 
 def test_a_pairwise_profile_holds_preference_heads_only_and_a_yes_no_profile_none():
