@@ -6,7 +6,7 @@ one). Each model first judges every pair as the prompted pairwise judge does, in
 then it is loaded once more to read the hidden states of each response on its own (the
 criterion's zero-shot yes/no prompt about that response), and a preference head per layer, and
 one on all of them, is scored by cross-validation over the pairs
-(:func:`~localjury.bench.decision_ways.fit_model_preference`) beside a head on the responses'
+(:func:`fit_model_preference`) beside a head on the responses'
 lengths alone. A head wins as a yes/no head does: the lower end of its kappa's interval above the
 prompted judge's kappa. The profile (``pairwise: true``) holds the winning heads; a run with it
 decides those models' pairs by their heads (:mod:`localjury.metrics.preference_critic`) and asks
@@ -22,21 +22,38 @@ from typing import TYPE_CHECKING, Any
 
 from localjury._hashing import file_sha256
 from localjury._version import __version__
+from localjury.bench import stats
 from localjury.bench.config import AlignConfig
-from localjury.bench.decision_ways import decision_heads, fit_model_preference, pairwise_way, too_few_pairs
+from localjury.bench.decision_ways import (
+    SURFACE,
+    binding_of,
+    decide,
+    decision_heads,
+    layers_of,
+    read_states,
+    scored_way,
+    surface_features,
+    way_name,
+)
 from localjury.bench.formats import BenchItem, load
 from localjury.bench.sampling import check_unique_ids, sample
 from localjury.errors import ConfigError
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.pairwise import PairwiseCritic
+from localjury.metrics.preference_critic import side
 from localjury.metrics.profile import JudgeProfile, ProfileCriterion
 from localjury.models.registry import ModelSpec
+from localjury.records.record import parse_record
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
-from localjury.votes.heads import DecisionWay
+from localjury.votes.heads import DecisionHead, DecisionReport, DecisionWay
+from localjury.votes.preference import cross_validated_preference, fit_preference
 
 if TYPE_CHECKING:
+    import numpy as np
     from rich.progress import Progress
+
+    from localjury.engines.base import Engine
 
 
 def build_preference_profile(
@@ -101,6 +118,85 @@ def build_preference_profile(
         files.file(out, profile.dump_yaml())
         files.commit()
     return profile
+
+
+#: Fewer labeled pairs than this fit no preference head (their 40 responses, as a yes/no head needs 40 labels).
+MIN_PAIRS = 20
+
+
+def too_few_pairs(pairs: int) -> str | None:
+    """Why these labeled pairs are too few to fit a preference head, or None."""
+    return f"{pairs} labeled pairs: a preference head needs {MIN_PAIRS}" if pairs < MIN_PAIRS else None
+
+
+def pairwise_way(a_better: Sequence[int], picks: Sequence[int | None], seed: int) -> DecisionWay:
+    """The prompted pairwise judge's way, ``pairwise votes``: its pick of each pair (1:
+    ``response_a``; None: no pick) against the labels, pairs without a pick left out."""
+    return _pair_way("pairwise votes", a_better, picks, None, seed)
+
+
+def preference_ways(
+    a: np.ndarray, b: np.ndarray, layers: Sequence[int], a_better: Sequence[int], pairs: Sequence[str],
+    folds: int, seed: int,
+) -> list[DecisionWay]:  # fmt: skip
+    """Each layer's preference head and, for two layers or more, the head on all of them (states
+    ``(pairs, layers, hidden)`` of each pair's two responses), each by cross-validation over the
+    pairs (:func:`~localjury.votes.preference.cross_validated_preference`)."""
+    ways = []
+    for j, layer in enumerate(layers):
+        p = cross_validated_preference(a[:, j], b[:, j], a_better, pairs, folds=folds, seed=seed)
+        ways.append(_pair_way(way_name([layer]), a_better, [int(q >= 0.5) for q in p], p, seed))
+    if len(layers) > 1:
+        flat_a, flat_b = a.reshape(len(a), -1), b.reshape(len(b), -1)
+        p = cross_validated_preference(flat_a, flat_b, a_better, pairs, folds=folds, seed=seed, reduce=True)
+        ways.append(_pair_way(way_name(layers), a_better, [int(q >= 0.5) for q in p], p, seed))
+    return ways
+
+
+def surface_preference_way(
+    items: Sequence[BenchItem], a_better: Sequence[int], pairs: Sequence[str], folds: int, seed: int
+) -> DecisionWay:
+    """The length-only baseline of pairs: a preference head on the two responses' lengths."""
+    a, b = surface_features(items, "response_a"), surface_features(items, "response_b")
+    p = cross_validated_preference(a, b, a_better, pairs, folds=folds, seed=seed)
+    return _pair_way(SURFACE, a_better, [int(q >= 0.5) for q in p], p, seed)
+
+
+def _pair_way(
+    name: str, a_better: Sequence[int], picks: Sequence[int | None], p: Sequence[float] | None, seed: int
+) -> DecisionWay:
+    c = stats.classification(a_better, picks, seed=seed)
+    auroc = stats.probabilistic(a_better, p, seed=seed)["auroc"] if p is not None else None
+    way = scored_way(name, c, auroc, c["decided"])
+    return way.model_copy(update={"accuracy": c["accuracy"]})
+
+
+def fit_model_preference(
+    engine: Engine,
+    prompting: list[DecisionWay],
+    *,
+    judge: AspectCritic,
+    items: Sequence[BenchItem],
+    folds: int,
+    seed: int,
+) -> tuple[DecisionReport, DecisionHead | None]:
+    """One model's comparison on labeled pairs (``items``: pairwise records, gold 1 where
+    ``response_a`` is the better) and, where a preference head wins, the head fitted on every
+    pair: each response read on its own (:func:`~localjury.metrics.preference_critic.side`)."""
+    a_better = [int(it.gold) for it in items]  # type: ignore[arg-type]
+    pairs = [str(it.record["id"]) for it in items]
+    records = [parse_record(it.record) for it in items]
+    a, layers = read_states(engine, judge, [side(r, "response_a") for r in records])
+    b, _ = read_states(engine, judge, [side(r, "response_b") for r in records], layers)
+    heads = preference_ways(a, b, layers, a_better, pairs, folds, seed)
+    length = surface_preference_way(items, a_better, pairs, folds, seed)
+    report = decide(engine.spec.name, prompting, heads, length, "the length of the two responses")
+    won = layers_of(report.winner)
+    if won is None:
+        return report, None
+    take = [layers.index(i) for i in won]
+    flat_a, flat_b = a[:, take].reshape(len(a), -1), b[:, take].reshape(len(b), -1)
+    return report, fit_preference(flat_a, flat_b, a_better, pairs, won, binding_of(engine.spec, judge.definition), seed)
 
 
 def _prompted(items: Sequence[BenchItem], run: RunResult, metric: str, seed: int, model: str) -> list[DecisionWay]:

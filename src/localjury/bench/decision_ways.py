@@ -35,7 +35,6 @@ from localjury.engines import load_engine, model_identity, resolve_engine
 from localjury.errors import ConfigError
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.neutralise import Neutraliser
-from localjury.metrics.preference_critic import side
 from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.models.registry import ModelSpec
 from localjury.records.record import Record, parse_record
@@ -43,7 +42,6 @@ from localjury.run import EngineFactory, RunConfig
 from localjury.run.jury import resolve_models
 from localjury.votes.calibration import Calibrator
 from localjury.votes.heads import DecisionHead, DecisionReport, DecisionWay, HeadBinding, cross_validated, fit_head
-from localjury.votes.preference import cross_validated_preference, fit_preference
 
 if TYPE_CHECKING:
     import numpy as np
@@ -140,7 +138,7 @@ def _head_way(
     ``reduce``: its PCA chosen inside the training folds too."""
     p = cross_validated(x, gold, groups, folds=folds, seed=seed, reduce=reduce)
     c = stats.classification(gold, [int(q >= 0.5) for q in p], seed=seed)
-    return _way(name, c, stats.probabilistic(gold, p, seed=seed)["auroc"], len(gold))
+    return scored_way(name, c, stats.probabilistic(gold, p, seed=seed)["auroc"], len(gold))
 
 
 def surface_features(items: Sequence[BenchItem], response: str = "response") -> np.ndarray:
@@ -173,11 +171,12 @@ def prompt_ways(fits: dict[str, Calibrator | None]) -> list[DecisionWay]:
         held = fit.held_out
         for kind, key in (("votes", "uncalibrated"), ("calibrated", "calibrated")):
             f = held[key]
-            ways.append(_way(f"{prefix} {kind}", f, f.get("auroc") if kind == "calibrated" else None, held["records"]))
+            auroc = f.get("auroc") if kind == "calibrated" else None
+            ways.append(scored_way(f"{prefix} {kind}", f, auroc, held["records"]))
     return ways
 
 
-def _way(name: str, figures: dict[str, Any], auroc: float | None, records: int) -> DecisionWay:
+def scored_way(name: str, figures: dict[str, Any], auroc: float | None, records: int) -> DecisionWay:
     ci = figures.get("kappa_ci")
     return DecisionWay(
         way=name,
@@ -266,84 +265,6 @@ def fit_model_heads(
         return report, None
     x = states[:, [layers.index(i) for i in won]].reshape(len(states), -1)
     return report, fit_head(x, gold, groups, won, binding_of(engine.spec, judge.definition), seed)
-
-
-#: Fewer labeled pairs than this fit no preference head (their 40 responses, as a yes/no head needs 40 labels).
-MIN_PAIRS = 20
-
-
-def too_few_pairs(pairs: int) -> str | None:
-    """Why these labeled pairs are too few to fit a preference head, or None."""
-    return f"{pairs} labeled pairs: a preference head needs {MIN_PAIRS}" if pairs < MIN_PAIRS else None
-
-
-def pairwise_way(a_better: Sequence[int], picks: Sequence[int | None], seed: int) -> DecisionWay:
-    """The prompted pairwise judge's way, ``pairwise votes``: its pick of each pair (1:
-    ``response_a``; None: no pick) against the labels, pairs without a pick left out."""
-    return _pair_way("pairwise votes", a_better, picks, None, seed)
-
-
-def preference_ways(
-    a: np.ndarray, b: np.ndarray, layers: Sequence[int], a_better: Sequence[int], pairs: Sequence[str],
-    folds: int, seed: int,
-) -> list[DecisionWay]:  # fmt: skip
-    """Each layer's preference head and, for two layers or more, the head on all of them (states
-    ``(pairs, layers, hidden)`` of each pair's two responses), each by cross-validation over the
-    pairs (:func:`~localjury.votes.preference.cross_validated_preference`)."""
-    ways = []
-    for j, layer in enumerate(layers):
-        p = cross_validated_preference(a[:, j], b[:, j], a_better, pairs, folds=folds, seed=seed)
-        ways.append(_pair_way(way_name([layer]), a_better, [int(q >= 0.5) for q in p], p, seed))
-    if len(layers) > 1:
-        flat_a, flat_b = a.reshape(len(a), -1), b.reshape(len(b), -1)
-        p = cross_validated_preference(flat_a, flat_b, a_better, pairs, folds=folds, seed=seed, reduce=True)
-        ways.append(_pair_way(way_name(layers), a_better, [int(q >= 0.5) for q in p], p, seed))
-    return ways
-
-
-def surface_preference_way(
-    items: Sequence[BenchItem], a_better: Sequence[int], pairs: Sequence[str], folds: int, seed: int
-) -> DecisionWay:
-    """The length-only baseline of pairs: a preference head on the two responses' lengths."""
-    a, b = surface_features(items, "response_a"), surface_features(items, "response_b")
-    p = cross_validated_preference(a, b, a_better, pairs, folds=folds, seed=seed)
-    return _pair_way(SURFACE, a_better, [int(q >= 0.5) for q in p], p, seed)
-
-
-def _pair_way(
-    name: str, a_better: Sequence[int], picks: Sequence[int | None], p: Sequence[float] | None, seed: int
-) -> DecisionWay:
-    c = stats.classification(a_better, picks, seed=seed)
-    way = _way(name, c, stats.probabilistic(a_better, p, seed=seed)["auroc"] if p is not None else None, c["decided"])
-    return way.model_copy(update={"accuracy": c["accuracy"]})
-
-
-def fit_model_preference(
-    engine: Engine,
-    prompting: list[DecisionWay],
-    *,
-    judge: AspectCritic,
-    items: Sequence[BenchItem],
-    folds: int,
-    seed: int,
-) -> tuple[DecisionReport, DecisionHead | None]:
-    """One model's comparison on labeled pairs (``items``: pairwise records, gold 1 where
-    ``response_a`` is the better) and, where a preference head wins, the head fitted on every
-    pair: each response read on its own (:func:`~localjury.metrics.preference_critic.side`)."""
-    a_better = [int(it.gold) for it in items]  # type: ignore[arg-type]
-    pairs = [str(it.record["id"]) for it in items]
-    records = [parse_record(it.record) for it in items]
-    a, layers = read_states(engine, judge, [side(r, "response_a") for r in records])
-    b, _ = read_states(engine, judge, [side(r, "response_b") for r in records], layers)
-    heads = preference_ways(a, b, layers, a_better, pairs, folds, seed)
-    length = surface_preference_way(items, a_better, pairs, folds, seed)
-    report = decide(engine.spec.name, prompting, heads, length, "the length of the two responses")
-    won = layers_of(report.winner)
-    if won is None:
-        return report, None
-    take = [layers.index(i) for i in won]
-    flat_a, flat_b = a[:, take].reshape(len(a), -1), b[:, take].reshape(len(b), -1)
-    return report, fit_preference(flat_a, flat_b, a_better, pairs, won, binding_of(engine.spec, judge.definition), seed)
 
 
 def decision_heads(
