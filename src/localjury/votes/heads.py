@@ -336,13 +336,28 @@ def fit_head(
     blocks = [layers] if isinstance(layers, int) else list(layers)
     model, chose = _fit(states, np.asarray(gold), np.asarray(groups), seed, reduce=len(blocks) > 1)
     weights, bias = linear(model)
+    return head_of(blocks, weights, bias, chose, binding, len(gold))
+
+
+def head_of(
+    blocks: Sequence[int],
+    weights: np.ndarray,
+    bias: float,
+    chose: dict[str, Any],
+    binding: HeadBinding,
+    labels: int,
+    preference: bool = False,
+) -> DecisionHead:
+    """A fitted head as the profile holds it: its blocks, plain weights and bias, and what
+    :func:`_fit` chose (C, and the PCA where one was)."""
     return DecisionHead(
         layer=blocks[0],
-        more_layers=blocks[1:],
+        more_layers=list(blocks[1:]),
         weights=[float(w) for w in weights],
         bias=bias,
         c=chose["C"],
         reduction=f"pca {chose['pca']}" if chose["pca"] else None,
         binding=binding,
-        labels=len(gold),
+        labels=labels,
+        preference=preference,
     )

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from localjury.errors import ConfigError
-from localjury.votes.heads import DecisionHead, HeadBinding, _fit, grouped_folds, linear
+from localjury.votes.heads import DecisionHead, HeadBinding, _fit, grouped_folds, head_of, linear
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,17 +87,8 @@ def fit_preference(
     x, labels = both_orders(a, b, a_better)
     model, chose = _fit(x, labels, np.concatenate([np.asarray(pairs)] * 2), seed, len(blocks) > 1, odd=True)
     weights, _ = linear(model)
-    return DecisionHead(
-        layer=blocks[0],
-        more_layers=blocks[1:],
-        weights=[float(w) for w in weights],
-        bias=-float(np.concatenate([a, b]).mean(axis=0) @ weights),
-        c=chose["C"],
-        reduction=f"pca {chose['pca']}" if chose["pca"] else None,
-        binding=binding,
-        labels=len(pairs),
-        preference=True,
-    )
+    bias = -float(np.concatenate([a, b]).mean(axis=0) @ weights)
+    return head_of(blocks, weights, bias, chose, binding, len(pairs), preference=True)
 
 
 def preferred(p_a: float, p_b: float) -> float:
