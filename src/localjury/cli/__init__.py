@@ -1,7 +1,7 @@
 """The ``localjury`` command. Thin: parse options, call the library, print.
 
 One module per group of commands (:mod:`.run`, :mod:`.show`, :mod:`.verify`, :mod:`.bench`, :mod:`.align`,
-:mod:`.models`, :mod:`.doctor`, :mod:`.review`);
+:mod:`.models`, :mod:`.doctor`, :mod:`.review`, :mod:`.traces`);
 :mod:`._common` holds the app and what they share."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import errno
 import sys
 
 from localjury._files import is_symlink_loop
-from localjury.cli import align, bench, doctor, models, review, run, show, verify  # noqa: F401  (each registers its commands on the app)
+from localjury.cli import align, bench, doctor, models, review, run, show, traces, verify  # noqa: F401  (each registers its commands on the app)
 from localjury.cli._common import FLAGS, _report, _state, app, cli_words
 from localjury.errors import ConfigError, LocaljuryError
 

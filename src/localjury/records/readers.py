@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import itertools
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
@@ -33,6 +34,8 @@ _DATASET_HINT = (
     + ", ".join(SUPPORTED_SUFFIXES[:-1])
     + f" or {SUPPORTED_SUFFIXES[-1]} file, or a folder that Hugging Face datasets' save_to_disk wrote"
 )
+#: The start of an OTLP JSON export request: its one field (camelCase as OTLP JSON writes it).
+_OTLP_HEAD = re.compile(rb'^\s*\{\s*"resource_?[sS]pans"\s*:')
 #: Rows read from a Hugging Face dataset at a time: what a pass holds of it beside its chunk.
 HF_BATCH_ROWS = 256
 #: The fields read from a RAGAS-shaped sample (attributes of the same names).
@@ -263,15 +266,25 @@ def _iter_table(path: Path, suffix: str) -> Iterator[Record | RecordError]:
                 yield exc
 
 
-def _holds_object(path: Path) -> bool:
-    """Whether a ``.json`` file holds an object (an inspect_ai log), not a list: its first
-    character other than white space and a byte order mark is ``{``."""
+def _head(path: Path) -> bytes:
+    """The file's first 4 KiB, without a UTF-8 byte order mark."""
     with open_regular_file(path, "dataset file", _DATASET_HINT) as fh:
         try:
-            head = fh.read(4096)
+            return fh.read(4096).removeprefix(codecs.BOM_UTF8)
         except OSError as exc:
             raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
-    return head.removeprefix(codecs.BOM_UTF8).lstrip().startswith(b"{")
+
+
+def _holds_traces(path: Path) -> bool:
+    """Whether a file holds OpenTelemetry traces in OTLP JSON: its first line starts an export
+    request (``{"resourceSpans": ...``), as the Collector's file exporter writes each line."""
+    return bool(_OTLP_HEAD.match(_head(path)))
+
+
+def _holds_object(path: Path) -> bool:
+    """Whether a ``.json`` file holds an object (an inspect_ai log), not a list: its first
+    character other than white space is ``{``."""
+    return _head(path).lstrip().startswith(b"{")
 
 
 def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
@@ -282,7 +295,9 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
     ``.parquet``; an inspect_ai eval log, ``.eval`` or a ``.json`` file that holds an object
     (one record a sample, see :func:`localjury.records.inspect_log.iter_inspect_log`; needs the
     ``inspect`` extra); or a folder that Hugging Face ``datasets``' ``save_to_disk`` wrote (read
-    memory-mapped, see :func:`iter_hf_dataset`; needs the ``datasets`` extra).
+    memory-mapped, see :func:`iter_hf_dataset`; needs the ``datasets`` extra); OpenTelemetry traces
+    in OTLP JSON, a ``.json``/``.jsonl`` file whose first line is an export request (one record a
+    trace, see :mod:`localjury.records.traces`).
 
     A leading UTF-8 byte order mark is ignored in every text format. Every format is streamed,
     never read whole: a JSON list item by item, CSV a few hundred rows at a time, Parquet in
@@ -301,7 +316,11 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
         return
     check_regular_file(path, "dataset file", _DATASET_HINT)
     suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
+    if suffix in (".json", ".jsonl", ".ndjson") and _holds_traces(path):
+        from localjury.records.traces import iter_trace_records  # imported only for traces
+
+        yield from iter_trace_records(path)
+    elif suffix in (".jsonl", ".ndjson"):
         yield from _iter_jsonl(path)
     elif suffix == ".eval" or (suffix == ".json" and _holds_object(path)):
         yield from iter_inspect_log(path)

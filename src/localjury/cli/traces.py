@@ -1,0 +1,108 @@
+"""`localjury traces show|annotate`: what OpenTelemetry traces become as records, and a run's
+judgments of them as the annotations Phoenix, Langfuse and MLflow import."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from localjury.cli._common import app, checked_path, err, out
+
+traces_app = typer.Typer(
+    help="Judge OpenTelemetry traces (OTLP JSON): see what each trace becomes, write judgments as annotations.",
+    no_args_is_help=True,
+)
+app.add_typer(traces_app, name="traces")
+
+
+@traces_app.command("show")
+def traces_show(
+    file: Annotated[
+        Path, typer.Argument(callback=checked_path, help="OTLP JSON, as the Collector's file exporter writes it.")
+    ],
+    per: Annotated[str, typer.Option("--per", help="One record per 'trace' or per 'llm-span'.")] = "trace",
+    contexts: Annotated[
+        bool, typer.Option("--contexts/--no-contexts", help="Retriever spans' documents as the records' contexts.")
+    ] = True,
+    answer: Annotated[
+        str,
+        typer.Option(
+            "--answer",
+            help="The final answer: the 'last-llm' span's output message, or the 'root' span's output.value.",
+        ),
+    ] = "last-llm",
+    write: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", callback=checked_path, help="Also write the records as JSONL, for `localjury run`."
+        ),
+    ] = None,
+) -> None:
+    """Show what each trace of FILE becomes: its record's id (trace id/span id), turns, tool
+    calls, contexts and answer, or why it cannot be judged. `localjury run FILE` reads the file
+    with the defaults; other choices go through --out and a run of that file."""
+    from pydantic import ValidationError
+
+    from localjury._terminal import Column, print_table
+    from localjury.errors import ConfigError, RecordError
+    from localjury.records.traces import TraceReading, iter_trace_records
+
+    try:
+        reading = TraceReading(per=per, contexts=contexts, answer=answer)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigError(
+            f"--per must be 'trace' or 'llm-span', --answer 'last-llm' or 'root': {exc.errors()[0]['msg']}"
+        ) from None
+    ids, turns, calls, docs, answers, errors = [], [], [], [], [], []
+    lines = []
+    for item in iter_trace_records(file, reading):
+        if isinstance(item, RecordError):
+            errors.append(str(item))
+            continue
+        messages = item.messages or []
+        ids.append(item.id)
+        turns.append(str(len(messages)))
+        calls.append(", ".join(c.function.name for m in messages for c in m.tool_calls or []) or "-")
+        docs.append(str(len(item.retrieved_contexts or [])))
+        final = (
+            item.response
+            if item.response is not None
+            else next((m.content for m in reversed(messages) if m.role == "assistant" and m.content), "")
+        )
+        answers.append((final or "")[:80])
+        lines.append(item.model_dump_json(exclude_none=True))
+    print_table(out, [Column("record", ids, "name"), Column("turns", turns), Column("tool calls", calls, "text"),
+                      Column("contexts", docs), Column("answer", answers, "text")])  # fmt: skip
+    for message in errors:
+        err.print(f"not judged: {message}")
+    if write is not None:
+        write.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        err.print(f"{len(lines)} records written to {write}")
+    if errors:
+        raise typer.Exit(2 if not ids else 0)
+
+
+@traces_app.command("annotate")
+def traces_annotate(
+    results: Annotated[Path, typer.Argument(callback=checked_path, help="A results file of a run on traces.")],
+    to: Annotated[str, typer.Option("--to", help="The tool: phoenix, langfuse or mlflow.")],
+    write: Annotated[
+        Path, typer.Option("--out", "-o", callback=checked_path, help="The annotations file to write (JSON lines).")
+    ],
+) -> None:
+    """Write a run's judgments of traces as TOOL's annotations, one JSON object a line:
+    Phoenix span annotations, Langfuse scores or MLflow feedback (docs/traces.md shows how each
+    tool's client loads them). Nothing is sent anywhere."""
+    from localjury.errors import ConfigError
+    from localjury.results.annotations import TOOLS, write_annotations
+    from localjury.results.record_result import read_results
+
+    if to not in TOOLS:
+        raise ConfigError(f"--to must be one of: {', '.join(TOOLS)}")
+    done = write_annotations(read_results(results), to, write)  # type: ignore[arg-type]
+    out.print(f"{done.annotations} {to} annotations written to {write}")
+    if done.unscored:
+        err.print(f"{len(done.unscored)} results without a score left out: {json.dumps(done.unscored[:5])}")

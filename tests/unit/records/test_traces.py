@@ -1,0 +1,273 @@
+"""Traces as records: real exports (the OpenTelemetry SDK with the OpenInference and OpenLLMetry
+instrumentations around a fake model, tests/otel_exports.py) read as conversations; bad traces
+each their own error; a run's judgments written back as Phoenix, Langfuse and MLflow annotations."""
+
+import base64
+import json
+
+import pytest
+
+pytest.importorskip("openinference.instrumentation.openai", reason="the dev extra's trace packages are not installed")
+
+from localjury import AspectCritic, evaluate
+from localjury.errors import ConfigError, RecordError
+from localjury.records import traces
+from localjury.records.readers import iter_records
+from localjury.records.traces import TraceReading, iter_trace_records
+from localjury.results.annotations import write_annotations
+from localjury.results.record_result import read_results
+from tests.fakes import dated_responder, factory, run_cli, spec
+from tests.otel_exports import DOCUMENT, FINAL, QUESTION, make_exports
+
+CALL = {"id": "call_1", "type": "function", "function": {"name": "get_year", "arguments": '{"event": "moon landing"}'}}
+AGENT_TURNS = [
+    {"role": "user", "content": QUESTION},
+    {"role": "assistant", "tool_calls": [CALL]},
+    {"role": "tool", "content": "1969", "tool_call_id": "call_1"},
+    {"role": "assistant", "content": FINAL},
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """Each export's traces, a line each (tests/otel_exports.py)."""
+    paths = make_exports(tmp_path_factory.mktemp("exports"))
+    return {name: path.read_text().splitlines() for name, path in paths.items()}
+
+
+@pytest.fixture
+def oi(exports):
+    """One OpenInference trace (an OTLP JSON line)."""
+    return exports["openinference"][0]
+
+
+def write(path, *lines):
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def spans_of(line):
+    request = json.loads(line)
+    return [s for rs in request["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+
+
+def ids(line):
+    """The trace id and the root span's id of an export line."""
+    (root,) = [s for s in spans_of(line) if not s.get("parentSpanId")]
+    return root["traceId"], root["spanId"]
+
+
+def records(path, **reading):
+    return list(iter_trace_records(path, TraceReading(**reading)))
+
+
+def turns(record):
+    return [m.model_dump(exclude_none=True) for m in record.messages]
+
+
+def test_an_openinference_agent_trace_is_one_conversation_with_its_tool_call_and_documents(tmp_path, oi):
+    (record,) = records(write(tmp_path / "t.jsonl", oi))
+    trace_id, root_id = ids(oi)
+    assert record.id == f"{trace_id}/{root_id}"
+    assert turns(record) == AGENT_TURNS and record.retrieved_contexts == [DOCUMENT]
+    (bare,) = records(tmp_path / "t.jsonl", contexts=False)
+    assert bare.retrieved_contexts is None
+    (rooted,) = records(tmp_path / "t.jsonl", answer="root")
+    assert rooted.response == FINAL  # the AGENT span's output.value
+
+
+def test_one_record_per_llm_span_names_each_span(tmp_path, oi):
+    got = records(write(tmp_path / "t.jsonl", oi), per="llm-span")
+    kind = {"key": "openinference.span.kind", "value": {"stringValue": "LLM"}}
+    llm = sorted((s for s in spans_of(oi) if kind in s["attributes"]), key=lambda s: int(s["startTimeUnixNano"]))
+    assert len(llm) == 2 and [r.id for r in got] == [f"{s['traceId']}/{s['spanId']}" for s in llm]
+    assert turns(got[0]) == AGENT_TURNS[:2] and turns(got[1]) == AGENT_TURNS
+
+
+def test_the_genai_conventions_current_and_older_forms_read_as_the_same_conversation(tmp_path, exports):
+    (current,) = records(write(tmp_path / "a.jsonl", exports["openllmetry"][0]))
+    assert turns(current) == AGENT_TURNS and current.retrieved_contexts is None
+    (older,) = records(write(tmp_path / "b.jsonl", exports["old_genai"][0]))
+    assert turns(older) == [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": QUESTION},
+                            {"role": "assistant", "content": FINAL}]  # fmt: skip
+    # The span-event forms: the last chat span's events are the conversation; each span per LLM span.
+    (events,) = records(write(tmp_path / "c.jsonl", exports["genai_events"][0]))
+    assert turns(events) == [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": FINAL}]
+    first, second = records(tmp_path / "c.jsonl", per="llm-span")
+    assert turns(first)[-1] == {"role": "assistant", "content": "Let me check."} and second == events.model_copy(
+        update={"id": second.id}
+    )
+
+
+def part(line, keep):
+    """``line`` with only the spans ``keep`` (a slice of its flattened spans)."""
+    request = json.loads(line)
+    chosen = {s["spanId"] for s in spans_of(line)[keep]}
+    for rs in request["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            ss["spans"] = [s for s in ss["spans"] if s["spanId"] in chosen]
+    return json.dumps(request)
+
+
+def test_a_trace_over_several_batches_among_others_and_base64_ids_read_the_same(tmp_path, oi, exports):
+    (whole,) = records(write(tmp_path / "whole.jsonl", oi))
+    other = exports["old_genai"][0]
+    got = records(write(tmp_path / "split.jsonl", part(oi, slice(0, 2)), other, part(oi, slice(2, None))))
+    assert [r.id.split("/")[0] for r in got] == [ids(other)[0], ids(oi)[0]]  # each as its last line is read
+    assert got[1] == whole
+    # The protobuf JSON mapping (base64 ids) is read as OTLP JSON is.
+    b64 = oi
+    for s in spans_of(oi):
+        for key in ("traceId", "spanId", "parentSpanId"):
+            if s.get(key):
+                b64 = b64.replace(f'"{s[key]}"', json.dumps(base64.b64encode(bytes.fromhex(s[key])).decode()))
+    assert b64 != oi and records(write(tmp_path / "b64.jsonl", b64)) == [whole]
+
+
+def test_iter_records_reads_an_otlp_file_as_traces_and_other_jsonl_as_records(tmp_path, oi):
+    path = write(tmp_path / "t.json", oi)
+    assert list(iter_records(path)) == records(path)
+    (tmp_path / "plain.jsonl").write_text(json.dumps({"id": "a", "response": "resourceSpans"}) + "\n")
+    assert [r.id for r in iter_records(tmp_path / "plain.jsonl")] == ["a"]
+
+
+def edited(line, change):
+    """The export ``line`` with ``change(span dicts)`` applied."""
+    request = json.loads(line)
+    change([s for rs in request["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]])
+    return json.dumps(request)
+
+
+def test_each_bad_trace_is_its_own_error_and_the_good_ones_are_read(tmp_path, exports):
+    good = exports["old_genai"][0]
+    trace_ids = {}
+
+    def cycle(spans):
+        ids = {s["spanId"] for s in spans}
+        root = next(s for s in spans if not s.get("parentSpanId"))
+        child = next(s for s in spans if s.get("parentSpanId") == root["spanId"])
+        root["parentSpanId"] = child["spanId"]
+        assert child["spanId"] in ids
+
+    def orphan(spans):
+        spans[0]["parentSpanId"] = "ab" * 8
+
+    def unknown(spans):
+        for s in spans:
+            s["attributes"] = [
+                a for a in s["attributes"] if not a["key"].startswith(("gen_ai.", "openinference", "llm."))
+            ]
+
+    def no_answer(spans):
+        for s in spans:
+            s["attributes"] = [a for a in s["attributes"] if not a["key"].startswith(("llm.output", "output."))]
+
+    def bad_id(spans):
+        spans[0]["spanId"] = "not an id"
+
+    changes = (cycle, orphan, unknown, no_answer, bad_id)
+    lines = [edited(line, change) for line, change in zip(exports["openinference"][1:], changes, strict=True)]
+    for line, why in zip(lines, ("cycle", "orphan", "unknown", "no answer", "bad id"), strict=True):
+        trace_ids[json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"][-1]["traceId"]] = why
+    path = tmp_path / "bad.jsonl"
+    write(path, *lines, "not json", good)
+    got = records(path)
+    errors = [g for g in got if isinstance(g, RecordError)]
+    assert [r.id.split("/")[0] for r in got if not isinstance(r, RecordError)] == [ids(good)[0]]
+    messages = "\n".join(str(e) for e in errors)
+    assert "form a cycle" in messages and "not in the file" in messages
+    assert "neither the OpenInference" not in messages and "follows the OpenInference or the GenAI" in messages
+    assert (
+        "no answer" in messages
+        and "a span cannot be read" in messages
+        and "neither 16 hex digits nor 8 bytes" in messages
+    )
+    assert "bad.jsonl line 6" in messages and "not JSON" in messages
+    assert len(errors) == 6 and {e.record_id for e in errors} >= set(trace_ids)
+    # A span whose trace id cannot be read is its line's error; its trace is read without it.
+    lost = edited(good, lambda spans: spans[0].update(traceId="zz"))
+    path.write_text(lost + "\n")
+    (error,) = records(path)
+    assert "bad.jsonl line 1" in str(error) and "traceId 'zz'" in str(error)
+    for e in errors:
+        if e.record_id in trace_ids:
+            assert f"trace {e.record_id}" in str(e)  # a trace's error names its trace
+
+
+def test_a_batch_over_the_bound_is_skipped_and_named(tmp_path, oi, monkeypatch):
+    monkeypatch.setattr(traces, "MAX_BATCH_BYTES", 2000)
+    path = write(tmp_path / "big.jsonl", oi)
+    (error,) = records(path)
+    assert (
+        isinstance(error, RecordError)
+        and "big.jsonl line 1" in str(error)
+        and "over the 2,000-byte bound" in str(error)
+    )
+
+
+def judged(tmp_path, *lines):
+    path = write(tmp_path / "traces.jsonl", *lines)
+    out = tmp_path / "r.jsonl"
+    dated = AspectCritic("dated", "The response must include a specific date or year.")
+    models = [spec("A"), spec("B")]
+    evaluate(
+        str(path), [dated], models, strictness=3, out=out, use_cache=False, engine_factory=factory(dated_responder, [])
+    )
+    return list(read_results(out))
+
+
+@pytest.mark.parametrize("tool", ["phoenix", "langfuse", "mlflow"])
+def test_judgments_of_traces_become_each_tools_annotations(tmp_path, oi, tool):
+    results = judged(tmp_path, oi)
+    (result,) = results
+    trace_id, root_id = ids(oi)
+    done = write_annotations(results, tool, tmp_path / "a.jsonl")
+    (row,) = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert done.annotations == 1 and done.unscored == []
+    value = {"phoenix": "score", "langfuse": "value", "mlflow": "value"}[tool]
+    assert row[value] == result.score and result.score is not None
+    why = {"phoenix": "explanation", "langfuse": "comment", "mlflow": "rationale"}[tool]
+    for m in result.models:  # each judge's reason for the verdict it reached
+        assert any(f"{m.model}: {r}" in row[why] for v, r in zip(m.votes, m.reasons, strict=True) if v == m.verdict)
+    if tool == "phoenix":
+        assert row["span_id"] == root_id and row["annotation_name"] == "dated" and row["label"] in ("pass", "fail")
+    elif tool == "langfuse":
+        assert (row["trace_id"], row["observation_id"], row["name"]) == (trace_id, root_id, "dated")
+    else:
+        assert (row["trace_id"], row["span_id"], row["source"]["source_type"]) == (
+            f"tr-{trace_id}",
+            root_id,
+            "LLM_JUDGE",
+        )
+
+
+def test_a_result_not_from_a_trace_is_refused_naming_it_and_nothing_is_written(tmp_path, oi):
+    (result,) = judged(tmp_path, oi)
+    other = result.model_copy(update={"record_id": "r1"})
+    with pytest.raises(ConfigError, match="record 'r1': its id is not '<trace id>/<span id>'"):
+        write_annotations([result, other], "langfuse", tmp_path / "a.jsonl")
+    assert list(tmp_path.glob("a.jsonl*")) == []
+    unscored = result.model_copy(update={"score": None})
+    done = write_annotations([unscored], "mlflow", tmp_path / "a.jsonl")
+    assert done.annotations == 0 and done.unscored == [result.record_id]
+
+
+def test_the_cli_shows_what_traces_become_and_writes_annotations(tmp_path, oi, exports, monkeypatch, capsys):
+    path = write(tmp_path / "t.jsonl", oi, exports["old_genai"][0])
+    code, out, err = run_cli(
+        monkeypatch, capsys, "traces", "show", path, "--per", "llm-span", "--out", tmp_path / "recs.jsonl"
+    )
+    assert code == 0 and "get_year" in out and "3 records written" in err
+    written = [json.loads(line)["id"] for line in (tmp_path / "recs.jsonl").read_text().splitlines()]
+    assert written == [r.id for r in records(path, per="llm-span")]
+    code, _, err = run_cli(monkeypatch, capsys, "traces", "show", path, "--per", "sentence")
+    assert code == 2 and "--per must be" in err
+    judged(tmp_path, oi)
+    code, out, _ = run_cli(
+        monkeypatch, capsys, "traces", "annotate", tmp_path / "r.jsonl", "--to", "phoenix", "-o", tmp_path / "p.jsonl"
+    )
+    assert code == 0 and "1 phoenix annotations written" in out
+    code, _, err = run_cli(
+        monkeypatch, capsys, "traces", "annotate", tmp_path / "r.jsonl", "--to", "arize", "-o", tmp_path / "x.jsonl"
+    )
+    assert code == 2 and "--to must be one of: phoenix, langfuse, mlflow" in err
