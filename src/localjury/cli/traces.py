@@ -21,8 +21,17 @@ app.add_typer(traces_app, name="traces")
 @traces_app.command("show")
 def traces_show(
     file: Annotated[
-        Path, typer.Argument(callback=checked_path, help="OTLP JSON, as the Collector's file exporter writes it.")
+        Path,
+        typer.Argument(
+            callback=checked_path, help="OTLP JSON, as the Collector's file exporter writes it, or a Langfuse export."
+        ),
     ],
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from", help="'otlp' (OTLP JSON: OpenInference, GenAI) or 'langfuse' (traces with observations)."
+        ),
+    ] = "otlp",
     per: Annotated[str, typer.Option("--per", help="One record per 'trace' or per 'llm-span'.")] = "trace",
     contexts: Annotated[
         bool, typer.Option("--contexts/--no-contexts", help="Retriever spans' documents as the records' contexts.")
@@ -43,12 +52,13 @@ def traces_show(
 ) -> None:
     """Show what each trace of FILE becomes: its record's id (trace id/span id), turns, tool
     calls, contexts and answer, or why it cannot be judged. `localjury run FILE` reads the file
-    with the defaults; other choices go through --out and a run of that file."""
+    with the defaults (OTLP JSON); a Langfuse export and other choices go through --out and a run
+    of that file."""
     from pydantic import ValidationError
 
     from localjury._terminal import Column, print_table
     from localjury.errors import ConfigError, RecordError
-    from localjury.records.traces import TraceReading, iter_trace_records
+    from localjury.records.traces import TraceReading, iter_langfuse_records, iter_trace_records
 
     try:
         reading = TraceReading(per=per, contexts=contexts, answer=answer)  # type: ignore[arg-type]
@@ -56,9 +66,12 @@ def traces_show(
         raise ConfigError(
             f"--per must be 'trace' or 'llm-span', --answer 'last-llm' or 'root': {exc.errors()[0]['msg']}"
         ) from None
+    readers = {"otlp": iter_trace_records, "langfuse": iter_langfuse_records}
+    if source not in readers:
+        raise ConfigError(f"--from must be one of: {', '.join(readers)}")
     ids, turns, calls, docs, answers, errors = [], [], [], [], [], []
     lines = []
-    for item in iter_trace_records(file, reading):
+    for item in readers[source](file, reading):
         if isinstance(item, RecordError):
             errors.append(str(item))
             continue

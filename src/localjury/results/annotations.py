@@ -2,7 +2,8 @@
 line: Phoenix span annotations, Langfuse scores, MLflow feedback. Nothing is sent anywhere; the
 manual (docs/traces.md) shows the few lines of each tool's own client that load the file.
 
-A result's record id is ``<trace id>/<span id>`` (:mod:`localjury.records.traces`); its score,
+A result's record id is ``<trace id>/<span id>`` (:mod:`localjury.records.traces`; ``<trace
+id>/trace`` for a whole trace of a Langfuse export, which Phoenix cannot take); its score,
 pass or fail, and the reasons of the votes that decided it become the annotation's value, label
 and explanation. A result without a score (an error, every vote an abstention) is left out and
 counted.
@@ -23,7 +24,10 @@ from localjury.votes.voting import passes
 
 Tool = Literal["phoenix", "langfuse", "mlflow"]
 TOOLS: tuple[Tool, ...] = ("phoenix", "langfuse", "mlflow")
-_TRACE_SPAN = re.compile(r"([0-9a-f]{32})/([0-9a-f]{16})")
+_TRACE_SPAN = re.compile(r"(.+)/([^/]+)")
+_OTEL_TRACE = re.compile(r"[0-9a-f]{32}")
+#: The span part of a record id that stands for a whole trace (a Langfuse export's).
+TRACE_LEVEL = "trace"
 
 
 @dataclass
@@ -57,10 +61,13 @@ def annotation(result: RecordResult, tool: Tool) -> dict[str, Any]:
     match = _TRACE_SPAN.fullmatch(result.record_id)
     if match is None:
         raise ConfigError(
-            f"record {result.record_id!r}: its id is not '<trace id>/<span id>' (32 and 16 hex digits): "
+            f"record {result.record_id!r}: its id is not '<trace id>/<span id>': "
             "annotations are written for records read from traces"
         )
-    trace_id, span_id = match.groups()
+    trace_id, span = match.groups()
+    span_id = None if span == TRACE_LEVEL else span
+    if tool == "phoenix" and span_id is None:
+        raise ConfigError(f"record {result.record_id!r}: Phoenix annotates spans, and this record is a whole trace")
     score = result.score
     verdict = passes(score, result.rubric.threshold if result.rubric else None)
     label = None if verdict is None else "pass" if verdict else "fail"
@@ -75,7 +82,8 @@ def annotation(result: RecordResult, tool: Tool) -> dict[str, Any]:
         return {"trace_id": trace_id, "observation_id": span_id, "name": result.metric, "value": score,
                 "data_type": "NUMERIC", "comment": why, "metadata": {"judges": judges, "label": label}}  # fmt: skip
     # mlflow.log_feedback(trace_id=..., span_id=..., name=..., value=..., rationale=..., source=AssessmentSource(...))
-    return {"trace_id": f"tr-{trace_id}", "span_id": span_id, "name": result.metric, "value": score,
+    mlflow_id = f"tr-{trace_id}" if _OTEL_TRACE.fullmatch(trace_id) else trace_id
+    return {"trace_id": mlflow_id, "span_id": span_id, "name": result.metric, "value": score,
             "rationale": why, "source": {"source_type": "LLM_JUDGE", "source_id": judges},
             "metadata": {"label": label}}  # fmt: skip
 

@@ -11,9 +11,8 @@ pytest.importorskip("openinference.instrumentation.openai", reason="the dev extr
 
 from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError, RecordError
-from localjury.records import traces
 from localjury.records.readers import iter_records
-from localjury.records.traces import TraceReading, iter_trace_records
+from localjury.records.traces import TraceReading, iter_langfuse_records, iter_trace_records, otlp
 from localjury.results.annotations import write_annotations
 from localjury.results.record_result import read_results
 from tests.fakes import dated_responder, factory, run_cli, spec
@@ -195,7 +194,7 @@ def test_each_bad_trace_is_its_own_error_and_the_good_ones_are_read(tmp_path, ex
 
 
 def test_a_batch_over_the_bound_is_skipped_and_named(tmp_path, oi, monkeypatch):
-    monkeypatch.setattr(traces, "MAX_BATCH_BYTES", 2000)
+    monkeypatch.setattr(otlp, "MAX_BATCH_BYTES", 2000)
     path = write(tmp_path / "big.jsonl", oi)
     (error,) = records(path)
     assert (
@@ -262,6 +261,11 @@ def test_the_cli_shows_what_traces_become_and_writes_annotations(tmp_path, oi, e
     assert written == [r.id for r in records(path, per="llm-span")]
     code, _, err = run_cli(monkeypatch, capsys, "traces", "show", path, "--per", "sentence")
     assert code == 2 and "--per must be" in err
+    code, _, err = run_cli(monkeypatch, capsys, "traces", "show", path, "--from", "phoenix")
+    assert code == 2 and "--from must be one of: otlp, langfuse" in err
+    (tmp_path / "lf.jsonl").write_text(json.dumps(langfuse_trace()) + "\n")
+    code, out, _ = run_cli(monkeypatch, capsys, "traces", "show", tmp_path / "lf.jsonl", "--from", "langfuse")
+    assert code == 0 and "get_year" in out and "Apollo" in out
     judged(tmp_path, oi)
     code, out, _ = run_cli(
         monkeypatch, capsys, "traces", "annotate", tmp_path / "r.jsonl", "--to", "phoenix", "-o", tmp_path / "p.jsonl"
@@ -271,3 +275,69 @@ def test_the_cli_shows_what_traces_become_and_writes_annotations(tmp_path, oi, e
         monkeypatch, capsys, "traces", "annotate", tmp_path / "r.jsonl", "--to", "arize", "-o", tmp_path / "x.jsonl"
     )
     assert code == 2 and "--to must be one of: phoenix, langfuse, mlflow" in err
+
+
+def langfuse_trace(trace_id="6f1c2a9e-0d1b-4b43-9f7e-2f0f1b8a7c11"):
+    """A trace as Langfuse's public API returns it (``GET /api/public/traces/{id}``), observations
+    included: an agent span, a retriever, two generations (OpenAI-shaped input and output), a tool."""
+
+    def observation(oid, kind, second, parent="o-agent", **fields):
+        return {"id": oid, "traceId": trace_id, "type": kind, "name": kind.lower(), "parentObservationId": parent,
+                "startTime": f"2026-11-30T09:00:0{second}.000Z", **fields}  # fmt: skip
+
+    first_out = {"role": "assistant", "content": None, "tool_calls": [CALL]}
+    return {
+        "id": trace_id, "name": "agent", "timestamp": "2026-11-30T09:00:00.000Z", "input": QUESTION, "output": FINAL,
+        "observations": [
+            observation("o-agent", "AGENT", 0, parent=None),
+            observation("o-search", "RETRIEVER", 1, input=QUESTION, output=[{"page_content": DOCUMENT}]),
+            observation("o-gen1", "GENERATION", 2, input=AGENT_TURNS[:1], output=first_out),
+            observation("o-tool", "TOOL", 3, input={"event": "moon landing"}, output="1969"),
+            observation("o-gen2", "GENERATION", 4, input=AGENT_TURNS[:3],
+                        output={"choices": [{"message": AGENT_TURNS[3]}]}),
+        ],
+    }  # fmt: skip
+
+
+def test_a_langfuse_export_reads_as_the_same_conversation_as_a_list_or_lines(tmp_path):
+    trace = langfuse_trace()
+    (tmp_path / "export.json").write_text(json.dumps([trace, {"name": "no id"}]))
+    (tmp_path / "export.jsonl").write_text(json.dumps(trace) + "\n")
+    got = list(iter_langfuse_records(tmp_path / "export.json"))
+    record, error = got
+    assert record.id == f"{trace['id']}/trace" and turns(record) == AGENT_TURNS
+    assert record.retrieved_contexts == [DOCUMENT]
+    assert (
+        isinstance(error, RecordError) and "export.json item 2" in str(error) and "not a Langfuse trace" in str(error)
+    )
+    assert list(iter_langfuse_records(tmp_path / "export.jsonl")) == [record]
+    spans = list(iter_langfuse_records(tmp_path / "export.jsonl", TraceReading(per="llm-span")))
+    assert [r.id for r in spans] == [f"{trace['id']}/o-gen1", f"{trace['id']}/o-gen2"]
+    (rooted,) = iter_langfuse_records(tmp_path / "export.jsonl", TraceReading(answer="root"))
+    assert rooted.response == FINAL
+    looped = langfuse_trace("t-2")
+    looped["observations"][0]["parentObservationId"] = "o-gen2"
+    (tmp_path / "loop.jsonl").write_text(json.dumps(looped) + "\n")
+    (error,) = iter_langfuse_records(tmp_path / "loop.jsonl")
+    assert isinstance(error, RecordError) and "trace t-2" in str(error) and "cycle" in str(error)
+
+
+def test_judgments_of_langfuse_traces_annotate_the_trace_and_phoenix_refuses_them(tmp_path):
+    path = tmp_path / "export.jsonl"
+    path.write_text(json.dumps(langfuse_trace()) + "\n")
+    records_file = tmp_path / "recs.jsonl"
+    records_file.write_text("".join(r.model_dump_json(exclude_none=True) + "\n" for r in iter_langfuse_records(path)))
+    out = tmp_path / "r.jsonl"
+    dated = AspectCritic("dated", "The response must include a specific date or year.")
+    evaluate(str(records_file), [dated], [spec("A")], strictness=3, out=out, use_cache=False,
+             engine_factory=factory(dated_responder, []))  # fmt: skip
+    results = list(read_results(out))
+    write_annotations(results, "langfuse", tmp_path / "l.jsonl")
+    (row,) = [json.loads(line) for line in (tmp_path / "l.jsonl").read_text().splitlines()]
+    assert row["trace_id"] == langfuse_trace()["id"] and row["observation_id"] is None
+    write_annotations(results, "mlflow", tmp_path / "m.jsonl")
+    assert (
+        json.loads((tmp_path / "m.jsonl").read_text())["trace_id"] == langfuse_trace()["id"]
+    )  # not an OTel id: as it is
+    with pytest.raises(ConfigError, match="Phoenix annotates spans, and this record is a whole trace"):
+        write_annotations(results, "phoenix", tmp_path / "p.jsonl")
