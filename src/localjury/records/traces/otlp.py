@@ -16,7 +16,7 @@ from localjury._files import Overlong, bounded_lines, open_regular_file
 from localjury.errors import RecordError
 from localjury.records.record import Record, raw_id
 from localjury.records.traces.conventions import view_of
-from localjury.records.traces.spans import Span, SpanError, TraceReading, records_of
+from localjury.records.traces.spans import Span, TraceReading, records_of
 
 #: The largest line (one export request) read: a batch of spans over it is skipped, and the
 #: traces that had spans in it are then incomplete (their own errors). 256 MiB: a 1 GB
@@ -62,6 +62,14 @@ def _hex_id(raw: Any, size: int, what: str) -> str:
     if len(data) != size:
         raise ValueError(f"{what} {str(raw)[:60]!r} is neither {size * 2} hex digits nor {size} bytes in base64")
     return data.hex()
+
+
+class SpanError(ValueError):
+    """A span that cannot be read; ``trace_id`` where its trace id could be."""
+
+    def __init__(self, message: str, trace_id: str | None) -> None:
+        super().__init__(message)
+        self.trace_id = trace_id
 
 
 def _spans(request: dict[str, Any]) -> Iterator[Span | SpanError]:

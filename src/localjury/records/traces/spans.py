@@ -58,14 +58,6 @@ class View:
     documents: list[str] = field(default_factory=list)
 
 
-class SpanError(ValueError):
-    """A span that cannot be read; ``trace_id`` where its trace id could be."""
-
-    def __init__(self, message: str, trace_id: str | None) -> None:
-        super().__init__(message)
-        self.trace_id = trace_id
-
-
 def ordered(spans: list[Span]) -> list[Span]:
     """The trace's spans, parents before children and siblings by start time.
 
@@ -93,7 +85,7 @@ def ordered(spans: list[Span]) -> list[Span]:
         stack.extend(sorted(children.get(s.span_id, []), key=lambda c: c.start, reverse=True))
     if len(out) < len(spans):
         cut = sorted(set(by_id) - {s.span_id for s in out})
-        raise ValueError(f"its spans form a cycle (span {cut[0]} is its own ancestor)")
+        raise ValueError(f"its spans form a cycle: {len(cut)} of them (span {cut[0]}, ...) have no root above them")
     if len(roots) > 1:
         raise ValueError(f"it has {len(roots)} root spans; a trace has one")
     return out
