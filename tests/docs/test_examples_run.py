@@ -40,6 +40,14 @@ PYTHON_NOT_RUN = {
         "an inspect_ai Task with its dataset elided (`dataset=...`); examples/inspect_task.py runs the "
         "scorer in a task (tests/integration/integrations/test_inspect.py)"
     ),
+    ("docs/traces.md", "Client().spans.log_span_annotations_dataframe(dataframe=frame)"): (
+        "sends the annotations to a Phoenix server (tests/unit/results/test_annotations_in_tools.py "
+        "sends them with Phoenix's client to a fake one)"
+    ),
+    ("docs/traces.md", 'mlflow.log_feedback(source=AssessmentSource(**row.pop("source")), **row)'): (
+        "logs the feedback to an MLflow tracking store (tests/unit/results/test_annotations_in_tools.py "
+        "builds MLflow's Feedback from each row)"
+    ),
 }
 #: Why `localjury review` does not run here.
 SERVES = "serves a page until Ctrl-C (tests/system/review/ runs it in a browser)"
