@@ -3,6 +3,7 @@ judgments of them as the annotations Phoenix, Langfuse and MLflow import."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +17,8 @@ traces_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(traces_app, name="traces")
+#: The records (and the errors) `traces show` prints; the rest are counted (and written with --out).
+SHOWN = 50
 
 
 @traces_app.command("show")
@@ -69,33 +72,56 @@ def traces_show(
     readers = {"otlp": iter_trace_records, "langfuse": iter_langfuse_records}
     if source not in readers:
         raise ConfigError(f"--from must be one of: {', '.join(readers)}")
-    ids, turns, calls, docs, answers, errors = [], [], [], [], [], []
-    lines = []
-    for item in readers[source](file, reading):
-        if isinstance(item, RecordError):
-            errors.append(str(item))
-            continue
-        messages = item.messages or []
-        ids.append(item.id)
-        turns.append(str(len(messages)))
-        calls.append(", ".join(c.function.name for m in messages for c in m.tool_calls or []) or "-")
-        docs.append(str(len(item.retrieved_contexts or [])))
-        final = (
-            item.response
-            if item.response is not None
-            else next((m.content for m in reversed(messages) if m.role == "assistant" and m.content), "")
-        )
-        answers.append((final or "")[:80])
-        lines.append(item.model_dump_json(exclude_none=True))
-    print_table(out, [Column("record", ids, "name"), Column("turns", turns), Column("tool calls", calls, "text"),
-                      Column("contexts", docs), Column("answer", answers, "text")])  # fmt: skip
+    ids: list[str] = []
+    turns: list[str] = []
+    calls: list[str] = []
+    docs: list[str] = []
+    answers: list[str] = []
+    errors: list[str] = []
+    shown = written = failed = 0
+    partial = write.with_name(write.name + ".partial") if write is not None else None
+    try:
+        with contextlib.ExitStack() as stack:
+            fh = stack.enter_context(partial.open("w", encoding="utf-8")) if partial is not None else None
+            for item in readers[source](file, reading):  # a stream: only the table's first rows are kept
+                if isinstance(item, RecordError):
+                    failed += 1
+                    if len(errors) < SHOWN:
+                        errors.append(str(item))
+                    continue
+                if fh is not None:
+                    fh.write(item.model_dump_json(exclude_none=True) + "\n")
+                written += 1
+                if shown >= SHOWN:
+                    continue
+                shown += 1
+                messages = item.messages or []
+                final = item.response
+                if final is None:
+                    final = next((m.content for m in reversed(messages) if m.role == "assistant" and m.content), "")
+                ids.append(item.id)
+                turns.append(str(len(messages)))
+                calls.append(", ".join(c.function.name for m in messages for c in m.tool_calls or []) or "-")
+                docs.append(str(len(item.retrieved_contexts or [])))
+                answers.append((final or "")[:80])
+        if write is not None and partial is not None:
+            partial.replace(write)
+    finally:
+        if partial is not None:
+            partial.unlink(missing_ok=True)
+    columns = [Column("record", ids, "name"), Column("turns", turns), Column("tool calls", calls, "text"),
+               Column("contexts", docs), Column("answer", answers, "text")]  # fmt: skip
+    print_table(out, columns)
+    if written > shown:
+        out.print(f"... and {written - shown} more records")
     for message in errors:
         err.print(f"not judged: {message}")
+    if failed > len(errors):
+        err.print(f"... and {failed - len(errors)} more traces not judged")
     if write is not None:
-        write.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        err.print(f"{len(lines)} records written to {write}")
-    if errors:
-        raise typer.Exit(2 if not ids else 0)
+        err.print(f"{written} records written to {write}")
+    if failed and not written:
+        raise typer.Exit(2)
 
 
 @traces_app.command("annotate")

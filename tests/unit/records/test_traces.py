@@ -259,6 +259,16 @@ def test_the_cli_shows_what_traces_become_and_writes_annotations(tmp_path, oi, e
     assert code == 0 and "get_year" in out and "3 records written" in err
     written = [json.loads(line)["id"] for line in (tmp_path / "recs.jsonl").read_text().splitlines()]
     assert written == [r.id for r in records(path, per="llm-span")]
+    monkeypatch.setattr("localjury.cli.traces.SHOWN", 1)  # the table keeps its first rows; --out has them all
+    code, out, err = run_cli(
+        monkeypatch, capsys, "traces", "show", path, "--per", "llm-span", "-o", tmp_path / "all.jsonl"
+    )
+    assert (
+        code == 0
+        and "... and 2 more records" in out
+        and (tmp_path / "all.jsonl").read_text() == (tmp_path / "recs.jsonl").read_text()
+    )
+    assert not list(tmp_path.glob("*.partial"))
     code, _, err = run_cli(monkeypatch, capsys, "traces", "show", path, "--per", "sentence")
     assert code == 2 and "--per must be" in err
     code, _, err = run_cli(monkeypatch, capsys, "traces", "show", path, "--from", "phoenix")
