@@ -59,6 +59,7 @@ def traces_show(
     of that file."""
     from pydantic import ValidationError
 
+    from localjury._files import open_atomic
     from localjury._terminal import Column, print_table
     from localjury.errors import ConfigError, RecordError
     from localjury.records.traces import TraceReading, iter_langfuse_records, iter_trace_records
@@ -79,36 +80,29 @@ def traces_show(
     answers: list[str] = []
     errors: list[str] = []
     shown = written = failed = 0
-    partial = write.with_name(write.name + ".partial") if write is not None else None
-    try:
-        with contextlib.ExitStack() as stack:
-            fh = stack.enter_context(partial.open("w", encoding="utf-8")) if partial is not None else None
-            for item in readers[source](file, reading):  # a stream: only the table's first rows are kept
-                if isinstance(item, RecordError):
-                    failed += 1
-                    if len(errors) < SHOWN:
-                        errors.append(str(item))
-                    continue
-                if fh is not None:
-                    fh.write(item.model_dump_json(exclude_none=True) + "\n")
-                written += 1
-                if shown >= SHOWN:
-                    continue
-                shown += 1
-                messages = item.messages or []
-                final = item.response
-                if final is None:
-                    final = next((m.content for m in reversed(messages) if m.role == "assistant" and m.content), "")
-                ids.append(item.id)
-                turns.append(str(len(messages)))
-                calls.append(", ".join(c.function.name for m in messages for c in m.tool_calls or []) or "-")
-                docs.append(str(len(item.retrieved_contexts or [])))
-                answers.append((final or "")[:80])
-        if write is not None and partial is not None:
-            partial.replace(write)
-    finally:
-        if partial is not None:
-            partial.unlink(missing_ok=True)
+    with contextlib.ExitStack() as stack:
+        fh = stack.enter_context(open_atomic(write)) if write is not None else None
+        for item in readers[source](file, reading):  # a stream: only the table's first rows are kept
+            if isinstance(item, RecordError):
+                failed += 1
+                if len(errors) < SHOWN:
+                    errors.append(str(item))
+                continue
+            if fh is not None:
+                fh.write(item.model_dump_json(exclude_none=True) + "\n")
+            written += 1
+            if shown >= SHOWN:
+                continue
+            shown += 1
+            messages = item.messages or []
+            final = item.response
+            if final is None:
+                final = next((m.content for m in reversed(messages) if m.role == "assistant" and m.content), "")
+            ids.append(item.id)
+            turns.append(str(len(messages)))
+            calls.append(", ".join(c.function.name for m in messages for c in m.tool_calls or []) or "-")
+            docs.append(str(len(item.retrieved_contexts or [])))
+            answers.append((final or "")[:80])
     columns = [Column("record", ids, "name"), Column("turns", turns), Column("tool calls", calls, "text"),
                Column("contexts", docs), Column("answer", answers, "text")]  # fmt: skip
     print_table(out, columns)

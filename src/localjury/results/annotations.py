@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from localjury._files import open_atomic
 from localjury.errors import ConfigError
 from localjury.results.record_result import RecordResult
 from localjury.votes.voting import passes
@@ -103,14 +104,9 @@ def write_annotations(results: Iterable[RecordResult], tool: Tool, out: Path) ->
     if tool not in TOOLS:
         raise ConfigError(f"unknown tool {tool!r}; expected one of: {', '.join(TOOLS)}")
     unscored: list[str] = []
-    partial = out.with_name(out.name + ".partial")
     count = 0
-    try:
-        with partial.open("w", encoding="utf-8") as fh:
-            for row in annotation_rows(results, tool, unscored):
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-                count += 1
-        partial.replace(out)
-    finally:
-        partial.unlink(missing_ok=True)
+    with open_atomic(out) as fh:
+        for row in annotation_rows(results, tool, unscored):
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += 1
     return Written(count, unscored)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from localjury.records.traces.spans import Span, View, json_text
+from localjury.records.traces.spans import Span, View, json_text, text_or_none
 
 _LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion"}
 
@@ -135,7 +135,7 @@ def _event_messages(events: list[tuple[str, dict[str, Any]]]) -> tuple[list[dict
                 target.append(_message(m.get("role", "assistant"), m.get("content"), calls, m.get("tool_call_id")))
         elif (name.startswith("gen_ai.") and name.endswith(".message")) or name == "gen_ai.choice":
             role = "assistant" if name == "gen_ai.choice" else name.removeprefix("gen_ai.").removesuffix(".message")
-            message = _message(attrs.get("role", role), _content(attrs.get("content")), [], attrs.get("id"))
+            message = _message(attrs.get("role", role), text_or_none(attrs.get("content")), [], attrs.get("id"))
             (messages_out if name == "gen_ai.choice" else messages_in).append(message)
     return messages_in, messages_out
 
@@ -170,7 +170,3 @@ def view_of(span: Span) -> View | None:
     if any(k.startswith("gen_ai.") for k in attrs):
         return _genai(attrs, span.events)
     return None
-
-
-def _content(value: Any) -> str | None:
-    return None if value is None else json_text(value)

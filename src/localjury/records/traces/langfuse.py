@@ -20,7 +20,7 @@ from localjury._files import Overlong, bounded_lines, open_regular_file
 from localjury.errors import RecordError
 from localjury.records._tables import json_items
 from localjury.records.record import Record, raw_id
-from localjury.records.traces.spans import Span, TraceReading, View, json_text, records_of
+from localjury.records.traces.spans import Span, TraceReading, View, json_text, records_of, text_or_none
 
 #: The largest trace read (a JSON list's item or a JSONL line, observations included).
 MAX_TRACE_BYTES = 1 << 28
@@ -50,7 +50,7 @@ def _messages(value: Any, role: str) -> list[dict[str, Any]]:
         for m in value:
             message: dict[str, Any] = {
                 "role": m["role"],
-                "content": None if m.get("content") is None else json_text(m["content"]),
+                "content": text_or_none(m.get("content")),
             }
             for key in ("tool_calls", "tool_call_id", "name"):
                 if m.get(key):
@@ -80,8 +80,8 @@ def view_of(span: Span) -> View | None:
         return View(kind="retriever", documents=_documents(value_out))
     return View(
         kind=kind.lower() if kind in ("TOOL", "AGENT", "CHAIN") else "other",
-        text_in=None if value_in is None else json_text(value_in),
-        text_out=None if value_out is None else json_text(value_out),
+        text_in=text_or_none(value_in),
+        text_out=text_or_none(value_out),
     )
 
 

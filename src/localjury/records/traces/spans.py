@@ -96,7 +96,8 @@ def json_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _text(value: Any) -> str | None:
+def text_or_none(value: Any) -> str | None:
+    """:func:`json_text`, None kept as None."""
     return None if value is None else json_text(value)
 
 
@@ -132,12 +133,12 @@ def trace_records(
         if reading.answer == "root":
             if root_view is None or root_view.text_out is None:
                 raise ValueError(f"its root span {root.span_id} has no output.value (--answer root)")
-            fields["response"] = _text(root_view.text_out)
+            fields["response"] = text_or_none(root_view.text_out)
     else:
         source = root_view if root_view is not None and root_view.text_out is not None else None
         if source is None:
             raise ValueError("it has no answer: no LLM span with an output message, no output.value on its root span")
-        fields["user_input"], fields["response"] = _text(source.text_in), _text(source.text_out)
+        fields["user_input"], fields["response"] = text_or_none(source.text_in), text_or_none(source.text_out)
     if documents:
         fields["retrieved_contexts"] = documents
     yield parse_record(fields, location=location)
