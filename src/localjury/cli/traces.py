@@ -1,5 +1,6 @@
-"""`localjury traces show|annotate`: what OpenTelemetry traces become as records, and a run's
-judgments of them as the annotations Phoenix, Langfuse and MLflow import."""
+"""`localjury traces show|annotate`: what agent traces (OTLP, Phoenix, Langfuse, MLflow exports)
+become as records, and a run's judgments of them as the annotations Phoenix, Langfuse and MLflow
+import."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import typer
 from localjury.cli._common import app, checked_path, err, out
 
 traces_app = typer.Typer(
-    help="Judge OpenTelemetry traces (OTLP JSON): see what each trace becomes, write judgments as annotations.",
+    help="Judge agent traces (OTLP, Phoenix, Langfuse, MLflow exports): see what each trace becomes, "
+    "write judgments as annotations.",
     no_args_is_help=True,
 )
 app.add_typer(traces_app, name="traces")
@@ -26,13 +28,17 @@ def traces_show(
     file: Annotated[
         Path,
         typer.Argument(
-            callback=checked_path, help="OTLP JSON, as the Collector's file exporter writes it, or a Langfuse export."
+            callback=checked_path,
+            help="OTLP (JSON or protobuf, as the Collector's file exporter writes it) or a Phoenix, Langfuse or "
+            "MLflow export.",
         ),
     ],
     source: Annotated[
         str,
         typer.Option(
-            "--from", help="'otlp' (OTLP JSON: OpenInference, GenAI) or 'langfuse' (traces with observations)."
+            "--from",
+            help="'otlp' (OpenInference, GenAI or MLflow spans), 'phoenix' (spans as JSON or Parquet), "
+            "'langfuse' (traces with observations) or 'mlflow' (Trace.to_json()).",
         ),
     ] = "otlp",
     per: Annotated[str, typer.Option("--per", help="One record per 'trace' or per 'llm-span'.")] = "trace",
@@ -46,6 +52,14 @@ def traces_show(
             help="The final answer: the 'last-llm' span's output message, or the 'root' span's output.value.",
         ),
     ] = "last-llm",
+    turn_kinds: Annotated[
+        str,
+        typer.Option(
+            "--turns",
+            help="Span kinds whose spans make the turns, comma-separated (llm, tool, agent, chain, retriever, "
+            "other), e.g. 'agent,tool'; default: the last LLM span's messages.",
+        ),
+    ] = "",
     write: Annotated[
         Path | None,
         typer.Option(
@@ -54,25 +68,26 @@ def traces_show(
     ] = None,
 ) -> None:
     """Show what each trace of FILE becomes: its record's id (trace id/span id), turns, tool
-    calls, contexts and answer, or why it cannot be judged. `localjury run FILE` reads the file
-    with the defaults (OTLP JSON); a Langfuse export and other choices go through --out and a run
-    of that file."""
+    calls, contexts and answer, or why it cannot be judged. `localjury run FILE` reads an OTLP
+    file with the defaults; the other exports and other choices go through --out and a run of
+    that file."""
     from pydantic import ValidationError
 
     from localjury._files import open_atomic
     from localjury._terminal import Column, print_table
     from localjury.errors import ConfigError, RecordError
-    from localjury.records.traces import TraceReading, iter_langfuse_records, iter_trace_records
+    from localjury.records.traces import READERS, TraceReading
 
+    kinds = tuple(k.strip() for k in turn_kinds.split(",") if k.strip())
     try:
-        reading = TraceReading(per=per, contexts=contexts, answer=answer)  # type: ignore[arg-type]
+        reading = TraceReading(per=per, contexts=contexts, answer=answer, turns=kinds)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigError(
-            f"--per must be 'trace' or 'llm-span', --answer 'last-llm' or 'root': {exc.errors()[0]['msg']}"
+            "--per must be 'trace' or 'llm-span', --answer 'last-llm' or 'root', --turns kinds among llm, tool, "
+            f"agent, chain, retriever, other: {exc.errors()[0]['msg']}"
         ) from None
-    readers = {"otlp": iter_trace_records, "langfuse": iter_langfuse_records}
-    if source not in readers:
-        raise ConfigError(f"--from must be one of: {', '.join(readers)}")
+    if source not in READERS:
+        raise ConfigError(f"--from must be one of: {', '.join(READERS)}")
     ids: list[str] = []
     turns: list[str] = []
     calls: list[str] = []
@@ -82,7 +97,7 @@ def traces_show(
     shown = written = failed = 0
     with contextlib.ExitStack() as stack:
         fh = stack.enter_context(open_atomic(write)) if write is not None else None
-        for item in readers[source](file, reading):  # a stream: only the table's first rows are kept
+        for item in READERS[source](file, reading):  # a stream: only the table's first rows are kept
             if isinstance(item, RecordError):
                 failed += 1
                 if len(errors) < SHOWN:

@@ -28,7 +28,9 @@ from localjury.records.conversation import from_ragas_turns
 from localjury.records.inspect_log import iter_inspect_log
 from localjury.records.record import Record, coerce_records, dedupe, parse_record, raw_id
 
-SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq", ".eval")
+SUPPORTED_SUFFIXES = (".jsonl", ".ndjson", ".json", ".csv", ".parquet", ".pq", ".pb", ".binpb", ".eval")
+#: OpenTelemetry traces in OTLP protobuf, as the Collector's file exporter writes them (``format: proto``).
+_OTLP_PROTO_SUFFIXES = (".pb", ".binpb")
 _DATASET_HINT = (
     "give the path of a "
     + ", ".join(SUPPORTED_SUFFIXES[:-1])
@@ -296,8 +298,9 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
     (one record a sample, see :func:`localjury.records.inspect_log.iter_inspect_log`; needs the
     ``inspect`` extra); or a folder that Hugging Face ``datasets``' ``save_to_disk`` wrote (read
     memory-mapped, see :func:`iter_hf_dataset`; needs the ``datasets`` extra); OpenTelemetry traces
-    in OTLP JSON, a ``.json``/``.jsonl`` file whose first line is an export request (one record a
-    trace, see :mod:`localjury.records.traces`).
+    in OTLP JSON, a ``.json``/``.jsonl`` file whose first line is an export request, or OTLP
+    protobuf, a ``.pb``/``.binpb`` file (one record a trace, see :mod:`localjury.records.traces`;
+    protobuf needs the ``traces`` extra).
 
     A leading UTF-8 byte order mark is ignored in every text format. Every format is streamed,
     never read whole: a JSON list item by item, CSV a few hundred rows at a time, Parquet in
@@ -308,7 +311,8 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
         ConfigError: The file does not exist, is a folder (other than a datasets folder), a
             FIFO, a socket or a device, has an unknown suffix, or cannot be read at all (a read
             error, or a ``.json`` file that is not one list: raised where the reading finds it).
-        MissingDependencyError: A datasets folder, without the ``datasets`` package.
+        MissingDependencyError: A datasets folder, without the ``datasets`` package; an OTLP
+            protobuf file, without ``opentelemetry-proto``.
     """
     path = Path(path)
     if is_saved_dataset(path):
@@ -316,7 +320,7 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
         return
     check_regular_file(path, "dataset file", _DATASET_HINT)
     suffix = path.suffix.lower()
-    if suffix in (".json", ".jsonl", ".ndjson") and _holds_traces(path):
+    if suffix in _OTLP_PROTO_SUFFIXES or (suffix in (".json", ".jsonl", ".ndjson") and _holds_traces(path)):
         from localjury.records.traces import iter_trace_records  # imported only for traces
 
         yield from iter_trace_records(path)

@@ -5,6 +5,7 @@ each their own error; a run's judgments written back as Phoenix, Langfuse and ML
 import base64
 import json
 
+import httpx
 import pytest
 
 pytest.importorskip("openinference.instrumentation.openai", reason="the dev extra's trace packages are not installed")
@@ -12,11 +13,28 @@ pytest.importorskip("openinference.instrumentation.openai", reason="the dev extr
 from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError, RecordError
 from localjury.records.readers import iter_records
-from localjury.records.traces import TraceReading, iter_langfuse_records, iter_trace_records, otlp
-from localjury.results.annotations import write_annotations
+from localjury.records.traces import (
+    TraceReading,
+    iter_langfuse_records,
+    iter_mlflow_records,
+    iter_phoenix_records,
+    iter_trace_records,
+    otlp,
+    phoenix,
+)
+from localjury.results.annotations import annotation, write_annotations
 from localjury.results.record_result import read_results
 from tests.fakes import dated_responder, factory, run_cli, spec
-from tests.otel_exports import DOCUMENT, FINAL, QUESTION, make_exports
+from tests.otel_exports import (
+    DOCUMENT,
+    FINAL,
+    QUESTION,
+    make_exports,
+    make_mlflow_export,
+    otlp_json_to_proto,
+    phoenix_dataframe_rows,
+    phoenix_spans,
+)
 
 CALL = {"id": "call_1", "type": "function", "function": {"name": "get_year", "arguments": '{"event": "moon landing"}'}}
 AGENT_TURNS = [
@@ -123,6 +141,34 @@ def test_a_trace_over_several_batches_among_others_and_base64_ids_read_the_same(
     assert b64 != oi and records(write(tmp_path / "b64.jsonl", b64)) == [whole]
 
 
+def test_otlp_protobuf_as_the_file_exporter_writes_it_reads_as_its_json(tmp_path, oi, exports, monkeypatch):
+    lines = [oi, exports["old_genai"][0], exports["openllmetry"][0]]
+    as_json = records(write(tmp_path / "t.jsonl", *lines))
+    proto = tmp_path / "t.pb"
+    proto.write_bytes(otlp_json_to_proto(lines))
+    assert records(proto) == as_json and len(as_json) == 3
+    assert list(iter_records(proto)) == as_json  # `localjury run t.pb`
+    # A message over the bound is skipped unread and named; the others are read.
+    sizes = [len(otlp_json_to_proto([line])) - 4 for line in lines]
+    monkeypatch.setattr(otlp, "MAX_BATCH_BYTES", max(sizes) - 1)
+    got = records(proto)
+    monkeypatch.undo()
+    biggest = sizes.index(max(sizes))
+    (skipped,) = [e for e in got if isinstance(e, RecordError)]
+    assert f"t.pb message {biggest + 1}" in str(skipped) and f"{max(sizes):,} bytes, over" in str(skipped)
+    assert [r for r in got if not isinstance(r, RecordError)] == as_json[:biggest] + as_json[biggest + 1 :]
+    # A file cut short: the traces before the cut are read, the cut message is named.
+    cut = tmp_path / "cut.pb"
+    cut.write_bytes(proto.read_bytes()[:-10])
+    *read, error = records(cut)
+    assert read == as_json[:2] and isinstance(error, RecordError) and "cut.pb message 3" in str(error)
+    assert "ends inside it" in str(error)
+    # Neither JSON nor protobuf.
+    (tmp_path / "junk.pb").write_bytes(b"PK\x03\x04 not traces at all")
+    with pytest.raises(ConfigError, match="neither OTLP JSON nor OTLP protobuf"):
+        records(tmp_path / "junk.pb")
+
+
 def test_iter_records_reads_an_otlp_file_as_traces_and_other_jsonl_as_records(tmp_path, oi):
     path = write(tmp_path / "t.json", oi)
     assert list(iter_records(path)) == records(path)
@@ -175,7 +221,7 @@ def test_each_bad_trace_is_its_own_error_and_the_good_ones_are_read(tmp_path, ex
     assert [r.id.split("/")[0] for r in got if not isinstance(r, RecordError)] == [ids(good)[0]]
     messages = "\n".join(str(e) for e in errors)
     assert "form a cycle" in messages and "not in the file" in messages
-    assert "neither the OpenInference" not in messages and "follows the OpenInference or the GenAI" in messages
+    assert "neither the OpenInference" not in messages and "follows the OpenInference, GenAI or MLflow" in messages
     assert (
         "no answer" in messages
         and "a span cannot be read" in messages
@@ -271,8 +317,8 @@ def test_the_cli_shows_what_traces_become_and_writes_annotations(tmp_path, oi, e
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     code, _, err = run_cli(monkeypatch, capsys, "traces", "show", path, "--per", "sentence")
     assert code == 2 and "--per must be" in err
-    code, _, err = run_cli(monkeypatch, capsys, "traces", "show", path, "--from", "phoenix")
-    assert code == 2 and "--from must be one of: otlp, langfuse" in err
+    code, _, err = run_cli(monkeypatch, capsys, "traces", "show", path, "--from", "zipkin")
+    assert code == 2 and "--from must be one of: otlp, phoenix, langfuse, mlflow" in err
     (tmp_path / "lf.jsonl").write_text(json.dumps(langfuse_trace()) + "\n")
     code, out, _ = run_cli(monkeypatch, capsys, "traces", "show", tmp_path / "lf.jsonl", "--from", "langfuse")
     assert code == 0 and "get_year" in out and "Apollo" in out
@@ -318,7 +364,9 @@ def test_a_langfuse_export_reads_as_the_same_conversation_as_a_list_or_lines(tmp
     assert record.id == f"{trace['id']}/trace" and turns(record) == AGENT_TURNS
     assert record.retrieved_contexts == [DOCUMENT]
     assert (
-        isinstance(error, RecordError) and "export.json item 2" in str(error) and "not a Langfuse trace" in str(error)
+        isinstance(error, RecordError)
+        and "export.json item 2" in str(error)
+        and "not a trace of a Langfuse export" in str(error)
     )
     assert list(iter_langfuse_records(tmp_path / "export.jsonl")) == [record]
     spans = list(iter_langfuse_records(tmp_path / "export.jsonl", TraceReading(per="llm-span")))
@@ -351,3 +399,71 @@ def test_judgments_of_langfuse_traces_annotate_the_trace_and_phoenix_refuses_the
     )  # not an OTel id: as it is
     with pytest.raises(ConfigError, match="Phoenix annotates spans, and this record is a whole trace"):
         write_annotations(results, "phoenix", tmp_path / "p.jsonl")
+
+
+def test_a_phoenix_export_of_spans_or_of_its_dataframe_reads_as_the_otlp_trace(tmp_path, exports, monkeypatch):
+    pd = pytest.importorskip("pandas")
+    client_module = pytest.importorskip("phoenix.client", reason="arize-phoenix-client is not installed")
+    lines = exports["openinference"][:2]
+    as_otlp = records(write(tmp_path / "t.jsonl", *lines))
+    spans = [s for line in lines for s in phoenix_spans(line)]
+    spans = spans[::2] + spans[1::2]  # a trace's spans apart, as a project's pages give them
+    served = httpx.MockTransport(lambda request: httpx.Response(200, json={"data": spans, "next_cursor": None}))
+    client = client_module.Client(
+        base_url="http://phoenix", http_client=httpx.Client(transport=served, base_url="http://phoenix")
+    )
+    got = client.spans.get_spans(project_identifier="agents", limit=100)  # what a user saves
+    (tmp_path / "spans.json").write_text(json.dumps(got, default=str))
+    assert list(iter_phoenix_records(tmp_path / "spans.json")) == as_otlp
+    frame = pd.DataFrame(phoenix_dataframe_rows(spans))
+    frame.to_parquet(tmp_path / "spans.parquet")
+    frame.to_json(tmp_path / "frame.jsonl", orient="records", lines=True)
+    monkeypatch.setattr(phoenix, "ROWS", 3)  # traces over several batches
+    assert list(iter_phoenix_records(tmp_path / "spans.parquet")) == as_otlp
+    assert list(iter_phoenix_records(tmp_path / "frame.jsonl")) == as_otlp
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"name": "no context"}) + "\n" + json.dumps(spans[0]) + "\n")
+    error, *rest = iter_phoenix_records(tmp_path / "bad.jsonl")
+    assert isinstance(error, RecordError) and "bad.jsonl line 1" in str(error) and "context.trace_id" in str(error)
+    assert all(isinstance(r, RecordError) for r in rest)  # one span of a trace: its parent is missing
+
+
+def test_an_mlflow_trace_reads_as_one_conversation_from_its_json_or_its_otlp_export(tmp_path):
+    trace_json, otlp_jsonl = make_mlflow_export(tmp_path)
+    (record,) = iter_mlflow_records(trace_json)
+    trace = json.loads(trace_json.read_text())
+    root = next(s for s in trace["data"]["spans"] if not s["parent_span_id"])
+    assert record.id == f"{trace['info']['trace_id']}/{base64.b64decode(root['span_id']).hex()}"
+    assert turns(record) == AGENT_TURNS and record.retrieved_contexts == [DOCUMENT]
+    (over_otlp,) = iter_trace_records(otlp_jsonl)  # MLflow's spans exported over OTLP
+    assert over_otlp.messages == record.messages and over_otlp.retrieved_contexts == record.retrieved_contexts
+    (tmp_path / "list.json").write_text(json.dumps([trace, {"info": {}}]))
+    (tmp_path / "lines.jsonl").write_text(json.dumps(trace) + "\n")
+    same, error = iter_mlflow_records(tmp_path / "list.json")
+    assert same == record and isinstance(error, RecordError) and "list.json item 2" in str(error)
+    assert list(iter_mlflow_records(tmp_path / "lines.jsonl")) == [record]
+    assert len(list(iter_mlflow_records(trace_json, TraceReading(per="llm-span")))) == 2
+    (tmp_path / "recs.jsonl").write_text(record.model_dump_json(exclude_none=True) + "\n")
+    out = tmp_path / "r.jsonl"
+    dated = AspectCritic("dated", "The response must include a specific date or year.")
+    evaluate(str(tmp_path / "recs.jsonl"), [dated], [spec("A")], strictness=1, out=out, use_cache=False,
+             engine_factory=factory(dated_responder, []))  # fmt: skip
+    (result,) = read_results(out)
+    assert annotation(result, "mlflow")["trace_id"] == trace["info"]["trace_id"]  # MLflow's own id, back
+
+
+def test_the_turns_of_chosen_span_kinds_in_the_order_the_spans_ran(tmp_path, oi):
+    path = write(tmp_path / "t.jsonl", oi)
+    (agent_tool,) = records(path, turns=("agent", "tool"))
+    (tool,) = [s for s in spans_of(oi) if s["name"] == "get_year"]
+    call = f"call_{tool['spanId']}"
+    assert turns(agent_tool) == [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "tool_calls": [{**CALL, "id": call}]},
+        {"role": "tool", "content": "1969", "tool_call_id": call},
+        {"role": "assistant", "content": FINAL},  # the agent's output, after its children
+    ]  # fmt: skip
+    (llms,) = records(path, turns=("llm",))
+    assert turns(llms)[0] == {"role": "user", "content": QUESTION} and turns(llms)[-1]["content"] == FINAL
+    assert [m["role"] for m in turns(llms)] == ["user", "assistant", "assistant"]  # each LLM span's answer
+    (error,) = records(path, turns=("chain",))
+    assert isinstance(error, RecordError) and "none of its spans is of a kind given as turns (chain)" in str(error)

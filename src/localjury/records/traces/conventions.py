@@ -10,6 +10,10 @@
   (``gen_ai.prompt.<i>.*``/``gen_ai.completion.<i>.*`` attributes; span events
   ``gen_ai.content.prompt``/``gen_ai.content.completion``, or ``gen_ai.<role>.message`` and
   ``gen_ai.choice`` events with their ``content``).
+- **MLflow** (its tracing, in an MLflow trace's JSON or exported over OTLP): ``mlflow.spanType``,
+  ``mlflow.spanInputs`` and ``mlflow.spanOutputs``, each JSON text; an ``LLM`` or ``CHAT_MODEL``
+  span's inputs and outputs read as chat messages (an OpenAI request and its completion), a
+  ``RETRIEVER`` span's outputs (MLflow ``Document`` objects) as documents.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from localjury.records.traces.spans import Span, View, json_text, text_or_none
+from localjury.records.traces.payloads import chat_messages, documents
+from localjury.records.traces.spans import Span, View, json_text, kind_of, message, text_or_none, tool_call
 
 _LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion"}
 
@@ -33,28 +38,6 @@ def _indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     return [items[i] for i in sorted(items)]
 
 
-def _tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
-    call: dict[str, Any] = {
-        "type": "function",
-        "function": {"name": str(name or ""), "arguments": json_text(arguments or {})},
-    }
-    if call_id:
-        call["id"] = str(call_id)
-    return call
-
-
-def _message(
-    role: Any, content: str | None, tool_calls: list[dict[str, Any]], tool_call_id: Any = None
-) -> dict[str, Any]:
-    role = {"developer": "system", "model": "assistant", "function": "tool"}.get(str(role), str(role))
-    message: dict[str, Any] = {"role": role, "content": content}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    if tool_call_id:
-        message["tool_call_id"] = str(tool_call_id)
-    return message
-
-
 def _openinference_messages(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     messages = []
     for m in _indexed(attrs, prefix):
@@ -65,16 +48,15 @@ def _openinference_messages(attrs: dict[str, Any], prefix: str) -> list[dict[str
             ]
             content = "\n".join(texts) if texts else None
         calls = [
-            _tool_call(c.get("tool_call.id"), c.get("tool_call.function.name"), c.get("tool_call.function.arguments"))
+            tool_call(c.get("tool_call.id"), c.get("tool_call.function.name"), c.get("tool_call.function.arguments"))
             for c in _indexed(m, "message.tool_calls.")
         ]
-        messages.append(_message(m.get("message.role"), content, calls, m.get("message.tool_call_id")))
+        messages.append(message(m.get("message.role"), content, calls, m.get("message.tool_call_id")))
     return messages
 
 
 def _openinference(attrs: dict[str, Any]) -> View:
-    kind = str(attrs.get("openinference.span.kind", "")).lower()
-    view = View(kind=kind if kind in ("llm", "tool", "retriever", "agent", "chain") else "other")
+    view = View(kind=kind_of(attrs.get("openinference.span.kind")))
     view.messages_in = _openinference_messages(attrs, "llm.input_messages.")
     view.messages_out = _openinference_messages(attrs, "llm.output_messages.")
     view.text_in, view.text_out = attrs.get("input.value"), attrs.get("output.value")
@@ -100,12 +82,12 @@ def _parts_messages(raw: Any, role: str | None = None) -> list[dict[str, Any]]:
             if kind == "text":
                 texts.append(str(part.get("content", "")))
             elif kind == "tool_call":
-                calls.append(_tool_call(part.get("id"), part.get("name"), part.get("arguments")))
+                calls.append(tool_call(part.get("id"), part.get("name"), part.get("arguments")))
             elif kind == "tool_call_response":
                 answered = part.get("id")
                 texts.append(json_text(part.get("response", part.get("result", ""))))
         msg_role = "tool" if answered is not None else m.get("role")
-        messages.append(_message(msg_role, "\n".join(texts) if texts else None, calls, answered))
+        messages.append(message(msg_role, "\n".join(texts) if texts else None, calls, answered))
     return messages
 
 
@@ -113,8 +95,8 @@ def _flat_messages(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     """GenAI's older form (OpenLLMetry): ``gen_ai.prompt.<i>.role``/``.content``/``.tool_calls.<j>.*``."""
     messages = []
     for m in _indexed(attrs, prefix):
-        calls = [_tool_call(c.get("id"), c.get("name"), c.get("arguments")) for c in _indexed(m, "tool_calls.")]
-        messages.append(_message(m.get("role", "assistant"), m.get("content"), calls, m.get("tool_call_id")))
+        calls = [tool_call(c.get("id"), c.get("name"), c.get("arguments")) for c in _indexed(m, "tool_calls.")]
+        messages.append(message(m.get("role", "assistant"), m.get("content"), calls, m.get("tool_call_id")))
     return messages
 
 
@@ -129,14 +111,11 @@ def _event_messages(events: list[tuple[str, dict[str, Any]]]) -> tuple[list[dict
             raw = attrs.get("gen_ai.prompt" if name.endswith("prompt") else "gen_ai.completion", "[]")
             items = json.loads(raw) if isinstance(raw, str) else raw
             target = messages_in if name.endswith("prompt") else messages_out
-            for m in items if isinstance(items, list) else []:
-                functions = [(c.get("id"), c.get("function") or {}) for c in m.get("tool_calls") or []]
-                calls = [_tool_call(call_id, f.get("name"), f.get("arguments")) for call_id, f in functions]
-                target.append(_message(m.get("role", "assistant"), m.get("content"), calls, m.get("tool_call_id")))
+            target += chat_messages(items if isinstance(items, list) else [], "assistant")
         elif (name.startswith("gen_ai.") and name.endswith(".message")) or name == "gen_ai.choice":
             role = "assistant" if name == "gen_ai.choice" else name.removeprefix("gen_ai.").removesuffix(".message")
-            message = _message(attrs.get("role", role), text_or_none(attrs.get("content")), [], attrs.get("id"))
-            (messages_out if name == "gen_ai.choice" else messages_in).append(message)
+            one = message(attrs.get("role", role), text_or_none(attrs.get("content")), [], attrs.get("id"))
+            (messages_out if name == "gen_ai.choice" else messages_in).append(one)
     return messages_in, messages_out
 
 
@@ -162,11 +141,35 @@ def _genai(attrs: dict[str, Any], events: list[tuple[str, dict[str, Any]]]) -> V
     return view
 
 
+def _json_value(value: Any) -> Any:
+    """An attribute MLflow writes as JSON text, read back (text that is not JSON as it is)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _mlflow(attrs: dict[str, Any]) -> View:
+    span_type = _json_value(attrs["mlflow.spanType"])
+    kind = kind_of("llm" if span_type == "CHAT_MODEL" else span_type)
+    value_in, value_out = _json_value(attrs.get("mlflow.spanInputs")), _json_value(attrs.get("mlflow.spanOutputs"))
+    view = View(kind=kind, text_in=text_or_none(value_in), text_out=text_or_none(value_out))
+    if kind == "llm":
+        view.messages_in, view.messages_out = chat_messages(value_in, "user"), chat_messages(value_out, "assistant")
+    elif kind == "retriever":
+        view.documents = documents(value_out)
+    return view
+
+
 def view_of(span: Span) -> View | None:
-    """The span through its convention; None when it follows neither."""
+    """The span through its convention; None when it follows none."""
     attrs = span.attributes
     if "openinference.span.kind" in attrs:
         return _openinference(attrs)
+    if "mlflow.spanType" in attrs:
+        return _mlflow(attrs)
     if any(k.startswith("gen_ai.") for k in attrs):
         return _genai(attrs, span.events)
     return None

@@ -1,22 +1,26 @@
-"""OpenTelemetry traces in OTLP JSON, as the OpenTelemetry Collector's file exporter writes them
-(one ``ExportTraceServiceRequest`` a line), read as a stream: a first pass notes the last line of
-each trace, the second holds a trace's spans only until that line is read."""
+"""OpenTelemetry traces in OTLP files, as the OpenTelemetry Collector's file exporter writes them:
+JSON (``format: json``, one ``ExportTraceServiceRequest`` a line) or protobuf (``format: proto``,
+each request's bytes preceded by their size, 4 bytes big-endian; decoded by ``opentelemetry-proto``,
+the ``traces`` extra). Read as a stream: a first pass notes the last request holding each trace,
+the second holds a trace's spans only until that request is read."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from localjury._files import Overlong, bounded_lines, open_regular_file
-from localjury.errors import RecordError
-from localjury.records.record import Record, raw_id
+from localjury.errors import ConfigError, MissingDependencyError, RecordError
+from localjury.records.record import Record
 from localjury.records.traces.conventions import view_of
-from localjury.records.traces.spans import Span, TraceReading, records_of
+from localjury.records.traces.spans import Span, SpanError, TraceReading, records_of, spans_by_trace
 
 #: The largest line (one export request) read: a batch of spans over it is skipped, and the
 #: traces that had spans in it are then incomplete (their own errors). 256 MiB: a 1 GB
@@ -24,7 +28,7 @@ from localjury.records.traces.spans import Span, TraceReading, records_of
 MAX_BATCH_BYTES = 1 << 28
 _HEX = {16: re.compile(r"[0-9a-fA-F]{32}"), 8: re.compile(r"[0-9a-fA-F]{16}")}
 #: What to give instead of a file that is not one.
-_HINT = "give an OTLP JSON file, as the OpenTelemetry Collector's file exporter writes it"
+_HINT = "give an OTLP file (JSON or protobuf), as the OpenTelemetry Collector's file exporter writes it"
 
 
 def _value(v: dict[str, Any]) -> Any:
@@ -64,14 +68,6 @@ def _hex_id(raw: Any, size: int, what: str) -> str:
     return data.hex()
 
 
-class SpanError(ValueError):
-    """A span that cannot be read; ``trace_id`` where its trace id could be."""
-
-    def __init__(self, message: str, trace_id: str | None) -> None:
-        super().__init__(message)
-        self.trace_id = trace_id
-
-
 def _spans(request: dict[str, Any]) -> Iterator[Span | SpanError]:
     for resource in request.get("resourceSpans") or request.get("resource_spans") or []:
         for scope in resource.get("scopeSpans") or resource.get("scope_spans") or []:
@@ -96,68 +92,97 @@ def _spans(request: dict[str, Any]) -> Iterator[Span | SpanError]:
                     yield SpanError(f"span {str(s.get('spanId'))[:40]!r}: {exc}", trace_id)
 
 
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
-    """Each line's request, or what is wrong with it."""
-    with open_regular_file(path, "trace file", _HINT) as fh:
-        for lineno, line in enumerate(bounded_lines(fh, path, "trace file", MAX_BATCH_BYTES), start=1):
-            if isinstance(line, Overlong):
-                yield (
-                    lineno,
-                    f"the line is {line.size:,} bytes, over the {MAX_BATCH_BYTES:,}-byte bound on a batch of spans; "
-                    "skipped unread",
-                )
-                continue
-            if not line.strip():
+def _over(what: str, size: int) -> str:
+    return f"the {what} is {size:,} bytes, over the {MAX_BATCH_BYTES:,}-byte bound on a batch of spans; skipped unread"
+
+
+def _json_lines(fh: IO[bytes], path: Path) -> Iterator[tuple[str, dict[str, Any] | str]]:
+    """``format: json``: each line's request, or what is wrong with it."""
+    for lineno, line in enumerate(bounded_lines(fh, path, "trace file", MAX_BATCH_BYTES), start=1):
+        where = f"line {lineno}"
+        if isinstance(line, Overlong):
+            yield where, _over("line", line.size)
+            continue
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            yield where, f"not JSON: {exc}"
+            continue
+        yield where, request if isinstance(request, dict) else "not an OTLP JSON object"
+
+
+def _proto_messages(fh: IO[bytes], path: Path) -> Iterator[tuple[str, dict[str, Any] | str]]:
+    """``format: proto``: each message's request (in the protobuf JSON mapping), or what is
+    wrong with it; a message over the bound is skipped unread."""
+    try:
+        from google.protobuf.json_format import MessageToDict
+        from google.protobuf.message import DecodeError
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    except ImportError:
+        raise MissingDependencyError(
+            f"{path} holds OTLP protobuf, which is decoded by the opentelemetry-proto package: "
+            "pip install 'localjury[traces]'"
+        ) from None
+    size_of_file = os.fstat(fh.fileno()).st_size
+    number = 0
+    try:
+        while head := fh.read(4):
+            number += 1
+            where = f"message {number}"
+            size = int.from_bytes(head, "big")
+            if len(head) < 4 or fh.tell() + size > size_of_file:
+                yield where, "the file ends inside it (cut short, or not OTLP protobuf as the file exporter writes it)"
+                return
+            if size > MAX_BATCH_BYTES:
+                fh.seek(size, os.SEEK_CUR)
+                yield where, _over("message", size)
                 continue
             try:
-                request = json.loads(line)
-            except (ValueError, RecursionError) as exc:
-                yield lineno, f"not JSON: {exc}"
-                continue
-            yield lineno, request if isinstance(request, dict) else "not an OTLP JSON object"
+                yield where, MessageToDict(ExportTraceServiceRequest.FromString(fh.read(size)))
+            except DecodeError as exc:
+                yield where, f"not an OTLP trace request: {exc}"
+    except OSError as exc:
+        raise ConfigError(f"cannot read trace file {path}: {exc.strerror or exc}") from exc
 
 
-def iter_spans_by_trace(path: Path) -> Iterator[tuple[str, list[Span]] | RecordError]:
-    """Each trace's spans, a trace as soon as its last line is read; a line that cannot be
-    read is an error of its own (its spans are missing from their traces)."""
-    path = Path(path)
-    last: dict[str, int] = {}
-    for lineno, request in _lines(path):
-        if isinstance(request, dict):
-            for span in _spans(request):
-                trace_id = span.trace_id
-                if trace_id is not None:
-                    last[trace_id] = lineno
-    open_traces: dict[str, list[Span]] = {}
-    damaged: dict[str, str] = {}
-    for lineno, request in _lines(path):
-        location = f"{path.name} line {lineno}"
-        if not isinstance(request, dict):
-            yield RecordError(request, record_id=raw_id(location), location=location)
-            continue
-        for span in _spans(request):
-            if isinstance(span, Span):
-                open_traces.setdefault(span.trace_id, []).append(span)
-            elif span.trace_id is None:  # not even its trace is known: the line's error
-                yield RecordError(str(span), record_id=raw_id(f"{location}: {span}"), location=location)
-            else:
-                damaged.setdefault(span.trace_id, f"{location}: {span}")
-                open_traces.setdefault(span.trace_id, [])
-        for trace_id in [t for t in open_traces if last.get(t, 0) <= lineno]:
-            spans = open_traces.pop(trace_id)
-            if trace_id in damaged:
-                where = f"{path.name} trace {trace_id}"
-                yield RecordError(
-                    f"a span cannot be read ({damaged.pop(trace_id)})", record_id=trace_id, location=where
-                )
-            else:
-                yield trace_id, spans
-    for trace_id, spans in open_traces.items():  # pragma: no cover - every trace's last line is read
-        yield trace_id, spans
+def _requests(path: Path) -> Iterator[tuple[str, dict[str, Any] | str]]:
+    """Each export request of the file and where it is (``line 3``, ``message 3``), or what is
+    wrong with it. JSON when the file starts with ``{``; protobuf when its fifth byte starts a
+    request's resource spans (field 1, length-delimited: ``0x0a``) after the 4-byte size.
+
+    Raises:
+        ConfigError: The file is neither, or cannot be read.
+    """
+    with open_regular_file(path, "trace file", _HINT) as fh:
+        try:
+            head = fh.read(4096)
+            fh.seek(0)
+        except OSError as exc:
+            raise ConfigError(f"cannot read trace file {path}: {exc.strerror or exc}") from exc
+        text = head.removeprefix(codecs.BOM_UTF8).lstrip()
+        if not text or text.startswith(b"{"):
+            yield from _json_lines(fh, path)
+        elif len(head) > 4 and head[4] == 0x0A:
+            yield from _proto_messages(fh, path)
+        else:
+            raise ConfigError(f"{path} is neither OTLP JSON nor OTLP protobuf; {_HINT}")
+
+
+def _batches(path: Path) -> Iterator[tuple[str, list[Span | SpanError] | str]]:
+    for where, request in _requests(path):
+        yield where, list(_spans(request)) if isinstance(request, dict) else request
 
 
 def iter_trace_records(path: str | Path, reading: TraceReading | None = None) -> Iterator[Record | RecordError]:
-    """The records of an OTLP JSON file (:mod:`localjury.records.traces`), each trace's or in its
-    place the error that rejects it; a line that cannot be read is an error of its own."""
+    """The records of an OTLP file, JSON or protobuf (:mod:`localjury.records.traces`), each
+    trace's or in its place the error that rejects it; a request that cannot be read is an error
+    of its own.
+
+    Raises:
+        MissingDependencyError: A protobuf file, without the ``opentelemetry-proto`` package.
+    """
     path = Path(path)
-    yield from records_of(iter_spans_by_trace(path), reading or TraceReading(), path.name, view_of)
+    traces = spans_by_trace(lambda: _batches(path), path.name)
+    yield from records_of(traces, reading or TraceReading(), path.name, view_of)

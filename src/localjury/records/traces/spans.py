@@ -7,15 +7,31 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
 from localjury.errors import RecordError
-from localjury.records.record import Record, parse_record
+from localjury.records.record import Record, parse_record, raw_id
 
 #: How a source reads a span: its view, or None when the span follows no known convention.
 ViewOf = Callable[["Span"], "View | None"]
+#: A source's file read in batches of spans, each with where it is (``line 3``), or in place of
+#: its spans what is wrong with the batch; called once for each pass over the file.
+Batches = Callable[[], Iterator[tuple[str, "list[Span | SpanError] | str"]]]
+
+
+#: The kinds of span a view names.
+Kind = Literal["llm", "tool", "retriever", "agent", "chain", "other"]
+KINDS: tuple[Kind, ...] = get_args(Kind)
+
+
+def kind_of(name: Any) -> Kind:
+    """A convention's name for a span's kind (``LLM``, ``tool``) as a :data:`Kind`; ``other``
+    for one that is none of them."""
+    lowered = str(name).lower()
+    return next((k for k in KINDS if k == lowered), "other")
 
 
 class TraceReading(BaseModel):
@@ -30,6 +46,12 @@ class TraceReading(BaseModel):
     answer: Literal["last-llm", "root"] = "last-llm"
     """Where a trace's final answer is: the last LLM span's output message, or the root span's
     ``output.value`` (an agent framework that post-processes the model's last answer)."""
+    turns: tuple[Kind, ...] = ()
+    """The span kinds a trace's turns are made of, in the order the spans ran; none (the
+    default): the last LLM span's input messages and output, which hold the whole conversation
+    when the client is instrumented. An ``llm`` span adds its output message (the first one its
+    input messages too); a ``tool`` span a tool call and its result; any other kind its input as
+    a user turn and, after its children's turns, its output as an assistant turn."""
 
 
 @dataclass
@@ -45,12 +67,19 @@ class Span:
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
+class SpanError(ValueError):
+    """A span that cannot be read; ``trace_id`` where its trace id could be."""
+
+    def __init__(self, message: str, trace_id: str | None) -> None:
+        super().__init__(message)
+        self.trace_id = trace_id
+
+
 @dataclass
 class View:
     """A span read through its convention."""
 
-    kind: str
-    """``llm``, ``tool``, ``retriever``, ``agent``, ``chain`` or ``other``."""
+    kind: Kind
     messages_in: list[dict[str, Any]] = field(default_factory=list)
     messages_out: list[dict[str, Any]] = field(default_factory=list)
     text_in: str | None = None
@@ -91,6 +120,46 @@ def ordered(spans: list[Span]) -> list[Span]:
     return out
 
 
+#: Roles some conventions write for the four a record knows.
+_ROLES = {"developer": "system", "model": "assistant", "function": "tool", "human": "user", "ai": "assistant"}
+
+
+def tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    """A message's tool call (OpenAI's chat shape), its arguments as JSON text."""
+    call: dict[str, Any] = {
+        "type": "function",
+        "function": {"name": str(name or ""), "arguments": json_text(arguments or {})},
+    }
+    if call_id:
+        call["id"] = str(call_id)
+    return call
+
+
+def message(
+    role: Any, content: str | None, tool_calls: list[dict[str, Any]], tool_call_id: Any = None
+) -> dict[str, Any]:
+    """A record's message (OpenAI's chat shape) from a span's parts."""
+    role = _ROLES.get(str(role), str(role))
+    out: dict[str, Any] = {"role": role, "content": content}
+    if tool_calls:
+        out["tool_calls"] = tool_calls
+    if tool_call_id:
+        out["tool_call_id"] = str(tool_call_id)
+    return out
+
+
+def nanoseconds(value: Any) -> int:
+    """A span's start (an ISO timestamp, a datetime, or nanoseconds) as nanoseconds since the
+    epoch; 0 when absent or unreadable (siblings then keep the file's order)."""
+    if isinstance(value, int):
+        return value
+    try:
+        moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        return int(moment.timestamp() * 1e9)
+    except ValueError:
+        return 0
+
+
 def json_text(value: Any) -> str:
     """A value as a message's text: a string as it is, anything else as JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -113,7 +182,7 @@ def trace_records(
     tree = ordered(spans)
     views = [(s, v) for s in tree if (v := view_of(s)) is not None]
     if not views:
-        raise ValueError("none of its spans follows the OpenInference or the GenAI conventions")
+        raise ValueError("none of its spans follows the OpenInference, GenAI or MLflow conventions")
     documents = [d for _, v in views if v.kind == "retriever" for d in v.documents] if reading.contexts else []
     llms = [(s, v) for s, v in views if v.kind == "llm" and v.messages_out]
     location = f"{where} trace {trace_id}"
@@ -128,7 +197,13 @@ def trace_records(
         return
     root, root_view = tree[0], view_of(tree[0])
     fields: dict[str, Any] = {"id": f"{trace_id}/{root.span_id}"}
-    if llms:
+    if reading.turns:
+        fields["messages"] = turns_of(tree, {s.span_id: v for s, v in views}, set(reading.turns))
+        if not fields["messages"]:
+            raise ValueError(f"none of its spans is of a kind given as turns ({', '.join(reading.turns)})")
+        if reading.answer == "root" and root_view is not None and root_view.text_out is not None:
+            fields["response"] = text_or_none(root_view.text_out)
+    elif llms:
         fields["messages"] = llms[-1][1].messages_in + llms[-1][1].messages_out[:1]
         if reading.answer == "root":
             if root_view is None or root_view.text_out is None:
@@ -142,6 +217,78 @@ def trace_records(
     if documents:
         fields["retrieved_contexts"] = documents
     yield parse_record(fields, location=location)
+
+
+def spans_by_trace(batches: Batches, name: str) -> Iterator[tuple[str, list[Span]] | RecordError]:
+    """Each trace's spans, a trace as soon as the last batch holding it is read: a first pass
+    over ``batches()`` notes that batch, the second holds a trace only until it. A batch that
+    cannot be read is an error of its own (its spans are missing from their traces); a span that
+    cannot be read, its trace's error. ``name`` (the file's) begins each error's location."""
+    last: dict[str, int] = {}
+    for number, (_, spans) in enumerate(batches()):
+        for span in spans if isinstance(spans, list) else []:
+            if span.trace_id is not None:
+                last[span.trace_id] = number
+    open_traces: dict[str, list[Span]] = {}
+    damaged: dict[str, str] = {}
+    for number, (where, spans) in enumerate(batches()):
+        location = f"{name} {where}"
+        if not isinstance(spans, list):
+            yield RecordError(spans, record_id=raw_id(location), location=location)
+            continue
+        for span in spans:
+            if isinstance(span, Span):
+                open_traces.setdefault(span.trace_id, []).append(span)
+            elif span.trace_id is None:  # not even its trace is known: the batch's error
+                yield RecordError(str(span), record_id=raw_id(f"{location}: {span}"), location=location)
+            else:
+                damaged.setdefault(span.trace_id, f"{location}: {span}")
+                open_traces.setdefault(span.trace_id, [])
+        for trace_id in [t for t in open_traces if last.get(t, 0) <= number]:
+            spans_of_trace = open_traces.pop(trace_id)
+            if trace_id in damaged:
+                where_trace = f"{name} trace {trace_id}"
+                yield RecordError(
+                    f"a span cannot be read ({damaged.pop(trace_id)})", record_id=trace_id, location=where_trace
+                )
+            else:
+                yield trace_id, spans_of_trace
+    for trace_id, spans_of_trace in open_traces.items():  # pragma: no cover - every trace's last batch is read
+        yield trace_id, spans_of_trace
+
+
+def turns_of(tree: list[Span], views: dict[str, View], kinds: set[str]) -> list[dict[str, Any]]:
+    """The turns the spans of ``kinds`` make (see :attr:`TraceReading.turns`); ``tree`` is in
+    :func:`ordered`'s order, parents first; ``views`` by span id."""
+    turns: list[dict[str, Any]] = []
+    closing: list[tuple[str, dict[str, Any]]] = []  # (span id, its output turn) until its subtree ends
+    above: dict[str, str | None] = {s.span_id: s.parent_id for s in tree}
+
+    def within(span: Span, ancestor: str) -> bool:
+        parent = span.parent_id
+        while parent is not None and parent != ancestor:
+            parent = above.get(parent)
+        return parent == ancestor
+
+    for span in tree:
+        while closing and not within(span, closing[-1][0]):
+            turns.append(closing.pop()[1])
+        view = views.get(span.span_id)
+        if view is None or view.kind not in kinds:
+            continue
+        if view.kind == "llm":
+            turns += (view.messages_in if not turns else []) + view.messages_out[:1]
+        elif view.kind == "tool":
+            call_id = f"call_{span.span_id}"
+            turns.append(message("assistant", None, [tool_call(call_id, span.name, view.text_in)]))
+            turns.append(message("tool", text_or_none(view.text_out), [], call_id))
+        else:
+            if view.text_in is not None:
+                turns.append(message("user", text_or_none(view.text_in), []))
+            if view.text_out is not None:
+                closing.append((span.span_id, message("assistant", text_or_none(view.text_out), [])))
+    turns += [turn for _, turn in reversed(closing)]
+    return turns
 
 
 def records_of(
