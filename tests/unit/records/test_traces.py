@@ -4,6 +4,7 @@ each their own error; a run's judgments written back as Phoenix, Langfuse and ML
 
 import base64
 import json
+import sys
 
 import httpx
 import pytest
@@ -11,7 +12,7 @@ import pytest
 pytest.importorskip("openinference.instrumentation.openai", reason="the dev extra's trace packages are not installed")
 
 from localjury import AspectCritic, evaluate
-from localjury.errors import ConfigError, RecordError
+from localjury.errors import ConfigError, MissingDependencyError, RecordError
 from localjury.records.readers import iter_records
 from localjury.records.traces import (
     TraceReading,
@@ -163,6 +164,11 @@ def test_otlp_protobuf_as_the_file_exporter_writes_it_reads_as_its_json(tmp_path
     *read, error = records(cut)
     assert read == as_json[:2] and isinstance(error, RecordError) and "cut.pb message 3" in str(error)
     assert "ends inside it" in str(error)
+    # Without the traces extra: the package to install, named.
+    monkeypatch.setitem(sys.modules, "opentelemetry.proto.collector.trace.v1.trace_service_pb2", None)
+    with pytest.raises(MissingDependencyError, match=r"localjury\[traces\]"):
+        records(proto)
+    monkeypatch.undo()
     # Neither JSON nor protobuf.
     (tmp_path / "junk.pb").write_bytes(b"PK\x03\x04 not traces at all")
     with pytest.raises(ConfigError, match="neither OTLP JSON nor OTLP protobuf"):
@@ -465,5 +471,7 @@ def test_the_turns_of_chosen_span_kinds_in_the_order_the_spans_ran(tmp_path, oi)
     (llms,) = records(path, turns=("llm",))
     assert turns(llms)[0] == {"role": "user", "content": QUESTION} and turns(llms)[-1]["content"] == FINAL
     assert [m["role"] for m in turns(llms)] == ["user", "assistant", "assistant"]  # each LLM span's answer
+    with pytest.raises(ValueError, match="one record per trace"):
+        TraceReading(per="llm-span", turns=("llm",))
     (error,) = records(path, turns=("chain",))
     assert isinstance(error, RecordError) and "none of its spans is of a kind given as turns (chain)" in str(error)

@@ -96,8 +96,8 @@ def _over(what: str, size: int) -> str:
     return f"the {what} is {size:,} bytes, over the {MAX_BATCH_BYTES:,}-byte bound on a batch of spans; skipped unread"
 
 
-def _json_lines(fh: IO[bytes], path: Path) -> Iterator[tuple[str, dict[str, Any] | str]]:
-    """``format: json``: each line's request, or what is wrong with it."""
+def _json_lines(fh: IO[bytes], path: Path) -> Iterator[tuple[str, list[Span | SpanError] | str]]:
+    """``format: json``: each line's spans, or what is wrong with the line."""
     for lineno, line in enumerate(bounded_lines(fh, path, "trace file", MAX_BATCH_BYTES), start=1):
         where = f"line {lineno}"
         if isinstance(line, Overlong):
@@ -110,14 +110,38 @@ def _json_lines(fh: IO[bytes], path: Path) -> Iterator[tuple[str, dict[str, Any]
         except (ValueError, RecursionError) as exc:
             yield where, f"not JSON: {exc}"
             continue
-        yield where, request if isinstance(request, dict) else "not an OTLP JSON object"
+        yield where, list(_spans(request)) if isinstance(request, dict) else "not an OTLP JSON object"
 
 
-def _proto_messages(fh: IO[bytes], path: Path) -> Iterator[tuple[str, dict[str, Any] | str]]:
-    """``format: proto``: each message's request (in the protobuf JSON mapping), or what is
-    wrong with it; a message over the bound is skipped unread."""
+def _proto_value(v: Any) -> Any:
+    """A protobuf ``AnyValue`` as Python."""
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [_proto_value(x) for x in v.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: _proto_value(kv.value) for kv in v.kvlist_value.values}
+    return None if kind is None else getattr(v, kind)
+
+
+def _proto_spans(request: Any) -> Iterator[Span | SpanError]:
+    """The spans of a decoded ``ExportTraceServiceRequest``, read from the message itself."""
+    for resource in request.resource_spans:
+        for scope in resource.scope_spans:
+            for s in scope.spans:
+                trace_id = s.trace_id.hex() if len(s.trace_id) == 16 else None
+                if trace_id is None or len(s.span_id) != 8 or len(s.parent_span_id) not in (0, 8):
+                    yield SpanError(f"span {s.span_id.hex()[:40]!r}: its trace, span or parent span id is not "
+                                    "16, 8 or 8 bytes", trace_id)  # fmt: skip
+                    continue
+                events = [(e.name, {kv.key: _proto_value(kv.value) for kv in e.attributes}) for e in s.events]
+                yield Span(trace_id, s.span_id.hex(), s.parent_span_id.hex() or None, s.name, s.start_time_unix_nano,
+                           {kv.key: _proto_value(kv.value) for kv in s.attributes}, events)  # fmt: skip
+
+
+def _proto_messages(fh: IO[bytes], path: Path) -> Iterator[tuple[str, list[Span | SpanError] | str]]:
+    """``format: proto``: each message's spans, or what is wrong with the message; a message
+    over the bound is skipped unread."""
     try:
-        from google.protobuf.json_format import MessageToDict
         from google.protobuf.message import DecodeError
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     except ImportError:
@@ -140,15 +164,17 @@ def _proto_messages(fh: IO[bytes], path: Path) -> Iterator[tuple[str, dict[str, 
                 yield where, _over("message", size)
                 continue
             try:
-                yield where, MessageToDict(ExportTraceServiceRequest.FromString(fh.read(size)))
+                request = ExportTraceServiceRequest.FromString(fh.read(size))
             except DecodeError as exc:
                 yield where, f"not an OTLP trace request: {exc}"
+                continue
+            yield where, list(_proto_spans(request))
     except OSError as exc:
         raise ConfigError(f"cannot read trace file {path}: {exc.strerror or exc}") from exc
 
 
-def _requests(path: Path) -> Iterator[tuple[str, dict[str, Any] | str]]:
-    """Each export request of the file and where it is (``line 3``, ``message 3``), or what is
+def _batches(path: Path) -> Iterator[tuple[str, list[Span | SpanError] | str]]:
+    """Each export request's spans and where it is (``line 3``, ``message 3``), or what is
     wrong with it. JSON when the file starts with ``{``; protobuf when its fifth byte starts a
     request's resource spans (field 1, length-delimited: ``0x0a``) after the 4-byte size.
 
@@ -168,11 +194,6 @@ def _requests(path: Path) -> Iterator[tuple[str, dict[str, Any] | str]]:
             yield from _proto_messages(fh, path)
         else:
             raise ConfigError(f"{path} is neither OTLP JSON nor OTLP protobuf; {_HINT}")
-
-
-def _batches(path: Path) -> Iterator[tuple[str, list[Span | SpanError] | str]]:
-    for where, request in _requests(path):
-        yield where, list(_spans(request)) if isinstance(request, dict) else request
 
 
 def iter_trace_records(path: str | Path, reading: TraceReading | None = None) -> Iterator[Record | RecordError]:

@@ -32,17 +32,22 @@ def _calls(value: Any) -> list[dict[str, Any]]:
 
 
 def chat_messages(value: Any, role: str) -> list[dict[str, Any]]:
-    """An input or output value as chat messages; a value of another shape is one message of
-    ``role`` holding its text (None: no message)."""
+    """An input or output value as chat messages (a message without a role takes ``role``); a
+    value of another shape is one message of ``role`` holding its text (None: no message)."""
     if isinstance(value, dict) and "choices" in value:
         value = (value["choices"] or [{}])[0].get("message")
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         value = value["messages"]
     if isinstance(value, dict) and "role" in value:
         value = [value]
-    if isinstance(value, list) and value and all(isinstance(m, dict) and "role" in m for m in value):
-        return [message(m["role"], _content(m.get("content")), _calls(m.get("tool_calls")), m.get("tool_call_id"))
-                for m in value]  # fmt: skip
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(m, dict) for m in value)
+        and any("role" in m for m in value)
+    ):
+        return [message(m.get("role", role), _content(m.get("content")), _calls(m.get("tool_calls")),
+                        m.get("tool_call_id")) for m in value]  # fmt: skip
     return [] if value is None else [message(role, json_text(value), [])]
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from localjury.errors import RecordError
 from localjury.records.record import Record, parse_record, raw_id
@@ -51,7 +51,14 @@ class TraceReading(BaseModel):
     default): the last LLM span's input messages and output, which hold the whole conversation
     when the client is instrumented. An ``llm`` span adds its output message (the first one its
     input messages too); a ``tool`` span a tool call and its result; any other kind its input as
-    a user turn and, after its children's turns, its output as an assistant turn."""
+    a user turn and, after its children's turns, its output as an assistant turn. One record per
+    trace only (``per="trace"``)."""
+
+    @model_validator(mode="after")
+    def _turns_per_trace(self) -> TraceReading:
+        if self.turns and self.per != "trace":
+            raise ValueError("turns are chosen for one record per trace, not per LLM span")
+        return self
 
 
 @dataclass
