@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from localjury.records.traces.payloads import chat_messages, documents
-from localjury.records.traces.spans import Span, View, json_text, kind_of, message, text_or_none, tool_call
+from localjury.records.traces.payloads import chat_messages, documents, json_text, message, text_or_none, tool_call
+from localjury.records.traces.spans import Span, View, kind_of
 
 _LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion"}
 

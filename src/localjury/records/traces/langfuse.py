@@ -17,8 +17,8 @@ from typing import Any
 from localjury.errors import RecordError
 from localjury.records.record import Record
 from localjury.records.traces.files import json_traces
-from localjury.records.traces.payloads import chat_messages, documents
-from localjury.records.traces.spans import Span, TraceReading, View, kind_of, nanoseconds, records_of, text_or_none
+from localjury.records.traces.payloads import chat_messages, documents, text_or_none
+from localjury.records.traces.spans import Span, TraceReading, View, kind_of, nanoseconds, records_of
 
 #: The largest trace read (a JSON list's item or a JSONL line, observations included).
 MAX_TRACE_BYTES = 1 << 28

@@ -1,13 +1,51 @@
-"""What sources log as a span's input and output values (Langfuse observations, MLflow spans,
-GenAI's JSON events), read as a record's parts: chat messages in OpenAI's shape (a list of
-messages, ``{"messages": [...]}``, one message, or a completion whose first choice holds it) and
-retrieved documents."""
+"""A record's message parts, and what sources log as a span's input and output values (Langfuse
+observations, MLflow spans, GenAI's JSON events) read as them: chat messages in OpenAI's shape
+(a list of messages, ``{"messages": [...]}``, one message, or a completion whose first choice
+holds it) and retrieved documents."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from localjury.records.traces.spans import json_text, message, text_or_none, tool_call
+
+def json_text(value: Any) -> str:
+    """A value as a message's text: a string as it is, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def text_or_none(value: Any) -> str | None:
+    """:func:`json_text`, None kept as None."""
+    return None if value is None else json_text(value)
+
+
+#: Roles some conventions write for the four a record knows.
+_ROLES = {"developer": "system", "model": "assistant", "function": "tool", "human": "user", "ai": "assistant"}
+
+
+def tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    """A message's tool call (OpenAI's chat shape), its arguments as JSON text."""
+    call: dict[str, Any] = {
+        "type": "function",
+        "function": {"name": str(name or ""), "arguments": json_text(arguments or {})},
+    }
+    if call_id:
+        call["id"] = str(call_id)
+    return call
+
+
+def message(
+    role: Any, content: str | None, tool_calls: list[dict[str, Any]], tool_call_id: Any = None
+) -> dict[str, Any]:
+    """A record's message (OpenAI's chat shape) from a span's parts."""
+    role = _ROLES.get(str(role), str(role))
+    out: dict[str, Any] = {"role": role, "content": content}
+    if tool_calls:
+        out["tool_calls"] = tool_calls
+    if tool_call_id:
+        out["tool_call_id"] = str(tool_call_id)
+    return out
+
 
 #: The keys a document's text may be under (LangChain's, LlamaIndex's, MLflow's Document).
 _DOCUMENT_TEXT = ("page_content", "content", "text")

@@ -4,7 +4,6 @@ trace becomes (:func:`trace_records`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from localjury.errors import RecordError
 from localjury.records.record import Record, parse_record, raw_id
+from localjury.records.traces.payloads import message, text_or_none, tool_call
 
 #: How a source reads a span: its view, or None when the span follows no known convention.
 ViewOf = Callable[["Span"], "View | None"]
@@ -127,34 +127,6 @@ def ordered(spans: list[Span]) -> list[Span]:
     return out
 
 
-#: Roles some conventions write for the four a record knows.
-_ROLES = {"developer": "system", "model": "assistant", "function": "tool", "human": "user", "ai": "assistant"}
-
-
-def tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
-    """A message's tool call (OpenAI's chat shape), its arguments as JSON text."""
-    call: dict[str, Any] = {
-        "type": "function",
-        "function": {"name": str(name or ""), "arguments": json_text(arguments or {})},
-    }
-    if call_id:
-        call["id"] = str(call_id)
-    return call
-
-
-def message(
-    role: Any, content: str | None, tool_calls: list[dict[str, Any]], tool_call_id: Any = None
-) -> dict[str, Any]:
-    """A record's message (OpenAI's chat shape) from a span's parts."""
-    role = _ROLES.get(str(role), str(role))
-    out: dict[str, Any] = {"role": role, "content": content}
-    if tool_calls:
-        out["tool_calls"] = tool_calls
-    if tool_call_id:
-        out["tool_call_id"] = str(tool_call_id)
-    return out
-
-
 def nanoseconds(value: Any) -> int:
     """A span's start (an ISO timestamp, a datetime, or nanoseconds) as nanoseconds since the
     epoch; 0 when absent or unreadable (siblings then keep the file's order)."""
@@ -165,16 +137,6 @@ def nanoseconds(value: Any) -> int:
         return int(moment.timestamp() * 1e9)
     except ValueError:
         return 0
-
-
-def json_text(value: Any) -> str:
-    """A value as a message's text: a string as it is, anything else as JSON."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def text_or_none(value: Any) -> str | None:
-    """:func:`json_text`, None kept as None."""
-    return None if value is None else json_text(value)
 
 
 def trace_records(
