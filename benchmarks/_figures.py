@@ -21,6 +21,8 @@ import platform
 import shlex
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,25 @@ def command(script: str | Path, argv: Sequence[str] | None = None) -> str:
 def provenance(script: str | Path, argv: Sequence[str] | None = None) -> dict[str, str]:
     """The fields every figure set carries: ``cpu`` (:func:`cpu`) and ``command`` (:func:`command`)."""
     return {"cpu": cpu(), "command": command(script, argv)}
+
+
+def measure(argv: Sequence[str], cwd: Path) -> dict[str, Any]:
+    """Run ``argv`` in ``cwd``; its peak RSS (MiB, of that process alone: ``os.wait4`` reaps it
+    with its own rusage), wall seconds, exit code and the tails of its output."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(list(argv), cwd=cwd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        return {
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+            "seconds": round(seconds, 2),
+            "exit": os.waitstatus_to_exitcode(status),
+            "stdout": out.read()[-300:].decode(errors="replace"),
+            "stderr": err.read()[-600:].decode(errors="replace"),
+        }
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]], align: str = "") -> list[str]:

@@ -26,16 +26,14 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
-from _figures import RESULTS, provenance, save, table
+from _figures import RESULTS, measure, provenance, save, table
 
 FORMATS = ("jsonl", "json", "csv", "parquet")
 MODES = ("read", "dry")
@@ -86,26 +84,6 @@ def write(path: Path, fmt: str, rows: int) -> None:
         else:
             for block in blocks:
                 fh.write("".join(json.dumps(record(i)) + "\n" for i in block))
-
-
-def measure(argv: list[str], cwd: Path) -> dict[str, Any]:
-    """Run ``argv``; its peak RSS (MiB, of that process alone: ``os.wait4`` reaps it with its own
-    rusage), wall seconds, exit code and the tails of its output."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        child = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err)
-        _, status, usage = os.wait4(child.pid, 0)
-        seconds = time.perf_counter() - start
-        child.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return {
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
-            "seconds": round(seconds, 1),
-            "exit": child.returncode,
-            "stdout": out.read()[-300:].decode(errors="replace"),
-            "stderr": err.read()[-600:].decode(errors="replace"),
-        }
 
 
 def dry_flags(args: argparse.Namespace) -> list[str]:

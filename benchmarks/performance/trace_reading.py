@@ -1,6 +1,7 @@
-"""Reading agent traces at scale: the speed and peak memory of ``localjury``'s OTLP JSON reader
+"""Reading agent traces at scale: the speed and peak memory of ``localjury``'s OTLP reader
 (:func:`localjury.records.traces.iter_trace_records`, two streaming passes) against the plain
-way, every line parsed and every span held until the end, measured in the same run.
+way, every line parsed and every span held until the end, measured in the same run; and the
+same reader on the same spans in OTLP protobuf.
 
 Writes ``--spans`` spans as OTLP JSON: copies of the OpenInference trace in
 ``examples/agent_traces.jsonl`` (5 spans: an agent, a retriever, a tool, two LLM calls), each
@@ -12,6 +13,8 @@ own:
 - ``whole``: every line parsed with ``json.loads`` and its spans grouped by trace in one dict
   (what reading without a bound holds), then counted (the process imports localjury's reader
   too, so both start from the same memory);
+- ``stream-pb``: ``iter_trace_records`` over the same spans written as OTLP protobuf (the
+  Collector's ``format: proto``; needs the ``traces`` extra);
 - ``huge`` (with ``--huge-mib``): a file whose first line holds one attribute of that size,
   then one trace: the streaming reader skips the line (an error naming it) without holding it.
 
@@ -24,17 +27,16 @@ and records that process's peak resident memory (``ru_maxrss`` of that child) an
 from __future__ import annotations
 
 import argparse
+import base64
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
-from _figures import RESULTS, provenance, save, table
+from _figures import RESULTS, measure, provenance, save, table
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "examples" / "agent_traces.jsonl"
@@ -113,22 +115,30 @@ def write_huge(path: Path, mib: int) -> None:
         fh.write(TEMPLATE.read_text().splitlines()[0] + "\n")
 
 
-def measure(argv: list[str]) -> dict[str, Any]:
-    """Run ``argv``; its peak RSS (MiB, of that process alone), wall seconds, exit code, output."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        child = subprocess.Popen(argv, stdout=out, stderr=err, cwd=ROOT)
-        _, status, usage = os.wait4(child.pid, 0)
-        seconds = time.perf_counter() - start
-        out.seek(0)
-        err.seek(0)
-        return {
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
-            "seconds": round(seconds, 2),
-            "exit": os.waitstatus_to_exitcode(status),
-            "counted": out.read().decode(errors="replace").strip(),
-            "stderr": err.read()[-400:].decode(errors="replace"),
-        }
+def write_proto(source: Path, path: Path) -> None:
+    """``source`` (OTLP JSON lines, hex ids) as the Collector writes ``format: proto``: each
+    request's bytes after their size, 4 bytes big-endian."""
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    with source.open("rb") as lines, path.open("wb") as fh:
+        for line in lines:
+            request = json.loads(line)
+            for rs in request["resourceSpans"]:
+                for ss in rs["scopeSpans"]:
+                    for span in ss["spans"]:
+                        for key in ("traceId", "spanId", "parentSpanId"):
+                            if span.get(key):
+                                span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+            data = ParseDict(request, ExportTraceServiceRequest()).SerializeToString()
+            fh.write(len(data).to_bytes(4, "big") + data)
+
+
+def run(argv: list[str]) -> dict[str, Any]:
+    """:func:`_figures.measure` of ``argv``, its output the counts it printed."""
+    got = measure(argv, ROOT)
+    got["counted"] = got.pop("stdout").strip()
+    return got
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -142,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.write:  # in the writing process: this one stays small
         spans, per_line, path = args.write
         write(Path(path), int(spans), int(per_line))
+        write_proto(Path(path), Path(path).with_suffix(".pb"))
         return
     runs = []
     with tempfile.TemporaryDirectory(prefix="trace_reading-") as tmp:
@@ -150,17 +161,18 @@ def main(argv: list[str] | None = None) -> None:
             subprocess.run(
                 [sys.executable, __file__, "--write", str(spans), str(args.traces_per_line), str(path)], check=True
             )
-            size = round(path.stat().st_size / (1 << 20), 1)
-            for mode, code in (("stream", STREAM), ("whole", WHOLE)):
-                got = measure([sys.executable, "-c", code, str(path)])
-                row = {"mode": mode, "spans": spans, "file_mib": size, **got}
+            proto = path.with_suffix(".pb")
+            for mode, code, read in (("stream", STREAM, path), ("whole", WHOLE, path), ("stream-pb", STREAM, proto)):
+                got = run([sys.executable, "-c", code, str(read)])
+                row = {"mode": mode, "spans": spans, "file_mib": round(read.stat().st_size / (1 << 20), 1), **got}
                 print(json.dumps({k: v for k, v in row.items() if k != "stderr"}), flush=True)
                 runs.append(row)
             path.unlink()
+            proto.unlink()
         if args.huge_mib:
             path = Path(tmp) / "huge.jsonl"
             write_huge(path, args.huge_mib)
-            got = measure([sys.executable, "-c", STREAM, str(path)])
+            got = run([sys.executable, "-c", STREAM, str(path)])
             row = {"mode": "huge", "spans": 6, "file_mib": round(path.stat().st_size / (1 << 20), 1), **got}
             print(json.dumps({k: v for k, v in row.items() if k != "stderr"}), flush=True)
             runs.append(row)
@@ -168,10 +180,14 @@ def main(argv: list[str] | None = None) -> None:
         row.pop("stderr")
     ratios = {}
     for spans in args.spans:
-        stream, whole = (next(r for r in runs if r["mode"] == m and r["spans"] == spans) for m in ("stream", "whole"))
+        stream, whole, pb = (
+            next(r for r in runs if r["mode"] == m and r["spans"] == spans) for m in ("stream", "whole", "stream-pb")
+        )
         ratios[str(spans)] = {
             "seconds_stream_over_whole": round(stream["seconds"] / whole["seconds"], 2),
             "rss_stream_over_whole": round(stream["peak_rss_mib"] / whole["peak_rss_mib"], 2),
+            "seconds_pb_over_json": round(pb["seconds"] / stream["seconds"], 2),
+            "rss_pb_over_json": round(pb["peak_rss_mib"] / stream["peak_rss_mib"], 2),
         }
     figures = {"benchmark": "trace_reading", **provenance(__file__, argv), "python": sys.version.split()[0],
                "runs": runs, "ratios": ratios}  # fmt: skip
@@ -182,21 +198,29 @@ def markdown(figures: dict[str, Any]) -> str:
     rows = [[r["mode"], f"{r['spans']:,}", r["file_mib"], r["peak_rss_mib"], r["seconds"], r["counted"], r["exit"]]
             for r in figures["runs"]]  # fmt: skip
     ratios = [
-        [f"{int(n):,}", v["seconds_stream_over_whole"], v["rss_stream_over_whole"]]
+        [
+            f"{int(n):,}",
+            v["seconds_stream_over_whole"],
+            v["rss_stream_over_whole"],
+            v["seconds_pb_over_json"],
+            v["rss_pb_over_json"],
+        ]
         for n, v in figures["ratios"].items()
     ]
     return "\n".join([
-        f"# Reading agent traces (OTLP JSON) — CPU: {figures['cpu']}",
+        f"# Reading agent traces (OTLP JSON and protobuf) — CPU: {figures['cpu']}",
         "",
         "`stream`: `iter_trace_records` (two passes; a trace held until its last line); `whole`: every line "
         "parsed and every span kept until the end, the plain way. Copies of the OpenInference trace of "
-        "`examples/agent_traces.jsonl` (5 spans), each split over two lines. `huge`: one attribute of the "
+        "`examples/agent_traces.jsonl` (5 spans), each split over two lines. `stream-pb`: the same file as "
+        "OTLP protobuf (the Collector's `format: proto`), read by the same reader. `huge`: one attribute of the "
         "file's size on the first line, then one trace (the line is skipped as an error, never held). Each "
         "in a process of its own; peak RSS is that process's `ru_maxrss`; counted: records (traces), errors.",
         "",
         *table(["mode", "spans", "file MiB", "peak RSS MiB", "seconds", "counted", "exit"], rows, "llrrrll"),
         "",
-        *table(["spans", "time stream / whole", "peak RSS stream / whole"], ratios, "lrr"),
+        *table(["spans", "time stream / whole", "peak RSS stream / whole", "time protobuf / JSON",
+                "peak RSS protobuf / JSON"], ratios, "lrrrr"),
         "",
         f"Command: `{figures['command']}`",
     ])  # fmt: skip
