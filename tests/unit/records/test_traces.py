@@ -448,6 +448,20 @@ def test_an_mlflow_trace_reads_as_one_conversation_from_its_json_or_its_otlp_exp
     assert same == record and isinstance(error, RecordError) and "list.json item 2" in str(error)
     assert list(iter_mlflow_records(tmp_path / "lines.jsonl")) == [record]
     assert len(list(iter_mlflow_records(trace_json, TraceReading(per="llm-span")))) == 2
+
+    # MLflow 2's span dicts: ids in a context, "0x" and hex; the trace's id as its request id.
+    def v2(span):
+        hexed = {k: "0x" + base64.b64decode(span[k]).hex() if span.get(k) else None
+                 for k in ("trace_id", "span_id", "parent_span_id")}  # fmt: skip
+        return {"name": span["name"], "context": {"trace_id": hexed["trace_id"], "span_id": hexed["span_id"]},
+                "parent_id": hexed["parent_span_id"], "start_time": span["start_time_unix_nano"],
+                "attributes": span["attributes"], "events": []}  # fmt: skip
+
+    spans_v2 = [v2(s) for s in trace["data"]["spans"]]
+    (tmp_path / "v2.json").write_text(
+        json.dumps({"info": {"request_id": trace["info"]["trace_id"]}, "data": {"spans": spans_v2}})
+    )
+    assert list(iter_mlflow_records(tmp_path / "v2.json")) == [record]
     (tmp_path / "recs.jsonl").write_text(record.model_dump_json(exclude_none=True) + "\n")
     out = tmp_path / "r.jsonl"
     dated = AspectCritic("dated", "The response must include a specific date or year.")

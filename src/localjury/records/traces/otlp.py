@@ -6,12 +6,9 @@ the second holds a trace's spans only until that request is read."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import codecs
 import json
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -20,13 +17,12 @@ from localjury._files import Overlong, bounded_lines, open_regular_file
 from localjury.errors import ConfigError, MissingDependencyError, RecordError
 from localjury.records.record import Record
 from localjury.records.traces.conventions import view_of
-from localjury.records.traces.spans import Span, SpanError, TraceReading, records_of, spans_by_trace
+from localjury.records.traces.spans import Span, SpanError, TraceReading, hex_id, records_of, spans_by_trace
 
 #: The largest line (one export request) read: a batch of spans over it is skipped, and the
 #: traces that had spans in it are then incomplete (their own errors). 256 MiB: a 1 GB
 #: attribute is refused rather than held.
 MAX_BATCH_BYTES = 1 << 28
-_HEX = {16: re.compile(r"[0-9a-fA-F]{32}"), 8: re.compile(r"[0-9a-fA-F]{16}")}
 #: What to give instead of a file that is not one.
 _HINT = "give an OTLP file (JSON or protobuf), as the OpenTelemetry Collector's file exporter writes it"
 
@@ -54,32 +50,18 @@ def _attributes(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {kv["key"]: _value(kv.get("value") or {}) for kv in items}
 
 
-def _hex_id(raw: Any, size: int, what: str) -> str:
-    """A trace (16 bytes) or span (8 bytes) id as lower-case hex: OTLP JSON writes hex; a
-    protobuf JSON mapping writes base64, also read."""
-    if isinstance(raw, str) and _HEX[size].fullmatch(raw):
-        return raw.lower()
-    try:
-        data = base64.b64decode(raw, validate=True) if isinstance(raw, str) else b""
-    except (binascii.Error, ValueError):
-        data = b""
-    if len(data) != size:
-        raise ValueError(f"{what} {str(raw)[:60]!r} is neither {size * 2} hex digits nor {size} bytes in base64")
-    return data.hex()
-
-
 def _spans(request: dict[str, Any]) -> Iterator[Span | SpanError]:
     for resource in request.get("resourceSpans") or request.get("resource_spans") or []:
         for scope in resource.get("scopeSpans") or resource.get("scope_spans") or []:
             for s in scope.get("spans") or []:
                 trace_id = None
                 try:
-                    trace_id = _hex_id(s.get("traceId"), 16, "traceId")
+                    trace_id = hex_id(s.get("traceId"), 16, "traceId")
                     parent = s.get("parentSpanId") or None
                     yield Span(
                         trace_id=trace_id,
-                        span_id=_hex_id(s.get("spanId"), 8, "spanId"),
-                        parent_id=_hex_id(parent, 8, "parentSpanId") if parent else None,
+                        span_id=hex_id(s.get("spanId"), 8, "spanId"),
+                        parent_id=hex_id(parent, 8, "parentSpanId") if parent else None,
                         name=str(s.get("name", "")),
                         start=int(s.get("startTimeUnixNano") or 0),
                         attributes=_attributes(s.get("attributes") or []),

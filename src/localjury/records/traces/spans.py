@@ -4,6 +4,9 @@ trace becomes (:func:`trace_records`)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +28,7 @@ Batches = Callable[[], Iterator[tuple[str, "list[Span | SpanError] | str"]]]
 #: The kinds of span a view names.
 Kind = Literal["llm", "tool", "retriever", "agent", "chain", "other"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
+_HEX = {16: re.compile(r"[0-9a-fA-F]{32}"), 8: re.compile(r"[0-9a-fA-F]{16}")}
 
 
 def kind_of(name: Any) -> Kind:
@@ -125,6 +129,20 @@ def ordered(spans: list[Span]) -> list[Span]:
     if len(roots) > 1:
         raise ValueError(f"it has {len(roots)} root spans; a trace has one")
     return out
+
+
+def hex_id(raw: Any, size: int, what: str) -> str:
+    """A trace (16 bytes) or span (8 bytes) id as lower-case hex: OTLP JSON writes hex (MLflow's
+    older traces ``0x`` and hex); a protobuf JSON mapping (and MLflow's trace JSON) base64."""
+    if isinstance(raw, str) and _HEX[size].fullmatch(raw.removeprefix("0x")):
+        return raw.removeprefix("0x").lower()
+    try:
+        data = base64.b64decode(raw, validate=True) if isinstance(raw, str) else b""
+    except (binascii.Error, ValueError):
+        data = b""
+    if len(data) != size:
+        raise ValueError(f"{what} {str(raw)[:60]!r} is neither {size * 2} hex digits nor {size} bytes in base64")
+    return data.hex()
 
 
 def nanoseconds(value: Any) -> int:
