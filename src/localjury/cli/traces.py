@@ -68,9 +68,9 @@ def traces_show(
     ] = None,
 ) -> None:
     """Show what each trace of FILE becomes: its record's id (trace id/span id), turns, tool
-    calls, contexts and answer, or why it cannot be judged. `localjury run FILE` reads an OTLP
-    file with the defaults; the other exports and other choices go through --out and a run of
-    that file."""
+    calls, contexts and answer, or why it cannot be judged. `localjury run FILE` reads OTLP,
+    Phoenix and MLflow files with the defaults; a Langfuse export and other choices go through
+    --out and a run of that file."""
     from pydantic import ValidationError
 
     from localjury._files import open_atomic

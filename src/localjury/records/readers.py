@@ -36,8 +36,18 @@ _DATASET_HINT = (
     + ", ".join(SUPPORTED_SUFFIXES[:-1])
     + f" or {SUPPORTED_SUFFIXES[-1]} file, or a folder that Hugging Face datasets' save_to_disk wrote"
 )
-#: The start of an OTLP JSON export request: its one field (camelCase as OTLP JSON writes it).
-_OTLP_HEAD = re.compile(rb'^\s*\{\s*"resource_?[sS]pans"\s*:')
+#: How a JSON file of traces begins, by source (:data:`localjury.records.traces.READERS`): an OTLP
+#: export request (its one field, camelCase as OTLP JSON writes it); an MLflow trace
+#: (``Trace.to_json``: its info first), alone, in a list or a line.
+_TRACE_HEADS = {
+    "otlp": re.compile(rb'^\s*\{\s*"resource_?[sS]pans"\s*:'),
+    "mlflow": re.compile(rb'^\s*\[?\s*\{\s*"info"\s*:\s*\{'),
+}
+#: A Phoenix span in its first 4 KiB (``get_spans``' context object or the dataframe's column)
+#: beside its ``span_kind``.
+_PHOENIX_SPAN = (re.compile(rb'"context(?:\.span_id"|"\s*:\s*\{\s*"trace_id")'), re.compile(rb'"span_kind"\s*:'))
+#: The columns of Phoenix's spans dataframe that no dataset of records has.
+_PHOENIX_COLUMNS = {"context.trace_id", "context.span_id"}
 #: Rows read from a Hugging Face dataset at a time: what a pass holds of it beside its chunk.
 HF_BATCH_ROWS = 256
 #: The fields read from a RAGAS-shaped sample (attributes of the same names).
@@ -277,10 +287,26 @@ def _head(path: Path) -> bytes:
             raise ConfigError(f"cannot read dataset file {path}: {exc.strerror or exc}") from exc
 
 
-def _holds_traces(path: Path) -> bool:
-    """Whether a file holds OpenTelemetry traces in OTLP JSON: its first line starts an export
-    request (``{"resourceSpans": ...``), as the Collector's file exporter writes each line."""
-    return bool(_OTLP_HEAD.match(_head(path)))
+def _trace_source(path: Path, suffix: str) -> str | None:
+    """The trace source a file holds, by its suffix and its start: OTLP (protobuf by suffix, JSON
+    by its first line), an MLflow or a Phoenix export (Phoenix's spans dataframe in Parquet by
+    its columns); None for a file of records."""
+    if suffix in _OTLP_PROTO_SUFFIXES:
+        return "otlp"
+    if suffix in (".parquet", ".pq"):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            return "phoenix" if set(pq.read_schema(path).names) >= _PHOENIX_COLUMNS else None
+        except (OSError, pa.ArrowException):
+            return None  # the table reader says what is wrong with it
+    if suffix not in (".json", ".jsonl", ".ndjson"):
+        return None
+    head = _head(path)
+    if all(pattern.search(head) for pattern in _PHOENIX_SPAN):
+        return "phoenix"
+    return next((name for name, pattern in _TRACE_HEADS.items() if pattern.match(head)), None)
 
 
 def _holds_object(path: Path) -> bool:
@@ -299,8 +325,9 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
     ``inspect`` extra); or a folder that Hugging Face ``datasets``' ``save_to_disk`` wrote (read
     memory-mapped, see :func:`iter_hf_dataset`; needs the ``datasets`` extra); OpenTelemetry traces
     in OTLP JSON, a ``.json``/``.jsonl`` file whose first line is an export request, or OTLP
-    protobuf, a ``.pb``/``.binpb`` file (one record a trace, see :mod:`localjury.records.traces`;
-    protobuf needs the ``traces`` extra).
+    protobuf, a ``.pb``/``.binpb`` file (protobuf needs the ``traces`` extra); an MLflow trace
+    export, or a Phoenix spans export in JSON or Parquet (one record a trace, see
+    :mod:`localjury.records.traces`).
 
     A leading UTF-8 byte order mark is ignored in every text format. Every format is streamed,
     never read whole: a JSON list item by item, CSV a few hundred rows at a time, Parquet in
@@ -320,10 +347,11 @@ def iter_records(path: str | Path) -> Iterator[Record | RecordError]:
         return
     check_regular_file(path, "dataset file", _DATASET_HINT)
     suffix = path.suffix.lower()
-    if suffix in _OTLP_PROTO_SUFFIXES or (suffix in (".json", ".jsonl", ".ndjson") and _holds_traces(path)):
-        from localjury.records.traces import iter_trace_records  # imported only for traces
+    source = _trace_source(path, suffix)
+    if source is not None:
+        from localjury.records.traces import READERS  # imported only for traces
 
-        yield from iter_trace_records(path)
+        yield from READERS[source](path, None)
     elif suffix in (".jsonl", ".ndjson"):
         yield from _iter_jsonl(path)
     elif suffix == ".eval" or (suffix == ".json" and _holds_object(path)):

@@ -427,6 +427,11 @@ def test_a_phoenix_export_of_spans_or_of_its_dataframe_reads_as_the_otlp_trace(t
     monkeypatch.setattr(phoenix, "ROWS", 3)  # traces over several batches
     assert list(iter_phoenix_records(tmp_path / "spans.parquet")) == as_otlp
     assert list(iter_phoenix_records(tmp_path / "frame.jsonl")) == as_otlp
+    for name in ("spans.json", "spans.parquet", "frame.jsonl"):  # `localjury run` knows each as Phoenix's
+        assert list(iter_records(tmp_path / name)) == as_otlp
+    frame.drop(columns=["context.span_id"]).to_parquet(tmp_path / "records.parquet")
+    as_records = list(iter_records(tmp_path / "records.parquet"))  # read as records, each row not one
+    assert len(as_records) == len(spans) and all(isinstance(r, RecordError) for r in as_records)
     (tmp_path / "bad.jsonl").write_text(json.dumps({"name": "no context"}) + "\n" + json.dumps(spans[0]) + "\n")
     error, *rest = iter_phoenix_records(tmp_path / "bad.jsonl")
     assert isinstance(error, RecordError) and "bad.jsonl line 1" in str(error) and "context.trace_id" in str(error)
@@ -447,6 +452,8 @@ def test_an_mlflow_trace_reads_as_one_conversation_from_its_json_or_its_otlp_exp
     same, error = iter_mlflow_records(tmp_path / "list.json")
     assert same == record and isinstance(error, RecordError) and "list.json item 2" in str(error)
     assert list(iter_mlflow_records(tmp_path / "lines.jsonl")) == [record]
+    for path in (trace_json, tmp_path / "lines.jsonl"):  # `localjury run` knows an MLflow export
+        assert list(iter_records(path)) == [record]
     assert len(list(iter_mlflow_records(trace_json, TraceReading(per="llm-span")))) == 2
 
     # MLflow 2's span dicts: ids in a context, "0x" and hex; the trace's id as its request id.
