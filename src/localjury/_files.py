@@ -13,7 +13,6 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -279,37 +278,6 @@ def read_yaml(path: Path, what: str) -> Any:
     """Parse a YAML file, or raise a ConfigError naming ``what`` it is and the path: the one
     way localjury reads YAML (see :func:`load_yaml_file` for the bounds and errors)."""
     return load_yaml_file(path, what)[0]
-
-
-@contextmanager
-def open_atomic(path: Path) -> Iterator[IO[str]]:
-    """A text file written whole or not at all: written into a temporary file beside it, flushed
-    to disk and renamed over ``path`` when the block ends; an error in the block leaves ``path``
-    as it was and no temporary file behind. For a file written as a stream, line by line.
-
-    Raises:
-        OSError: The folder cannot be written.
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a whole text file at once (:func:`open_atomic`), so that a reader (or a crash)
-    never sees half of it.
-
-    Raises:
-        OSError: The folder cannot be written.
-    """
-    with open_atomic(path) as fh:
-        fh.write(text)
 
 
 #: The longest line of a JSON Lines file read (a dataset's record, a results row, a label): a

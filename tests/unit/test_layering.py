@@ -34,6 +34,7 @@ LAYERS = {
     "localjury.records": 1,
     "localjury.models": 1,
     "localjury._files": 1,
+    "localjury._writes": 1,
     "localjury._terminal": 1,
     "localjury.types": 0,
     "localjury.errors": 0,

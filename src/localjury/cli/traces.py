@@ -73,8 +73,8 @@ def traces_show(
     --out and a run of that file."""
     from pydantic import ValidationError
 
-    from localjury._files import open_atomic
     from localjury._terminal import Column, print_table
+    from localjury._writes import open_atomic
     from localjury.errors import ConfigError, RecordError
     from localjury.records.traces import READERS, TraceReading
 

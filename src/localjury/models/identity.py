@@ -14,8 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from localjury._files import localjury_home, write_atomic
+from localjury._files import localjury_home
 from localjury._hashing import Unhashable, content_hash, stable_sha256
+from localjury._writes import write_atomic
 from localjury.errors import ConfigError
 from localjury.models.registry import ModelSpec
 

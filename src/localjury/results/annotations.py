@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from localjury._files import open_atomic
+from localjury._writes import open_atomic
 from localjury.errors import ConfigError
 from localjury.results.record_result import RecordResult
 from localjury.votes.voting import passes

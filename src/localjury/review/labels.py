@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from localjury._files import bounded_lines, parse_json, write_atomic
+from localjury._files import bounded_lines, parse_json
+from localjury._writes import write_atomic
 from localjury.errors import ConfigError
 
 Key = tuple[str, str]

@@ -538,7 +538,7 @@ def test_a_blank_id_does_not_name_its_error(given):
 
 def test_write_atomic_replaces_whole_or_not_at_all(tmp_path, monkeypatch):
 
-    from localjury._files import write_atomic
+    from localjury._writes import write_atomic
 
     target = tmp_path / "memo.json"
     target.write_text("old")
