@@ -172,18 +172,22 @@ def disk_folder() -> Path | None:
     return localjury_home() / "index-cache"
 
 
-def compiled_index(regex: str, vocabulary: Vocabulary) -> Index:
+def compiled_index(regex: str, vocabulary: Vocabulary, vocabulary_name: str | None = None) -> Index:
     """The index of ``regex`` over ``vocabulary``: from this process's cache, else from the
     disk cache, else built (and then kept in both).
 
     Args:
         regex: The regex the outputs must match (from a JSON schema).
         vocabulary: The Outlines vocabulary of the model's tokenizer.
+        vocabulary_name: What names the vocabulary in the key, for one whose encoding differs
+            from process to process (vLLM's): what it is made from. Default: its content
+            (:func:`vocabulary_key`).
 
     Returns:
         The compiled index; shared between callers, which is safe as an ``Index`` is immutable.
     """
-    material = key_material(regex, vocabulary_key(vocabulary))
+    name = vocabulary_name if vocabulary_name is not None else vocabulary_key(vocabulary)
+    material = key_material(regex, name)
     key = index_key(regex, material["vocabulary"])
     index = INDEXES.get(key)
     if index is not None:

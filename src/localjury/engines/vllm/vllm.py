@@ -5,7 +5,8 @@ community CPU build, which installs the same ``vllm`` module). Every prompt of a
 into ONE ``LLM.generate`` with a ``SamplingParams(n=k, seed=..., structured_outputs=
 StructuredOutputsParams(json=schema))`` per prompt; vLLM schedules them (continuous
 batching, prefix caching on: the instruction and examples every prompt starts with are
-computed once).
+computed once). A schema's Outlines index is built once and kept on disk, as the other engines'
+are (:mod:`~localjury.engines.vllm.grammars`).
 
 Seeds: each request's seed derives from (run seed, prompt, index of its first sample), so
 the same command draws the same samples whatever else is in the batch; a later call for
@@ -27,6 +28,7 @@ from localjury.engines.base import BatchEngine, Completion, GenerateCall, Prompt
 from localjury.engines.constrain.thinking_budget import answer_start
 from localjury.engines.constrain.verdicts import TOP_LOGPROBS, decision_of, verdict_probs_from_top
 from localjury.engines.vllm.block_hooks import EXTENSION
+from localjury.engines.vllm.grammars import compile_inline, share_outlines_indexes
 from localjury.errors import ConfigError, EngineError
 from localjury.models.registry import ModelFiles, ModelSpec
 
@@ -84,6 +86,7 @@ class VllmEngine(BatchEngine):
                 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
             from vllm import LLM
 
+            share_outlines_indexes()
             kwargs: dict[str, Any] = {
                 "model": str(folder),
                 "tokenizer": str(folder),
@@ -114,6 +117,8 @@ class VllmEngine(BatchEngine):
             else:
                 kwargs["gpu_memory_utilization"] = settings.gpu_memory_utilization
             self.llm = LLM(**kwargs)
+            if on_cpu:
+                compile_inline(self.llm)
         except Exception as exc:
             raise EngineError(f"cannot start vLLM for {folder}: {exc}", engine=self.name, model=spec.name) from exc
         self.tokenizer = self.llm.get_tokenizer()
