@@ -15,7 +15,8 @@ core, and again at every load, in every process. Two things make it a one-time c
 
 Both reach into vLLM's own classes (vLLM 0.32: ``OutlinesBackend._compile_index``,
 ``StructuredOutputManager._use_async_grammar_compilation``); where a version lacks them, vLLM's
-own way stands.
+own way stands, as it does in an engine core that vLLM starts in a new interpreter (``spawn``,
+on a GPU): the patch lives in the processes that load the engine or are forked from one.
 """
 
 from __future__ import annotations
