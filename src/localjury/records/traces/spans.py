@@ -293,4 +293,4 @@ def records_of(
         except RecordError as exc:
             yield exc
         except (ValueError, TypeError, AttributeError, RecursionError) as exc:
-            yield RecordError(f"trace {trace_id}: {exc}", record_id=trace_id, location=f"{where} trace {trace_id}")
+            yield RecordError(str(exc), record_id=trace_id, location=f"{where} trace {trace_id}")
