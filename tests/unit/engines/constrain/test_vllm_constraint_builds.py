@@ -1,4 +1,4 @@
-"""vLLM's Outlines indexes go through localjury's index cache (engines/vllm/grammars.py): the
+"""vLLM's Outlines indexes go through localjury's index cache (engines/vllm/constraint_builds.py): the
 index vLLM asks for is built once and read back from disk for a vocabulary of the same tokenizer
 made in another order (as a new process makes it), one of another tokenizer is its own; and a
 one-process engine compiles each constraint as its request is added."""
@@ -16,7 +16,7 @@ from vllm.v1.structured_output.utils import OutlinesVocabulary, _reduced_vocabul
 
 from localjury.engines.constrain import index_cache
 from localjury.engines.constrain.lru import Lru
-from localjury.engines.vllm.grammars import compile_inline, share_outlines_indexes
+from localjury.engines.vllm.constraint_builds import compile_inline, share_outlines_indexes
 
 SCHEMA = '{"type": "object", "properties": {"verdict": {"enum": [0, 1]}}, "required": ["verdict"]}'
 
