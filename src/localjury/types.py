@@ -113,6 +113,28 @@ SCORINGS: tuple[str, ...] = get_args(Scoring)
 OverflowPolicy = Literal["error", "truncate"]
 OVERFLOW_POLICIES: tuple[str, ...] = get_args(OverflowPolicy)
 
+#: Where a decision head reads a judge prompt's hidden states: at its last token (``last``), or
+#: averaged over the tokens of the record's response (``response``: the text of the prompt's last
+#: ``<response>`` block).
+Pooling = Literal["last", "response"]
+
+
+def frame_span(prompt: str, tag: str) -> tuple[int, int]:
+    """The characters of the text inside ``prompt``'s last ``<tag>`` block (each tag on a line
+    of its own, as a metric frames a record's field): the record's own, since a prompt shows its
+    worked examples before the record, and record text cannot open or close a frame tag (the
+    :class:`~localjury.metrics.neutralise.Neutraliser` breaks them).
+
+    Raises:
+        ValueError: The prompt has no such block.
+    """
+    opening, closing = f"<{tag}>\n", f"\n</{tag}>"
+    start = prompt.rfind(opening)
+    end = prompt.find(closing, start) if start >= 0 else -1
+    if end < 0:
+        raise ValueError(f"the prompt has no <{tag}> block")
+    return start + len(opening), end
+
 
 def check_tie_break(value: str) -> TieBreak:
     """Return ``value`` as a tie-break policy, or raise ValueError naming the choices."""

@@ -30,7 +30,8 @@ from localjury.bench.decision_ways import (
     decide,
     decision_heads,
     layers_of,
-    read_states,
+    pooling_of,
+    read_poolings,
     scored_way,
     surface_features,
     way_name,
@@ -46,6 +47,7 @@ from localjury.models.registry import ModelSpec
 from localjury.records.record import parse_record
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
+from localjury.types import Pooling
 from localjury.votes.heads import DecisionHead, DecisionReport, DecisionWay
 from localjury.votes.preference import cross_validated_preference, fit_preference
 
@@ -137,19 +139,19 @@ def pairwise_way(a_better: Sequence[int], picks: Sequence[int | None], seed: int
 
 def preference_ways(
     a: np.ndarray, b: np.ndarray, layers: Sequence[int], a_better: Sequence[int], pairs: Sequence[str],
-    folds: int, seed: int,
+    folds: int, seed: int, pooling: Pooling = "last",
 ) -> list[DecisionWay]:  # fmt: skip
     """Each layer's preference head and, for two layers or more, the head on all of them (states
-    ``(pairs, layers, hidden)`` of each pair's two responses), each by cross-validation over the
-    pairs (:func:`~localjury.votes.preference.cross_validated_preference`)."""
+    ``(pairs, layers, hidden)`` of each pair's two responses, read where ``pooling`` says), each by
+    cross-validation over the pairs (:func:`~localjury.votes.preference.cross_validated_preference`)."""
     ways = []
     for j, layer in enumerate(layers):
         p = cross_validated_preference(a[:, j], b[:, j], a_better, pairs, folds=folds, seed=seed)
-        ways.append(_pair_way(way_name([layer]), a_better, [int(q >= 0.5) for q in p], p, seed))
+        ways.append(_pair_way(way_name([layer], pooling), a_better, [int(q >= 0.5) for q in p], p, seed))
     if len(layers) > 1:
         flat_a, flat_b = a.reshape(len(a), -1), b.reshape(len(b), -1)
         p = cross_validated_preference(flat_a, flat_b, a_better, pairs, folds=folds, seed=seed, reduce=True)
-        ways.append(_pair_way(way_name(layers), a_better, [int(q >= 0.5) for q in p], p, seed))
+        ways.append(_pair_way(way_name(layers, pooling), a_better, [int(q >= 0.5) for q in p], p, seed))
     return ways
 
 
@@ -186,17 +188,19 @@ def fit_model_preference(
     a_better = [int(it.gold) for it in items]  # type: ignore[arg-type]
     pairs = [str(it.record["id"]) for it in items]
     records = [parse_record(it.record) for it in items]
-    a, layers = read_states(engine, judge, [side(r, "response_a") for r in records])
-    b, _ = read_states(engine, judge, [side(r, "response_b") for r in records], layers)
-    heads = preference_ways(a, b, layers, a_better, pairs, folds, seed)
+    a, layers = read_poolings(engine, judge, [side(r, "response_a") for r in records])
+    b, _ = read_poolings(engine, judge, [side(r, "response_b") for r in records], layers)
+    heads = [way for pooling in b for way in preference_ways(a[pooling], b[pooling], layers, a_better, pairs, folds,
+                                                             seed, pooling)]  # fmt: skip
     length = surface_preference_way(items, a_better, pairs, folds, seed)
     report = decide(engine.spec.name, prompting, heads, length, "the length of the two responses")
     won = layers_of(report.winner)
     if won is None:
         return report, None
-    take = [layers.index(i) for i in won]
-    flat_a, flat_b = a[:, take].reshape(len(a), -1), b[:, take].reshape(len(b), -1)
-    return report, fit_preference(flat_a, flat_b, a_better, pairs, won, binding_of(engine.spec, judge.definition), seed)
+    pooling, take = pooling_of(report.winner), [layers.index(i) for i in won]
+    flat_a, flat_b = (x[pooling][:, take].reshape(len(items), -1) for x in (a, b))
+    binding = binding_of(engine.spec, judge.definition)
+    return report, fit_preference(flat_a, flat_b, a_better, pairs, won, binding, seed, pooling)
 
 
 def _prompted(items: Sequence[BenchItem], run: RunResult, metric: str, seed: int, model: str) -> list[DecisionWay]:

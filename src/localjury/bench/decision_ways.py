@@ -15,6 +15,9 @@ The ways compared, each scored by Cohen's kappa against the labels (95% bootstra
   inside the training folds only;
 - ``head layers A+B+C``: the head on those blocks' outputs one after another, reduced by PCA or
   by the regularisation alone (chosen with C inside the training folds);
+- ``head layer N over the response`` (and on several blocks): the same heads on the blocks'
+  outputs averaged over the response's tokens, where the engine reads them (llama.cpp,
+  transformers);
 - ``length only``: the same head on the record's surface alone (:func:`surface_features`: the
   response's length in words and characters, the input's in words), never a winner: a baseline.
 
@@ -26,6 +29,7 @@ interval clears the best prompting way as a head's must to win.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +44,7 @@ from localjury.models.registry import ModelSpec
 from localjury.records.record import Record, parse_record
 from localjury.run import EngineFactory, RunConfig
 from localjury.run.jury import resolve_models
+from localjury.types import Pooling
 from localjury.votes.calibration import Calibrator
 from localjury.votes.heads import DecisionHead, DecisionReport, DecisionWay, HeadBinding, cross_validated, fit_head
 
@@ -85,43 +90,76 @@ def binding_of(spec: ModelSpec, criterion: str) -> HeadBinding:
 
 
 def read_states(
-    engine: Engine, judge: AspectCritic, records: Sequence[Record], layers: Sequence[int] | None = None
+    engine: Engine,
+    judge: AspectCritic,
+    records: Sequence[Record],
+    layers: Sequence[int] | None = None,
+    pooling: Pooling = "last",
 ) -> tuple[np.ndarray, list[int]]:
-    """The hidden states of ``engine``'s model at the last token of each record's zero-shot
-    prompt (the judge's criterion alone, the record's text neutralised as a run does), at
-    ``layers`` (default: :func:`default_layers`); and the layers."""
+    """The hidden states of ``engine``'s model on each record's zero-shot prompt (the judge's
+    criterion alone, the record's text neutralised as a run does), at its last token or averaged
+    over its response (``pooling``), at ``layers`` (default: :func:`default_layers`); and the layers."""
     spec = engine.spec
     layers = list(layers) if layers is not None else default_layers(engine.block_count())  # type: ignore[attr-defined]
     neutralise = Neutraliser(tokenizer_markers(spec.tokenizer_dir()))
     prompts = [engine.format_prompt(judge.messages(record, neutralise)) for record in records]
-    return engine.hidden_states(prompts, layers), layers  # type: ignore[attr-defined]
+    return engine.hidden_states(prompts, layers, pooling), layers  # type: ignore[attr-defined]
+
+
+def read_poolings(
+    engine: Engine, judge: AspectCritic, records: Sequence[Record], layers: Sequence[int] | None = None
+) -> tuple[dict[Pooling, np.ndarray], list[int]]:
+    """:func:`read_states` at the prompts' last token and, where the engine pools (not vLLM),
+    over their responses: pooling -> states; and the layers."""
+    last, layers = read_states(engine, judge, records, layers)
+    states: dict[Pooling, np.ndarray] = {"last": last}
+    with contextlib.suppress(ConfigError):  # an engine that reads the last token's states only
+        states["response"], _ = read_states(engine, judge, records, layers, "response")
+    return states, layers
 
 
 def head_ways(
-    states: np.ndarray, layers: Sequence[int], gold: Sequence[int], groups: Sequence[str], folds: int, seed: int
+    states: np.ndarray,
+    layers: Sequence[int],
+    gold: Sequence[int],
+    groups: Sequence[str],
+    folds: int,
+    seed: int,
+    pooling: Pooling = "last",
 ) -> list[DecisionWay]:
     """Each layer's head and, for two layers or more, the head on all of them, each scored by
-    grouped cross-validation."""
-    ways = [_head_way(way_name([layer]), states[:, j], gold, groups, folds, seed) for j, layer in enumerate(layers)]
+    grouped cross-validation (``pooling``: where ``states`` were read, for the ways' names)."""
+    ways = [_head_way(way_name([layer], pooling), states[:, j], gold, groups, folds, seed)
+            for j, layer in enumerate(layers)]  # fmt: skip
     if len(layers) > 1:
         together = states.reshape(len(states), -1)
-        ways.append(_head_way(way_name(layers), together, gold, groups, folds, seed, reduce=True))
+        ways.append(_head_way(way_name(layers, pooling), together, gold, groups, folds, seed, reduce=True))
     return ways
 
 
-def way_name(layers: Sequence[int]) -> str:
-    """A head's way: ``head layer 7``, or ``head layers 3+7+27`` for a head on several blocks."""
-    if len(layers) == 1:
-        return f"head layer {layers[0]}"
-    return "head layers " + "+".join(str(i) for i in layers)
+#: What a head's way says after its blocks when it reads the response's mean state.
+OVER_RESPONSE = " over the response"
+
+
+def way_name(layers: Sequence[int], pooling: Pooling = "last") -> str:
+    """A head's way: ``head layer 7``, or ``head layers 3+7+27`` for a head on several blocks,
+    with ``over the response`` after it for a head on the response's mean state."""
+    blocks = f"head layer {layers[0]}" if len(layers) == 1 else "head layers " + "+".join(str(i) for i in layers)
+    return blocks + (OVER_RESPONSE if pooling == "response" else "")
 
 
 def layers_of(way: str) -> list[int] | None:
     """The blocks of a head's way (:func:`way_name`), or None for another way."""
+    way = way.removesuffix(OVER_RESPONSE)
     for prefix in ("head layer ", "head layers "):
         if way.startswith(prefix) and way[len(prefix) :].replace("+", "").isdigit():
             return [int(i) for i in way[len(prefix) :].split("+")]
     return None
+
+
+def pooling_of(way: str) -> Pooling:
+    """Where a head's way (:func:`way_name`) reads the states."""
+    return "response" if way.endswith(OVER_RESPONSE) else "last"
 
 
 def _head_way(
@@ -257,14 +295,16 @@ def fit_model_heads(
 ) -> tuple[DecisionReport, DecisionHead | None]:
     """One model's comparison and, where a head wins, the head fitted on every labeled record."""
     gold = [int(it.gold) for it in items]  # type: ignore[arg-type]
-    states, layers = read_states(engine, judge, [parse_record(it.record) for it in items])
-    heads = head_ways(states, layers, gold, groups, folds, seed)
+    read, layers = read_poolings(engine, judge, [parse_record(it.record) for it in items])
+    heads = [way for pooling, states in read.items()
+             for way in head_ways(states, layers, gold, groups, folds, seed, pooling)]  # fmt: skip
     report = decide(engine.spec.name, prompting, heads, surface_way(items, gold, groups, folds, seed))
     won = layers_of(report.winner)
     if won is None:
         return report, None
-    x = states[:, [layers.index(i) for i in won]].reshape(len(states), -1)
-    return report, fit_head(x, gold, groups, won, binding_of(engine.spec, judge.definition), seed)
+    pooling = pooling_of(report.winner)
+    x = read[pooling][:, [layers.index(i) for i in won]].reshape(len(gold), -1)
+    return report, fit_head(x, gold, groups, won, binding_of(engine.spec, judge.definition), seed, pooling)
 
 
 def decision_heads(

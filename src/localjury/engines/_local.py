@@ -20,7 +20,11 @@ from localjury.engines.constrain.quotes import has_quotes
 from localjury.engines.constrain.schemas import JsonSchemaIndex
 from localjury.engines.constrain.thinking_budget import ThinkingBudget
 from localjury.engines.constrain.verdicts import Decision, decision_of
-from localjury.types import THINK_CLOSE, Completion
+from localjury.errors import ConfigError
+from localjury.types import THINK_CLOSE, Completion, Pooling, frame_span
+
+#: A prompt's tokens ``[start, end)``.
+Span = tuple[int, int]
 
 #: Decision tokens by (tokenizer key, decision), shared by the engines of a process (their
 #: only state that changes is ``sized``'s memo, the same for every engine).
@@ -35,6 +39,32 @@ def shared_prefix(encoded: Sequence[Sequence[int]], own: int) -> int:
     while length < shortest - own and all(e[length] == first[length] for e in encoded):
         length += 1
     return length
+
+
+def state_spans(
+    tokenizer: Any, prompts: Sequence[str], encoded: Sequence[Sequence[int]], pooling: Pooling
+) -> list[Span]:
+    """Each prompt's tokens whose hidden states a head reads, ``[start, end)`` in ``encoded``:
+    the last token (``last``), or every token that overlaps the record's response (``response``:
+    :func:`~localjury.types.frame_span`), located by the tokenizer's offsets.
+
+    Raises:
+        ConfigError: ``response`` on a prompt with no response, or with a tokenizer that gives no offsets.
+    """
+    if pooling == "last":
+        return [(len(ids) - 1, len(ids)) for ids in encoded]
+    spans = []
+    for p, prompt in enumerate(prompts):
+        try:
+            start, end = frame_span(prompt, "response")
+            offsets = tokenizer(prompt, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        except (ValueError, NotImplementedError) as exc:
+            raise ConfigError(f"prompt {p}: its response's hidden states cannot be pooled: {exc}") from None
+        inside = [k for k, (a, b) in enumerate(offsets) if a < end and b > start]
+        if not inside:
+            raise ConfigError(f"prompt {p}: its response has no token to pool (an empty response)")
+        spans.append((inside[0], inside[-1] + 1))
+    return spans
 
 
 class LocalDecoding(BatchEngine):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from localjury.engines.constrain.thinking_budget import ThinkingBudget, with_thinking
 from localjury.errors import ConfigError
 from localjury.models.registry import ModelSpec
-from localjury.types import Completion, Message, ProgressFn, Sampling, Usage
+from localjury.types import Completion, Message, Pooling, ProgressFn, Sampling, Usage
 
 if TYPE_CHECKING:
     import numpy as np
@@ -242,8 +242,8 @@ class BatchEngine(PromptTokens):
         raise NotImplementedError
 
     def decide(self, prompts: Sequence[str], head: DecisionHead) -> list[Completion]:
-        """Each prompt decided by ``head`` on its last token's state at the head's blocks (their
-        outputs one after another); see :class:`Engine`.
+        """Each prompt decided by ``head`` on its state at the head's blocks (their outputs one
+        after another), read where the head reads it (its ``pooling``); see :class:`Engine`.
 
         Raises:
             ConfigError: The engine gives no hidden states (see :meth:`hidden_states`).
@@ -252,7 +252,8 @@ class BatchEngine(PromptTokens):
         if not prompts:
             self.last_usage = Usage(prompt_tokens=0)
             return []
-        decisions = [decided(head, state.reshape(-1)) for state in self.hidden_states(prompts, head.layers)]
+        states = self.hidden_states(prompts, head.layers, head.pooling)
+        decisions = [decided(head, state.reshape(-1)) for state in states]
         self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(prompts)))
         return decisions
 
@@ -260,14 +261,16 @@ class BatchEngine(PromptTokens):
         """The model's transformer blocks (the layers :meth:`hidden_states` can read)."""
         raise self._no_hidden_states()
 
-    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int]) -> np.ndarray:
+    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int], pooling: Pooling = "last") -> np.ndarray:
         """The output of each of ``layers`` (transformer blocks, 0 the first) at each prompt's
-        last token, one prefill a prompt and nothing sampled: an array of (prompts, layers,
+        last token (``pooling="last"``), or its mean over the tokens of the prompt's response
+        (``"response"``), one prefill a prompt and nothing sampled: an array of (prompts, layers,
         hidden size), float32.
 
         Raises:
-            ConfigError: The engine cannot read hidden states (a server; vLLM unless eager), or a layer is
-                not one of the model's blocks.
+            ConfigError: The engine cannot read hidden states (a server; vLLM unless eager), or
+                not so pooled (vLLM); a layer is not one of the model's blocks; a prompt has no
+                response to pool.
         """
         raise self._no_hidden_states()
 

@@ -94,7 +94,7 @@ class DecidedByHeads:
         probability ``p`` as ``p_pass`` and ``confidence``; ``votes`` and ``reasons``: the usual
         samples drawn beside it (``--with-reasons``), not counted."""
         head = self.heads[name]
-        decision = HeadDecision(layer=head.layer, more_layers=head.more_layers, probability=p,
+        decision = HeadDecision(layer=head.layer, more_layers=head.more_layers, pooling=head.pooling, probability=p,
                                 head_sha256=self.head_sha256s[name], votes=votes, reasons=reasons)  # fmt: skip
         return ModelJudgment(
             model=name,

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from localjury._files import MAX_LINE_BYTES, json_lines
 from localjury.errors import ConfigError
+from localjury.types import Pooling
 
 
 class InvalidSample(BaseModel):
@@ -123,6 +124,9 @@ class HeadDecision(BaseModel):
     """The transformer block whose output it read (the first, for a head on several blocks)."""
     more_layers: list[int] = Field(default=[], exclude_if=lambda value: not value)
     """The further blocks a head on several blocks read; left out for a head on one."""
+    pooling: Pooling = Field(default="last", exclude_if=lambda value: value == "last")
+    """Where it read the prompt's states: ``response``, their mean over the response's tokens;
+    left out for the last token's (``last``)."""
     probability: float
     """Its probability that the response meets the criterion (a preference head's: that
     ``response_a`` is the better response)."""

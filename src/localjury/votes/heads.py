@@ -1,10 +1,11 @@
 """Decision heads: a judge's verdict read from its own hidden states by a linear head fitted on
 a user's labels, with no text sampled.
 
-A judge prompt's hidden state at its last token (the output of one transformer block, or of
-several blocks one after another; see :meth:`~localjury.engines.base.BatchEngine.hidden_states`)
-is a vector ``x``; a head is a logistic regression on it, ``p = sigmoid(x . weights + bias)``,
-and the record passes when ``p >= 0.5``. A head on several blocks is first reduced (PCA, or the
+A judge prompt's hidden state at its last token, or averaged over its response's tokens (the
+output of one transformer block, or of several blocks one after another; see
+:meth:`~localjury.engines.base.BatchEngine.hidden_states`) is a vector ``x``; a head is a
+logistic regression on it, ``p = sigmoid(x . weights + bias)``, and the record passes when
+``p >= 0.5``. A head on several blocks is first reduced (PCA, or the
 regularisation alone, chosen by grouped cross-validation inside the training folds); every
 step is linear, so the fitted head is plain weights over ``x`` all the same. ``localjury align``
 fits one per layer and one on several blocks, and keeps one only where it beats the ways of
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from localjury._hashing import content_hash
 from localjury.errors import ConfigError
 from localjury.models._shape import ModelShape
+from localjury.types import Pooling
 
 if TYPE_CHECKING:
     import numpy as np
@@ -70,8 +72,8 @@ class HeadBinding(BaseModel):
 
 
 class DecisionHead(BaseModel):
-    """A linear head on the hidden state at the judge prompt's last token: one block's output,
-    or several blocks' one after another."""
+    """A linear head on the judge prompt's hidden state (at its last token, or averaged over its
+    response's tokens): one block's output, or several blocks' one after another."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
@@ -88,6 +90,9 @@ class DecisionHead(BaseModel):
     """A record passes when the head's probability is at or above this."""
     c: float = Field(gt=0)
     """The regularisation strength the fit chose (scikit-learn's C)."""
+    pooling: Pooling = Field(default="last", exclude_if=lambda value: value == "last")
+    """Where it reads the prompt's states: at its last token (``last``, left out of the profile),
+    or their mean over the record's response's tokens (``response``)."""
     reduction: str | None = Field(default=None, exclude_if=lambda value: value is None)
     """How a head on several blocks reduced its state before the regression (``pca 16``: to 16
     principal components), folded into its weights; left out where none was."""
@@ -107,10 +112,10 @@ class DecisionHead(BaseModel):
 
     @property
     def blocks_name(self) -> str:
-        """Its blocks for messages: ``layer 7``, or ``layers 3+7+27``."""
-        if not self.more_layers:
-            return f"layer {self.layer}"
-        return "layers " + "+".join(str(i) for i in self.layers)
+        """Its blocks for messages: ``layer 7``, or ``layers 3+7+27``, with ``over the response``
+        after them for a head on the response's mean state."""
+        blocks = f"layer {self.layer}" if not self.more_layers else "layers " + "+".join(str(i) for i in self.layers)
+        return blocks + (" over the response" if self.pooling == "response" else "")
 
     def sha256(self) -> str:
         """The head's hash: of its weights, layers and binding."""
@@ -184,7 +189,8 @@ class DecisionWay(BaseModel):
 
     way: str
     """``zero-shot votes``, ``zero-shot calibrated``, ``aligned votes``, ``aligned calibrated``, ``head layer N``,
-    ``head layers A+B+C`` (a head on several blocks), or ``length only`` (a head on the record's lengths: a
+    ``head layers A+B+C`` (a head on several blocks), either with ``over the response`` after it (a head on the
+    response's mean state), or ``length only`` (a head on the record's lengths: a
     baseline, never the winner)."""
     kappa: float | None = None
     """Cohen's kappa of its verdicts against the labels (null or left out: undefined, one label only
@@ -327,16 +333,18 @@ def fit_head(
     layers: int | Sequence[int],
     binding: HeadBinding,
     seed: int = 0,
+    pooling: Pooling = "last",
 ) -> DecisionHead:
     """The head fitted on all these records (C chosen by grouped cross-validation; for a head on
     several ``layers``, whose outputs follow one another in each row of ``states``, its PCA too),
-    its standardisation and reduction folded into plain weights and a bias."""
+    its standardisation and reduction folded into plain weights and a bias; ``pooling``: where
+    ``states`` were read."""
     import numpy as np
 
     blocks = [layers] if isinstance(layers, int) else list(layers)
     model, chose = _fit(states, np.asarray(gold), np.asarray(groups), seed, reduce=len(blocks) > 1)
     weights, bias = linear(model)
-    return head_of(blocks, weights, bias, chose, binding, len(gold))
+    return head_of(blocks, weights, bias, chose, binding, len(gold), pooling=pooling)
 
 
 def head_of(
@@ -347,12 +355,14 @@ def head_of(
     binding: HeadBinding,
     labels: int,
     preference: bool = False,
+    pooling: Pooling = "last",
 ) -> DecisionHead:
-    """A fitted head as the profile holds it: its blocks, plain weights and bias, and what
-    :func:`_fit` chose (C, and the PCA where one was)."""
+    """A fitted head as the profile holds it: its blocks and pooling, plain weights and bias, and
+    what :func:`_fit` chose (C, and the PCA where one was)."""
     return DecisionHead(
         layer=blocks[0],
         more_layers=list(blocks[1:]),
+        pooling=pooling,
         weights=[float(w) for w in weights],
         bias=bias,
         c=chose["C"],

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from localjury.errors import ConfigError
+from localjury.types import Pooling
 from localjury.votes.heads import DecisionHead, HeadBinding, _fit, grouped_folds, head_of, linear
 
 if TYPE_CHECKING:
@@ -76,11 +77,13 @@ def fit_preference(
     layers: int | Sequence[int],
     binding: HeadBinding,
     seed: int = 0,
+    pooling: Pooling = "last",
 ) -> DecisionHead:
     """The preference head fitted on every pair in both orders (C chosen by grouped
-    cross-validation; for a head on several ``layers``, its PCA too): weights over one
-    response's state, and a bias that centres the rewards of the labeled responses on 0 (a
-    constant no pair's preference sees: it keeps each response's sigmoid away from 0 and 1)."""
+    cross-validation; for a head on several ``layers``, its PCA too; ``pooling``: where the
+    states were read): weights over one response's state, and a bias that centres the rewards
+    of the labeled responses on 0 (a constant no pair's preference sees: it keeps each
+    response's sigmoid away from 0 and 1)."""
     import numpy as np
 
     blocks = [layers] if isinstance(layers, int) else list(layers)
@@ -88,7 +91,7 @@ def fit_preference(
     model, chose = _fit(x, labels, np.concatenate([np.asarray(pairs)] * 2), seed, len(blocks) > 1, odd=True)
     weights, _ = linear(model)
     bias = -float(np.concatenate([a, b]).mean(axis=0) @ weights)
-    return head_of(blocks, weights, bias, chose, binding, len(pairs), preference=True)
+    return head_of(blocks, weights, bias, chose, binding, len(pairs), preference=True, pooling=pooling)
 
 
 def preferred(p_a: float, p_b: float) -> float:

@@ -9,6 +9,7 @@ import pytest
 from localjury import AspectCritic, evaluate
 from localjury.bench.decision_ways import binding_of, default_layers, read_states
 from localjury.engines import load_engine
+from localjury.engines._local import state_spans
 from localjury.errors import ConfigError
 from localjury.metrics.neutralise import Neutraliser
 from localjury.metrics.preference_critic import side
@@ -73,6 +74,66 @@ def test_a_prompt_gives_the_same_hidden_state_alone_or_among_others(engine):
     np.testing.assert_allclose(shallow[:, 0], together[:2, 0], rtol=1e-4, atol=1e-4)
     with pytest.raises(ConfigError, match=f"has blocks 0 to {blocks - 1}; no layer {blocks}"):
         engine.hidden_states(batch[:1], [blocks])
+
+
+def direct_means(engine, ids, span, layers):
+    """The mean of a block's output over ``span``'s tokens computed another way: transformers'
+    own ``output_hidden_states`` of the whole prompt (its last entry is after the final norm, so
+    the last block is compared in llama.cpp only); llama.cpp's last-token read of the prompt cut
+    after each of those tokens (a causal block's output at a token sees only the tokens before)."""
+    if engine.spec.engine == "transformers":
+        import torch
+
+        with torch.inference_mode():
+            out = engine.model(input_ids=torch.tensor([ids]), output_hidden_states=True)
+        layers = [i for i in layers if i < engine.block_count() - 1]
+        return np.stack([out.hidden_states[i + 1][0, span[0] : span[1]].float().mean(0).numpy() for i in layers])
+    from localjury.engines.llamacpp.llamacpp import _pieces
+
+    cuts = [ids[: k + 1] for k in range(*span)]
+    rows = engine._reader.read(engine.model, cuts, layers, _pieces, [(k, k + 1) for k in range(*span)])
+    return rows.mean(axis=0)
+
+
+def test_a_responses_mean_state_is_the_mean_of_its_tokens_states_alone_or_among_others(engine):
+    batch = prompts(engine, RECORDS[:3])
+    layers = [1, engine.block_count() - 1]  # the last block keeps only the rows asked for logits in llama.cpp
+    if engine.spec.engine == "vllm":
+        with pytest.raises(ConfigError, match="last token only"):
+            engine.hidden_states(batch, layers, "response")
+        return
+    encoded = engine.tokenizer(batch, add_special_tokens=False)["input_ids"]
+    spans = state_spans(engine.tokenizer, batch, encoded, "response")
+    for (start, end), ids, record in zip(spans, encoded, RECORDS[:3], strict=True):
+        assert engine.tokenizer.decode(ids[start:end]).strip() == record.response
+    together = engine.hidden_states(batch, layers, "response")
+    alone = engine.hidden_states(batch[1:2], layers, "response")
+    np.testing.assert_allclose(alone[0], together[1], rtol=1e-4, atol=1e-4)
+    assert not np.allclose(together, engine.hidden_states(batch, layers))  # not the last token's states
+    direct = direct_means(engine, encoded[1], spans[1], layers)
+    read = together[1][: len(direct)]
+    assert np.linalg.norm(direct - read) <= 1e-3 * np.linalg.norm(direct)
+    with pytest.raises(ConfigError, match="prompt 0: its response's hidden states cannot be pooled"):
+        engine.hidden_states(["no response block here"], layers, "response")
+
+
+def test_a_head_on_the_response_mean_round_trips_through_its_profile_and_decides_a_real_run(engine, tmp_path):
+    if engine.spec.engine == "vllm":
+        pytest.skip("vLLM reads the last token's states only (the test above checks its refusal)")
+    layer = engine.block_count() // 2
+    states = engine.hidden_states(prompts(engine, RECORDS), [layer], "response")[:, 0]
+    gold = [g for _, _, g in ANSWERS]
+    binding = binding_of(engine.spec, DATED.definition)
+    head = fit_head(states, gold, [r.id for r in RECORDS], layer, binding, pooling="response")
+    written = JudgeProfile.model_validate({"criterion": {"name": "dated", "definition": DATED.definition},
+                                           "heads": [head.model_dump(mode="json")]}).dump_yaml()  # fmt: skip
+    (tmp_path / "profile.yaml").write_text(written)
+    run = evaluate(RECORDS[:3], [], profile=tmp_path / "profile.yaml", models=[engine.spec],
+                   engine=engine.spec.engine, use_cache=False)  # fmt: skip
+    assert run.summary.models[0].output_tokens == 0  # nothing was sampled
+    for result, state in zip(run.iter_results(), states[:3], strict=True):
+        (m,) = result.models
+        assert m.head.pooling == "response" and m.head.probability == pytest.approx(head.probability(state), abs=1e-4)
 
 
 def test_a_head_fitted_on_the_engines_states_decides_a_real_run_without_sampling(engine, tmp_path):

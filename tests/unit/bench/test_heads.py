@@ -22,6 +22,7 @@ from localjury.bench.decision_ways import (
     SURFACE,
     decide,
     layers_of,
+    pooling_of,
     surface_features,
     surface_way,
     too_few,
@@ -145,10 +146,21 @@ def test_a_head_on_one_block_keeps_the_profile_and_hash_it_had_before_heads_on_s
     assert head.sha256() == content_hash(head=dumped) and DecisionHead.model_validate(dumped) == head
 
 
-def test_a_ways_name_says_its_blocks():
+def test_a_ways_name_says_its_blocks_and_where_it_reads_them():
     assert [way_name([7]), way_name([3, 7, 27])] == ["head layer 7", "head layers 3+7+27"]
     assert [layers_of("head layer 7"), layers_of("head layers 3+7+27")] == [[7], [3, 7, 27]]
     assert layers_of("zero-shot votes") is None and layers_of(SURFACE) is None and layers_of("head layer x") is None
+    pooled = way_name([3, 7], "response")
+    assert pooled == "head layers 3+7 over the response" and layers_of(pooled) == [3, 7]
+    assert [pooling_of(pooled), pooling_of("head layer 7")] == ["response", "last"]
+
+
+def test_a_head_on_the_response_mean_says_so_in_its_profile_and_name_and_hashes_apart():
+    last = fit_head(*synthetic(), 3, BINDING)
+    pooled = fit_head(*synthetic(), 3, BINDING, pooling="response")
+    assert pooled.model_dump(mode="json")["pooling"] == "response" and "pooling" not in last.model_dump(mode="json")
+    assert pooled.blocks_name == "layer 3 over the response" and last.blocks_name == "layer 3"
+    assert pooled.sha256() != last.sha256() and DecisionHead.model_validate(pooled.model_dump()) == pooled
 
 
 def test_few_labels_in_large_groups_still_fit_a_head_with_the_default_c():
@@ -239,7 +251,7 @@ class Hidden(BatchEngine):
     def block_count(self):
         return 4
 
-    def hidden_states(self, prompts, layers):
+    def hidden_states(self, prompts, layers, pooling="last"):
         self._check_layers(layers)
         self.log.append(("hidden", len(prompts), list(layers)))
         rows = [[1.0 if "is right" in p.rsplit("<response>", 1)[-1] else -1.0, 0.5, len(p) % 7 / 7] for p in prompts]
@@ -328,6 +340,38 @@ def test_a_jury_mixes_a_head_with_a_prompted_model_and_refuses_a_head_for_other_
     wrong = JudgeProfile.model_validate({**base, "heads": [fit_head(x, gold, groups, 2, binding).model_dump()]})
     with pytest.raises(ConfigError, match=r"fitted on other hidden states.*weights_sha256"):
         evaluate(record, [], profile=wrong, models=models[:1], use_cache=False, engine_factory=lambda s: Hidden(s, []))
+
+
+class Pooled(Hidden):
+    """A judge whose last token's state says nothing of the answer, and whose response's mean state does."""
+
+    def hidden_states(self, prompts, layers, pooling="last"):
+        self.log.append(("pooling", pooling))
+        states = super().hidden_states(prompts, layers)
+        if pooling == "last":
+            states[:, :, 0] = 0.0
+        return states
+
+
+def test_align_keeps_a_head_on_the_response_mean_where_it_wins_and_the_run_reads_the_response_mean(tmp_path):
+    log: list = []
+    out = tmp_path / "profile.yaml"
+    prof = build_profile(labels(tmp_path), [spec("A", engine="transformers")], out,
+                         judge=AspectCritic("right", "The answer is right."), calibrate=False, use_cache=False,
+                         engine_factory=lambda s: Pooled(s, log))  # fmt: skip
+    (report,), (head,) = prof.decisions, prof.heads
+    assert report.winner.endswith(" over the response") and head.pooling == "response"
+    kappas = {w.way: w.kappa for w in report.ways}
+    assert kappas["head layer 3 over the response"] == 1.0 and kappas["head layer 3"] < 0.5
+    assert load_profile(out) == prof and ("pooling", "last") in log and ("pooling", "response") in log
+    log.clear()
+    record = {"id": "r1", "user_input": "Question 99?", "response": "Answer 99 is right."}
+    run = evaluate([record], [], profile=out, models=[spec("A", engine="transformers")], use_cache=False,
+                   engine_factory=lambda s: Pooled(s, log))  # fmt: skip
+    result = next(iter(run.iter_results()))
+    (a,) = result.models
+    assert ("pooling", "response") in log and a.head.pooling == "response" and a.verdict == 1
+    assert "over the response: p " in shown(result)
 
 
 def test_an_engine_without_hidden_states_refuses_a_head_and_align_keeps_prompting(tmp_path):

@@ -1,15 +1,17 @@
 """Reading a GGUF model's hidden states with llama.cpp: the output of chosen transformer blocks
-at a prompt's last token, for decision heads (:mod:`localjury.votes.heads`).
+at a prompt's last token, or averaged over a span of its tokens, for decision heads
+(:mod:`localjury.votes.heads`).
 
 llama.cpp names the output of block ``i`` ``l_out-i`` in its compute graph (the tensors its
 ``llama-eval-callback`` and control-vector tools read). A context built with the scheduler's
 eval callback (``cb_eval``) is asked, tensor by tensor, whether the callback wants it; for the
-wanted ones it is called again once the tensor is computed, and copies out its last row (the
-last token: in the last block only the rows that produce logits are kept, and a prefill asks
-for the last token's alone). Every block is reachable, not only the final one that llama.cpp's
-embedding output gives. Once the deepest wanted block is read, the callback answers false, and
-the scheduler computes no more of the graph: the blocks above it (and the output layer) are
-skipped, their cache rows never read by this context.
+wanted ones it is called again once the tensor is computed, and copies out the rows of the
+span's tokens (a block's output has a row for each token of the micro-batch; the last block
+keeps only the rows that produce logits, so a prefill asks logits of the span's tokens). Every
+block is reachable, not only the final one that llama.cpp's embedding output gives. Once the
+deepest wanted block is read, the callback answers false, and the scheduler computes no more of
+the graph: the blocks above it (and the output layer) are skipped, their cache rows never read
+by this context.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def _ggml() -> ctypes.CDLL:
 
 class LayerReader:
     """A context of its own (made at the first read, grown for longer prompts) whose eval
-    callback keeps the wanted blocks' outputs at the last token of each prefill.
+    callback keeps the wanted blocks' outputs at the tokens of each prefill's span.
 
     Args:
         batch: Tokens one ``llama_decode`` takes at most.
@@ -63,7 +65,14 @@ class LayerReader:
         self._names: dict[str, int] = {}
         #: The deepest block wanted: the graph stops once it is computed.
         self._top = -1
-        self.kept: dict[int, np.ndarray] = {}
+        #: Each wanted block's rows of the span read so far.
+        self.kept: dict[int, list[np.ndarray]] = {}
+        self._last_block = -1
+        #: The positions of the micro-batch being decoded: of a block's rows, of the last block's
+        #: (the tokens asked for logits), and the span wanted.
+        self._rows: Sequence[int] = ()
+        self._outputs: Sequence[int] = ()
+        self._span = (0, 0)
         self._batch_size, self._threads = batch, threads
         self._ctx: Any = None
         self._cells = 0
@@ -72,21 +81,28 @@ class LayerReader:
         self.callback = llama_cpp.ggml_backend_sched_eval_callback(self._on_tensor)
 
     def read(
-        self, model: Any, encoded: list[list[int]], layers: Sequence[int], pieces: Callable[[int, int], list[int]]
+        self,
+        model: Any,
+        encoded: list[list[int]],
+        layers: Sequence[int],
+        pieces: Callable[[int, int], list[int]],
+        spans: Sequence[tuple[int, int]],
     ) -> np.ndarray:
-        """(prompts, layers, hidden size): the prefix every prompt shares prefilled once (sequence
-        0), then each prompt's own tokens (at least two) on a copy of it (sequence 1), cut by
-        ``pieces(length, batch)``, logits asked of the last token only. Each prefill stops after
-        the deepest of ``layers`` (the shared prefix's too: no later read needs its upper blocks)."""
+        """(prompts, layers, hidden size): each prompt's states averaged over its tokens
+        ``spans[p]`` (``[start, end)``; the last token alone: ``[n - 1, n)``). The prefix every
+        prompt shares, up to the first span, is prefilled once (sequence 0), then each prompt's
+        own tokens on a copy of it (sequence 1), cut by ``pieces(length, batch)``, logits asked of
+        the span's tokens only. Each prefill stops after the deepest of ``layers`` (the shared
+        prefix's too: no later read needs its upper blocks)."""
         self._have_context(model, -(-max(len(e) for e in encoded) // 256) * 256)
         ctx = self._ctx.ctx
         memory = llama_cpp.llama_get_memory(ctx)
         llama_cpp.llama_memory_clear(memory, True)
         first = encoded[0]
-        prefix = shared_prefix(encoded, 2)
-        self._top = max(layers)
+        prefix = min(shared_prefix(encoded, 2), *(start for start, _ in spans))
+        self._top, self._last_block = max(layers), llama_cpp.llama_model_n_layer(model.model) - 1
         self._names = {f"l_out-{self._top}": self._top}  # read and dropped: it stops the prefix's graph there
-        self._decode(ctx, first[:prefix], 0, 0, -1, pieces)
+        self._decode(ctx, first[:prefix], 0, 0, (0, 0), pieces)
         out = np.zeros((len(encoded), len(layers), model.n_embd()), np.float32)
         for p, ids in enumerate(encoded):
             self._names = {f"l_out-{i}": i for i in layers}
@@ -94,18 +110,26 @@ class LayerReader:
             llama_cpp.llama_memory_seq_rm(memory, 1, -1, -1)
             if prefix:
                 llama_cpp.llama_memory_seq_cp(memory, 0, 1, -1, -1)
-            self._decode(ctx, ids[prefix:], prefix, 1, len(ids) - 1, pieces)
-            missing = [i for i in layers if i not in self.kept]
-            if missing:
-                raise RuntimeError(f"llama.cpp computed no output of block {missing[0]}")
-            out[p] = [self.kept[i] for i in layers]
+            self._decode(ctx, ids[prefix:], prefix, 1, spans[p], pieces)
+            width = spans[p][1] - spans[p][0]
+            short = [i for i in layers if len(self.kept.get(i, ())) != width]
+            if short:
+                raise RuntimeError(f"llama.cpp computed {len(self.kept.get(short[0], ()))} of the {width} rows wanted "
+                                   f"of block {short[0]}")  # fmt: skip
+            out[p] = [np.mean(self.kept[i], axis=0) for i in layers]
         return out
 
     def _decode(
-        self, ctx: Any, tokens: list[int], start: int, seq: int, wants: int, pieces: Callable[[int, int], list[int]]
+        self,
+        ctx: Any,
+        tokens: list[int],
+        start: int,
+        seq: int,
+        span: tuple[int, int],
+        pieces: Callable[[int, int], list[int]],
     ) -> None:
         """Decode ``tokens`` at positions from ``start`` into sequence ``seq``, logits asked at
-        position ``wants`` only."""
+        the positions of ``span`` only."""
         done = 0
         for size in pieces(len(tokens), self._batch_size) if tokens else ():
             self._batch.reset()
@@ -113,8 +137,12 @@ class LayerReader:
             for k in range(size):
                 pos = start + done + k
                 b.token[k], b.pos[k], b.seq_id[k][0], b.n_seq_id[k] = tokens[done + k], pos, seq, 1
-                b.logits[k] = pos == wants
+                b.logits[k] = span[0] <= pos < span[1]
             b.n_tokens = size
+            # The positions of this micro-batch's rows in a block's output, and in the last block's.
+            self._rows = range(start + done, start + done + size)
+            self._outputs = [pos for pos in self._rows if span[0] <= pos < span[1]]
+            self._span = span
             done += size
             status = llama_cpp.llama_decode(ctx, b)
             if status != 0:
@@ -153,11 +181,14 @@ class LayerReader:
                 return layer is not None if ask else True
             head = ctypes.cast(tensor, ctypes.POINTER(_TensorHead)).contents
             width, rows = int(head.ne[0]), int(head.ne[1])
-            if head.type != GGML_F32 or rows < 1:
-                return True  # a part of a prefill that wants no output keeps no row of the last block
-            row = np.empty(width, np.float32)
-            self._lib.ggml_backend_tensor_get(tensor, row.ctypes.data, (rows - 1) * width * 4, width * 4)
-            self.kept[layer] = row
+            positions = self._outputs if layer == self._last_block else self._rows
+            wanted = [r for r, pos in enumerate(positions) if self._span[0] <= pos < self._span[1]]
+            # A micro-batch with no wanted row keeps none; rows of another layout than expected are
+            # left unread too (the read then finds them short, and says so).
+            if head.type == GGML_F32 and rows == len(positions) and wanted:
+                block = np.empty((len(wanted), width), np.float32)  # the span's rows are consecutive
+                self._lib.ggml_backend_tensor_get(tensor, block.ctypes.data, wanted[0] * width * 4, block.nbytes)
+                self.kept.setdefault(layer, []).extend(block)
         except Exception:  # an exception cannot cross into C: the block is left unread
             return True
         return layer != self._top  # false: compute no more of this graph

@@ -30,13 +30,14 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
-from localjury.engines._local import LocalDecoding, Sampler, sample_generators, shared_prefix
+from localjury.engines._local import LocalDecoding, Sampler, sample_generators, shared_prefix, state_spans
 from localjury.engines.base import Completion, GenerateCall, PromptFormatter, Sampling, Usage
 from localjury.engines.constrain.masks import MaskedRows
 from localjury.engines.constrain.schemas import JsonSchemaIndex, vocabulary_of
 from localjury.engines.native import attention
 from localjury.errors import EngineError
 from localjury.models.registry import ModelFiles, ModelSpec
+from localjury.types import Pooling
 
 # localjury shows its own progress; transformers' per-load tqdm bars would interleave with it.
 hf_logging.disable_progress_bar()
@@ -233,9 +234,10 @@ class TransformersEngine(LocalDecoding):
     # [prefix | padding | suffix], so the padding sits in the middle; position ids follow the
     # attention mask (cumsum), which keeps every real token at its true position.
 
-    def _prefill_prefix(self, encoded: list[list[int]]) -> tuple[int, Any]:
+    def _prefill_prefix(self, encoded: list[list[int]], most: int | None = None) -> tuple[int, Any]:
+        """The KV cache of the prefix the prompts share (at most ``most`` tokens), and its length."""
         first = encoded[0]
-        prefix_len = shared_prefix(encoded, 1)
+        prefix_len = min(shared_prefix(encoded, 1), most if most is not None else len(first))
         if prefix_len == 0:
             return 0, None
         with torch.inference_mode():
@@ -286,31 +288,34 @@ class TransformersEngine(LocalDecoding):
     def block_count(self) -> int:
         return int(self.model.config.get_text_config().num_hidden_layers)
 
-    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int]) -> np.ndarray:
+    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int], pooling: Pooling = "last") -> np.ndarray:
         """Each prompt alone (no padding) after the prefix they share, with a forward hook on each
-        of ``layers``' decoder blocks keeping its output at the last token, the forward pass
-        stopped once the deepest of them has run (the blocks above and the output layer are
-        skipped); see :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
+        of ``layers``' decoder blocks keeping its output at the tokens ``pooling`` names (their
+        mean), the forward pass stopped once the deepest of them has run (the blocks above and
+        the output layer are skipped); see :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
         self._check_layers(layers)
         blocks = self.model.get_decoder().layers
         kept: dict[int, torch.Tensor] = {}
         top = max(layers)
+        encoded = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        spans = state_spans(self.tokenizer, prompts, encoded, pooling)
+        # The prefix every prompt shares (the instruction and its examples, up to the first span)
+        # is computed once, its KV cache copied to each prompt, whose own tokens then run alone.
+        prefix_len, prefix_cache = self._prefill_prefix(encoded, min(start for start, _ in spans))
+        rows = slice(0, 0)
 
         def keep(layer: int, _module: Any, _args: Any, output: Any) -> None:
             hidden = output[0] if isinstance(output, tuple) else output
-            kept[layer] = hidden[0, -1].float().cpu()
+            kept[layer] = hidden[0, rows].float().mean(dim=0).cpu()
             if layer == top:
                 raise _Read
 
-        encoded = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
         out = np.zeros((len(prompts), len(layers), self.model.config.get_text_config().hidden_size), np.float32)
-        # The prefix every prompt shares (the instruction and its examples) is computed once, its
-        # KV cache copied to each prompt, whose own tokens then run alone.
-        prefix_len, prefix_cache = self._prefill_prefix(encoded)
         hooks = [blocks[i].register_forward_hook(partial(keep, i)) for i in layers]
         try:
             with torch.inference_mode():
                 for p, ids in enumerate(encoded):
+                    rows = slice(spans[p][0] - prefix_len, spans[p][1] - prefix_len)
                     tokens = torch.tensor([ids[prefix_len:]], device=self.model.device)
                     mask = torch.ones((1, len(ids)), dtype=torch.long, device=self.model.device)
                     cache = copy.deepcopy(prefix_cache) if prefix_cache is not None else None

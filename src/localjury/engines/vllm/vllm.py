@@ -31,6 +31,7 @@ from localjury.engines.vllm.block_hooks import EXTENSION
 from localjury.engines.vllm.constraint_builds import compile_inline, share_outlines_indexes
 from localjury.errors import ConfigError, EngineError
 from localjury.models.registry import ModelFiles, ModelSpec
+from localjury.types import Pooling
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -222,14 +223,19 @@ class VllmEngine(BatchEngine):
     def block_count(self) -> int:
         return int(self.llm.llm_engine.model_config.hf_text_config.num_hidden_layers)
 
-    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int]) -> np.ndarray:
+    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int], pooling: Pooling = "last") -> np.ndarray:
         """Each prompt prefilled alone (one token drawn greedily, not kept), with the worker's
-        hooks on ``layers`` (:mod:`~localjury.engines.vllm.block_hooks`); prefix caching computes the
-        prefix the prompts share once. Needs ``enforce_eager: true``; see
-        :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
+        hooks on ``layers`` (:mod:`~localjury.engines.vllm.block_hooks`) at its last token;
+        prefix caching computes the prefix the prompts share once. Needs ``enforce_eager: true``;
+        reads no pooled states; see :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
+        if pooling != "last":
+            raise ConfigError(
+                f"model {self.spec.name!r}: the vllm engine reads hidden states at a prompt's last token only, not "
+                f"pooled over the {pooling}: run the model on --engine llamacpp or transformers"
+            )
         if not self.spec.vllm.enforce_eager:
             raise ConfigError(
                 f"model {self.spec.name!r}: vLLM gives a block's hidden states only in eager mode (torch.compile and "
