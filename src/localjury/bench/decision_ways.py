@@ -46,7 +46,15 @@ from localjury.run import EngineFactory, RunConfig
 from localjury.run.jury import resolve_models
 from localjury.types import Pooling
 from localjury.votes.calibration import Calibrator
-from localjury.votes.heads import DecisionHead, DecisionReport, DecisionWay, HeadBinding, cross_validated, fit_head
+from localjury.votes.heads import (
+    OVER_RESPONSE,
+    DecisionHead,
+    DecisionReport,
+    DecisionWay,
+    HeadBinding,
+    cross_validated,
+    fit_head,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -135,10 +143,6 @@ def head_ways(
         together = states.reshape(len(states), -1)
         ways.append(_head_way(way_name(layers, pooling), together, gold, groups, folds, seed, reduce=True))
     return ways
-
-
-#: What a head's way says after its blocks when it reads the response's mean state.
-OVER_RESPONSE = " over the response"
 
 
 def way_name(layers: Sequence[int], pooling: Pooling = "last") -> str:

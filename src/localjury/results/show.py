@@ -18,6 +18,7 @@ from localjury.errors import ConfigError
 from localjury.records.conversation import last_response
 from localjury.records.record import Record
 from localjury.results.record_result import NOT_A_RESULT_FIX, ModelJudgment, Quote, RecordResult, read_results
+from localjury.votes.heads import OVER_RESPONSE
 
 
 @dataclasses.dataclass
@@ -258,7 +259,7 @@ def judgment_view(result: RecordResult, record: Record | None, full_thinking: bo
         parts.append(Text(f"{m.model}: {verdict}" + (f"  ({escape_controls(m.error)})" if m.error else "")))
         if m.head is not None:  # one decision, no sample and no reason
             blocks = "+".join(str(i) for i in (m.head.layer, *m.head.more_layers))
-            blocks += " over the response" if m.head.pooling == "response" else ""
+            blocks += OVER_RESPONSE if m.head.pooling == "response" else ""
             parts.append(Text(f"  decided by its head on layer{'s' if m.head.more_layers else ''} {blocks}: "
                               f"p {m.head.probability:.3f} (hidden states, no reason)", style="dim"))  # fmt: skip
             beside = Text()

@@ -44,6 +44,8 @@ DEFAULT_C = 0.01
 #: The reductions tried for a head on several blocks, chosen with C inside each training fold:
 #: none (the regularisation alone), or PCA to so many components (those a fold's rows allow).
 PCA_GRID = (None, 16, 32)
+#: What a head's name says after its blocks when it reads the response's mean state.
+OVER_RESPONSE = " over the response"
 
 
 class HeadBinding(BaseModel):
@@ -115,7 +117,7 @@ class DecisionHead(BaseModel):
         """Its blocks for messages: ``layer 7``, or ``layers 3+7+27``, with ``over the response``
         after them for a head on the response's mean state."""
         blocks = f"layer {self.layer}" if not self.more_layers else "layers " + "+".join(str(i) for i in self.layers)
-        return blocks + (" over the response" if self.pooling == "response" else "")
+        return blocks + (OVER_RESPONSE if self.pooling == "response" else "")
 
     def sha256(self) -> str:
         """The head's hash: of its weights, layers and binding."""
