@@ -18,6 +18,9 @@ The ways compared, each scored by Cohen's kappa against the labels (95% bootstra
 - ``head layer N over the response`` (and on several blocks): the same heads on the blocks'
   outputs averaged over the response's tokens, where the engine reads them (llama.cpp,
   transformers);
+- ``head layer N after the reason`` (and on several blocks): the same heads on the state where the
+  judge, having written its reason (one greedy answer to the zero-shot prompt), is about to write
+  its verdict; a run with such a head generates that answer and keeps its reason;
 - ``length only``: the same head on the record's surface alone (:func:`surface_features`: the
   response's length in words and characters, the input's in words), never a winner: a baseline.
 
@@ -36,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from localjury.bench import stats
 from localjury.bench.formats import BenchItem
 from localjury.engines import load_engine, model_identity, resolve_engine
+from localjury.engines.base import GenerateCall
 from localjury.errors import ConfigError
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.neutralise import Neutraliser
@@ -44,9 +48,10 @@ from localjury.models.registry import ModelSpec
 from localjury.records.record import Record, parse_record
 from localjury.run import EngineFactory, RunConfig
 from localjury.run.jury import resolve_models
-from localjury.types import Pooling
+from localjury.types import Pooling, Sampling
 from localjury.votes.calibration import Calibrator
 from localjury.votes.heads import (
+    AFTER_REASON,
     OVER_RESPONSE,
     DecisionHead,
     DecisionReport,
@@ -54,6 +59,7 @@ from localjury.votes.heads import (
     HeadBinding,
     cross_validated,
     fit_head,
+    reading_suffix,
 )
 
 if TYPE_CHECKING:
@@ -107,11 +113,25 @@ def read_states(
     """The hidden states of ``engine``'s model on each record's zero-shot prompt (the judge's
     criterion alone, the record's text neutralised as a run does), at its last token or averaged
     over its response (``pooling``), at ``layers`` (default: :func:`default_layers`); and the layers."""
-    spec = engine.spec
     layers = list(layers) if layers is not None else default_layers(engine.block_count())  # type: ignore[attr-defined]
-    neutralise = Neutraliser(tokenizer_markers(spec.tokenizer_dir()))
-    prompts = [engine.format_prompt(judge.messages(record, neutralise)) for record in records]
-    return engine.hidden_states(prompts, layers, pooling), layers  # type: ignore[attr-defined]
+    return engine.hidden_states(zero_shot_prompts(engine, judge, records), layers, pooling), layers  # type: ignore[attr-defined]
+
+
+def zero_shot_prompts(engine: Engine, judge: AspectCritic, records: Sequence[Record]) -> list[str]:
+    """Each record's zero-shot prompt as ``engine`` takes it, the record's text neutralised as a run does."""
+    neutralise = Neutraliser(tokenizer_markers(engine.spec.tokenizer_dir()))
+    return [engine.format_prompt(judge.messages(record, neutralise)) for record in records]
+
+
+def read_after_reason(
+    engine: Engine, judge: AspectCritic, records: Sequence[Record], layers: Sequence[int], seed: int
+) -> np.ndarray:
+    """The hidden states at ``layers`` where the judge, having written its reason on each record's
+    zero-shot prompt (one greedy answer in the model's token budget), is about to write its verdict
+    (:meth:`~localjury.engines.base.BatchEngine.states_after_reason`)."""
+    sampling = Sampling(0.0, 1.0, engine.spec.max_tokens, seed)
+    call = GenerateCall(zero_shot_prompts(engine, judge, records), 1, sampling, judge.json_schema())
+    return engine.states_after_reason(call, layers)[1]  # type: ignore[attr-defined]
 
 
 def read_poolings(
@@ -134,27 +154,29 @@ def head_ways(
     folds: int,
     seed: int,
     pooling: Pooling = "last",
+    after_reason: bool = False,
 ) -> list[DecisionWay]:
     """Each layer's head and, for two layers or more, the head on all of them, each scored by
-    grouped cross-validation (``pooling``: where ``states`` were read, for the ways' names)."""
-    ways = [_head_way(way_name([layer], pooling), states[:, j], gold, groups, folds, seed)
+    grouped cross-validation (``pooling``, ``after_reason``: where ``states`` were read, for the ways' names)."""
+    ways = [_head_way(way_name([layer], pooling, after_reason), states[:, j], gold, groups, folds, seed)
             for j, layer in enumerate(layers)]  # fmt: skip
     if len(layers) > 1:
         together = states.reshape(len(states), -1)
-        ways.append(_head_way(way_name(layers, pooling), together, gold, groups, folds, seed, reduce=True))
+        name = way_name(layers, pooling, after_reason)
+        ways.append(_head_way(name, together, gold, groups, folds, seed, reduce=True))
     return ways
 
 
-def way_name(layers: Sequence[int], pooling: Pooling = "last") -> str:
+def way_name(layers: Sequence[int], pooling: Pooling = "last", after_reason: bool = False) -> str:
     """A head's way: ``head layer 7``, or ``head layers 3+7+27`` for a head on several blocks,
-    with ``over the response`` after it for a head on the response's mean state."""
+    with where it reads them after it (:func:`~localjury.votes.heads.reading_suffix`)."""
     blocks = f"head layer {layers[0]}" if len(layers) == 1 else "head layers " + "+".join(str(i) for i in layers)
-    return blocks + (OVER_RESPONSE if pooling == "response" else "")
+    return blocks + reading_suffix(pooling, after_reason)
 
 
 def layers_of(way: str) -> list[int] | None:
     """The blocks of a head's way (:func:`way_name`), or None for another way."""
-    way = way.removesuffix(OVER_RESPONSE)
+    way = way.removesuffix(OVER_RESPONSE).removesuffix(AFTER_REASON)
     for prefix in ("head layer ", "head layers "):
         if way.startswith(prefix) and way[len(prefix) :].replace("+", "").isdigit():
             return [int(i) for i in way[len(prefix) :].split("+")]
@@ -164,6 +186,11 @@ def layers_of(way: str) -> list[int] | None:
 def pooling_of(way: str) -> Pooling:
     """Where a head's way (:func:`way_name`) reads the states."""
     return "response" if way.endswith(OVER_RESPONSE) else "last"
+
+
+def after_reason_of(way: str) -> bool:
+    """Whether a head's way (:func:`way_name`) reads the states after the judge's reason."""
+    return way.endswith(AFTER_REASON)
 
 
 def _head_way(
@@ -299,16 +326,19 @@ def fit_model_heads(
 ) -> tuple[DecisionReport, DecisionHead | None]:
     """One model's comparison and, where a head wins, the head fitted on every labeled record."""
     gold = [int(it.gold) for it in items]  # type: ignore[arg-type]
-    read, layers = read_poolings(engine, judge, [parse_record(it.record) for it in items])
-    heads = [way for pooling, states in read.items()
-             for way in head_ways(states, layers, gold, groups, folds, seed, pooling)]  # fmt: skip
+    records = [parse_record(it.record) for it in items]
+    poolings, layers = read_poolings(engine, judge, records)
+    read = {(pooling, False): states for pooling, states in poolings.items()}
+    read["last", True] = read_after_reason(engine, judge, records, layers, seed)
+    heads = [way for (pooling, after), states in read.items()
+             for way in head_ways(states, layers, gold, groups, folds, seed, pooling, after)]  # fmt: skip
     report = decide(engine.spec.name, prompting, heads, surface_way(items, gold, groups, folds, seed))
     won = layers_of(report.winner)
     if won is None:
         return report, None
-    pooling = pooling_of(report.winner)
-    x = read[pooling][:, [layers.index(i) for i in won]].reshape(len(gold), -1)
-    return report, fit_head(x, gold, groups, won, binding_of(engine.spec, judge.definition), seed, pooling)
+    reading = pooling_of(report.winner), after_reason_of(report.winner)
+    x = read[reading][:, [layers.index(i) for i in won]].reshape(len(gold), -1)
+    return report, fit_head(x, gold, groups, won, binding_of(engine.spec, judge.definition), seed, *reading)
 
 
 def decision_heads(
@@ -318,7 +348,8 @@ def decision_heads(
     fit: Callable[[Engine, list[DecisionWay]], tuple[DecisionReport, DecisionHead | None]],
 ) -> dict[str, Any]:
     """Each model's decision report and its winning head, as the profile file holds them: the
-    model loaded once more to read its hidden states (one prefill a labeled response), its
+    model loaded once more to read its hidden states (a prefill a labeled response and way of
+    reading it; after the reason, a greedy answer in the run's token budget first), its
     prompting ways (``prompting``: by the model's name) compared with its heads by ``fit``
     (:func:`~localjury.bench.decision_ways.fit_model_heads`, or
     :func:`~localjury.bench.decision_ways.fit_model_preference`). A model whose engine gives no
@@ -326,7 +357,8 @@ def decision_heads(
     jury = config.jury
     reports, heads = [], []
     for spec in resolve_models(jury.models, jury.registry, jury.trust_remote_code):
-        spec = spec.model_copy(update={"engine": resolve_engine(spec, jury.engine)})
+        budget = config.sampling.max_tokens or spec.max_tokens  # a head after the reason reads a run's answer
+        spec = spec.model_copy(update={"engine": resolve_engine(spec, jury.engine), "max_tokens": budget})
         ways = prompting(spec.name)
         engine = (engine_factory or load_engine)(spec)
         try:

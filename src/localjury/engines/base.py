@@ -14,11 +14,10 @@ from localjury.engines.constrain.thinking_budget import ThinkingBudget, with_thi
 from localjury.errors import ConfigError
 from localjury.models.registry import ModelSpec
 from localjury.types import Completion, Message, Pooling, ProgressFn, Sampling, Usage
+from localjury.votes.heads import DecisionHead, verdict_prefix
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from localjury.votes.heads import DecisionHead
 
 __all__ = [
     "BatchEngine",
@@ -154,10 +153,13 @@ class Engine(Protocol):
         """
         ...
 
-    def decide(self, prompts: Sequence[str], head: DecisionHead) -> list[Completion]:
-        """Decide each prompt with ``head`` on the model's hidden states instead of sampling:
-        one prefill a prompt, one completion each (``{"verdict": v}``, the head's probability as
-        its verdict probability, no token drawn). An engine without hidden states refuses."""
+    def decide(self, call: GenerateCall, head: DecisionHead) -> list[Completion]:
+        """Decide each of ``call``'s prompts with ``head`` on the model's hidden states instead of
+        sampling: one completion each, the head's probability as its verdict probability. A head
+        on the prompt's states: one prefill a prompt, no token drawn (``{"verdict": v}``). A head
+        after the reason: the judge's greedy answer under the call's schema first, which the
+        completion carries (its verdict probability None where the answer wrote no verdict). An
+        engine without hidden states refuses."""
         ...
 
     def close(self) -> None:
@@ -241,21 +243,48 @@ class BatchEngine(PromptTokens):
         """The backend's generation of a checked call with at least one prompt."""
         raise NotImplementedError
 
-    def decide(self, prompts: Sequence[str], head: DecisionHead) -> list[Completion]:
+    def decide(self, call: GenerateCall, head: DecisionHead) -> list[Completion]:
         """Each prompt decided by ``head`` on its state at the head's blocks (their outputs one
-        after another), read where the head reads it (its ``pooling``); see :class:`Engine`.
+        after another), read where the head reads it (its ``pooling``, or after the judge's
+        reason: :meth:`states_after_reason`); see :class:`Engine`.
 
         Raises:
             ConfigError: The engine gives no hidden states (see :meth:`hidden_states`).
         """
-        self.last_usage = None
-        if not prompts:
-            self.last_usage = Usage(prompt_tokens=0)
-            return []
-        states = self.hidden_states(prompts, head.layers, head.pooling)
-        decisions = [decided(head, state.reshape(-1)) for state in states]
-        self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(prompts)))
-        return decisions
+        if not head.after_reason:
+            self.last_usage = None
+            if not call.prompts:
+                self.last_usage = Usage(prompt_tokens=0)
+                return []
+            states = self.hidden_states(call.prompts, head.layers, head.pooling)
+            self.last_usage = Usage(prompt_tokens=sum(self.count_tokens(call.prompts)))
+            return [decided(head, state.reshape(-1)) for state in states]
+        answers, states = self.states_after_reason(call, head.layers)
+        return [
+            decided(head, state.reshape(-1), answer) if verdict_prefix(answer.text) is not None else answer
+            for answer, state in zip(answers, states, strict=True)
+        ]
+
+    def states_after_reason(self, call: GenerateCall, layers: Sequence[int]) -> tuple[list[Completion], np.ndarray]:
+        """Each prompt's answer, one greedy sample under ``call``'s schema and token budget, and
+        the hidden states at ``layers`` at the end of the prompt followed by the answer up to its
+        verdict (:func:`~localjury.votes.heads.verdict_prefix`: where the judge, having written its
+        reason, is about to write its verdict), or by the whole answer where it wrote none. The
+        usage counts the generation's prompt tokens and the second prefill's.
+
+        Raises:
+            ConfigError: The engine gives no hidden states (see :meth:`hidden_states`).
+        """
+        import numpy as np
+
+        self._check_layers(layers)  # before any token is drawn
+        greedy = replace(call, n=1, sampling=replace(call.sampling, temperature=0.0))
+        answers = [samples[0] for samples in self.generate(greedy)]
+        drew = self.last_usage.prompt_tokens if self.last_usage is not None else 0
+        read = [prompt + (verdict_prefix(a.text) or a.text) for prompt, a in zip(call.prompts, answers, strict=True)]
+        states = self.hidden_states(read, layers) if read else np.zeros((0, len(layers), 0), np.float32)
+        self.last_usage = Usage(prompt_tokens=drew + sum(self.count_tokens(read)))
+        return answers, states
 
     def block_count(self) -> int:
         """The model's transformer blocks (the layers :meth:`hidden_states` can read)."""
@@ -288,8 +317,11 @@ class BatchEngine(PromptTokens):
             raise ConfigError(f"model {self.spec.name!r} has blocks 0 to {blocks - 1}; no layer {wrong[0]}")
 
 
-def decided(head: DecisionHead, state: np.ndarray) -> Completion:
-    """A head's decision from a hidden state, as a completion: its verdict as the text, its
-    probability as the verdict's, no token drawn."""
+def decided(head: DecisionHead, state: np.ndarray, answer: Completion | None = None) -> Completion:
+    """A head's decision from a hidden state, as a completion: its probability as the verdict's;
+    the text the judge's ``answer`` where it wrote one first (a head after the reason), else the
+    head's verdict, no token drawn."""
     p = head.probability(state)
+    if answer is not None:
+        return replace(answer, verdict_probs=(p,))
     return Completion(json.dumps({"verdict": head.verdict(p)}), 0, True, verdict_probs=(p,))

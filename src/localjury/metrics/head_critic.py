@@ -5,7 +5,9 @@ A profile whose ``localjury align`` found a head that beats prompting for a mode
 (:mod:`localjury.bench.decision_ways`) judges with a :class:`HeadCritic`: that model's request is the
 criterion's zero-shot prompt (the prompt the head was fitted on) with the head in it, and its
 judgment is the head's verdict, one vote, its probability as ``p_pass`` and ``confidence``, no
-reason (the result's ``head`` says which layer decided). Strictness does not apply to a head
+reason (the result's ``head`` says which layer decided). A head after the reason reads the
+judge's state where, having written its reason (one greedy sample), it is about to write its
+verdict: the judgment keeps that reason. Strictness does not apply to a head
 (it is deterministic). With ``with_reasons`` (``run --with-reasons``) the model also draws its
 usual samples, reported beside the decision (``head.votes``, ``head.reasons``), never counted.
 The jury's other models judge as the profile's aligned critic does, and the record's score is
@@ -89,17 +91,20 @@ class DecidedByHeads:
         p: float,
         votes: list[int | None] | None = None,
         reasons: list[str | None] | None = None,
+        reason: str | None = None,
     ) -> ModelJudgment:
-        """Model ``name``'s judgment decided by its head: one vote, no reason, the head's
-        probability ``p`` as ``p_pass`` and ``confidence``; ``votes`` and ``reasons``: the usual
-        samples drawn beside it (``--with-reasons``), not counted."""
+        """Model ``name``'s judgment decided by its head: one vote, the head's probability ``p``
+        as ``p_pass`` and ``confidence``, and ``reason``, the one the judge wrote before a head
+        after the reason decided (else none); ``votes`` and ``reasons``: the usual samples drawn
+        beside it (``--with-reasons``), not counted."""
         head = self.heads[name]
-        decision = HeadDecision(layer=head.layer, more_layers=head.more_layers, pooling=head.pooling, probability=p,
-                                head_sha256=self.head_sha256s[name], votes=votes, reasons=reasons)  # fmt: skip
+        decision = HeadDecision(layer=head.layer, more_layers=head.more_layers, pooling=head.pooling,
+                                after_reason=head.after_reason, probability=p, head_sha256=self.head_sha256s[name],
+                                votes=votes, reasons=reasons)  # fmt: skip
         return ModelJudgment(
             model=name,
             votes=[vote],
-            reasons=[None],
+            reasons=[reason],
             drawn=1,
             abstentions=0,
             verdict=vote,
@@ -163,14 +168,17 @@ class HeadJudging(VerdictJudging):
             return Judged(self.abstained(name, samples, 1))
         (decided, *_), *beside = samples
         p = (decided.verdict_probs or (None,))[0]
-        if p is None:  # pragma: no cover - an engine's head completion always carries it
-            return Judged(self.abstained(name, "the decision head gave no probability", 1))
+        if p is None:  # a head after the reason, whose judge wrote no verdict to read it at
+            problem = f"the judge's answer has no verdict for its head to decide at; raw: {decided.text!r}"
+            return Judged(self.abstained(name, problem, 1))
         vote = head.verdict(p)
+        reason = self.parse(decided, record).reason if head.after_reason else None
         votes = reasons = None
         if beside:
             parsed = [self.parse(c, record) for c in beside[0]]
             votes, reasons = [x.vote for x in parsed], [x.reason for x in parsed]
-        return Judged(self.metric.head_judgment(name, vote, float(vote), p, votes, reasons), unanimous=True)
+        judgment = self.metric.head_judgment(name, vote, float(vote), p, votes, reasons, reason)
+        return Judged(judgment, unanimous=True)
 
 
 def head_models(heads: Sequence[DecisionHead]) -> dict[str, DecisionHead]:

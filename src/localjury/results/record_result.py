@@ -127,6 +127,9 @@ class HeadDecision(BaseModel):
     pooling: Pooling = Field(default="last", exclude_if=lambda value: value == "last")
     """Where it read the prompt's states: ``response``, their mean over the response's tokens;
     left out for the last token's (``last``)."""
+    after_reason: bool = Field(default=False, exclude_if=lambda value: not value)
+    """It read the state where the judge, having written its reason (the judgment's), was about to
+    write its verdict; left out where not."""
     probability: float
     """Its probability that the response meets the criterion (a preference head's: that
     ``response_a`` is the better response)."""

@@ -18,7 +18,7 @@ from localjury.errors import ConfigError
 from localjury.records.conversation import last_response
 from localjury.records.record import Record
 from localjury.results.record_result import NOT_A_RESULT_FIX, ModelJudgment, Quote, RecordResult, read_results
-from localjury.votes.heads import OVER_RESPONSE
+from localjury.votes.heads import reading_suffix
 
 
 @dataclasses.dataclass
@@ -257,11 +257,13 @@ def judgment_view(result: RecordResult, record: Record | None, full_thinking: bo
     for m in result.models:
         verdict = "abstains" if m.verdict is None and m.score is None else f"verdict {m.verdict}, score {m.score}"
         parts.append(Text(f"{m.model}: {verdict}" + (f"  ({escape_controls(m.error)})" if m.error else "")))
-        if m.head is not None:  # one decision, no sample and no reason
+        if m.head is not None:  # one decision, no sample; the reason the judge wrote before a head after it
             blocks = "+".join(str(i) for i in (m.head.layer, *m.head.more_layers))
-            blocks += OVER_RESPONSE if m.head.pooling == "response" else ""
+            blocks += reading_suffix(m.head.pooling, m.head.after_reason)
+            reason = m.reasons[0] if m.reasons else None
+            written = f" - {escape_controls(reason)}" if reason else " (hidden states, no reason)"
             parts.append(Text(f"  decided by its head on layer{'s' if m.head.more_layers else ''} {blocks}: "
-                              f"p {m.head.probability:.3f} (hidden states, no reason)", style="dim"))  # fmt: skip
+                              f"p {m.head.probability:.3f}{written}", style="dim"))  # fmt: skip
             beside = Text()
             for j, (vote, reason) in enumerate(zip(m.head.votes or [], m.head.reasons or [], strict=False)):
                 beside.append(f"  beside it, sample {j + 1} (not counted): ", style="dim")

@@ -205,7 +205,7 @@ class EngineCalls:
             call = GenerateCall(prompts_of, n, sampling, members[0][0].schema, quoted)
             started = time.perf_counter()
             try:
-                outputs = engine.generate(call) if head is None else [[c] for c in engine.decide(prompts_of, head)]
+                outputs = engine.generate(call) if head is None else [[c] for c in engine.decide(call, head)]
             except EngineError as exc:
                 completed: dict[tuple[str, tuple[str, ...] | None], list[Completion]] = {
                     (p, None): samples for p, samples in exc.completed.items()

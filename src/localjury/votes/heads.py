@@ -1,8 +1,9 @@
 """Decision heads: a judge's verdict read from its own hidden states by a linear head fitted on
-a user's labels, with no text sampled.
+a user's labels.
 
-A judge prompt's hidden state at its last token, or averaged over its response's tokens (the
-output of one transformer block, or of several blocks one after another; see
+A judge prompt's hidden state at its last token, or averaged over its response's tokens, or at
+the place where the judge, having written its reason, is about to write its verdict (the output
+of one transformer block, or of several blocks one after another; see
 :meth:`~localjury.engines.base.BatchEngine.hidden_states`) is a vector ``x``; a head is a
 logistic regression on it, ``p = sigmoid(x . weights + bias)``, and the record passes when
 ``p >= 0.5``. A head on several blocks is first reduced (PCA, or the
@@ -22,6 +23,7 @@ Pure functions over arrays and labels (scikit-learn for the fits); no engine, no
 from __future__ import annotations
 
 import math
+import re
 import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -46,6 +48,26 @@ DEFAULT_C = 0.01
 PCA_GRID = (None, 16, 32)
 #: What a head's name says after its blocks when it reads the response's mean state.
 OVER_RESPONSE = " over the response"
+#: What a head's name says after its blocks when it reads the state where the judge, having written
+#: its reason, is about to write its verdict.
+AFTER_REASON = " after the reason"
+#: Where the judge's answer reaches its verdict's value: the key and its colon (the schema's
+#: ``verdict`` field, written after ``reason``).
+VERDICT_KEY = re.compile(r'"verdict"\s*:\s*')
+
+
+def reading_suffix(pooling: Pooling, after_reason: bool) -> str:
+    """What a head's name says after its blocks of where it reads the states: nothing at the
+    prompt's last token, :data:`OVER_RESPONSE` or :data:`AFTER_REASON`."""
+    return AFTER_REASON if after_reason else OVER_RESPONSE if pooling == "response" else ""
+
+
+def verdict_prefix(answer: str) -> str | None:
+    """The judge's answer up to the place where it writes its verdict (``{"reason": "...",
+    "verdict": ``): what an after-the-reason head reads the state at the end of, appended to the
+    prompt. None where the answer has no verdict key (cut by its token budget)."""
+    found = VERDICT_KEY.search(answer)
+    return answer[: found.end()] if found else None
 
 
 class HeadBinding(BaseModel):
@@ -95,6 +117,10 @@ class DecisionHead(BaseModel):
     pooling: Pooling = Field(default="last", exclude_if=lambda value: value == "last")
     """Where it reads the prompt's states: at its last token (``last``, left out of the profile),
     or their mean over the record's response's tokens (``response``)."""
+    after_reason: bool = Field(default=False, exclude_if=lambda value: not value)
+    """It reads the prompt followed by the judge's own answer up to its verdict (one greedy sample
+    under the criterion's schema, :func:`verdict_prefix`): the state where the judge, having written
+    its reason, is about to write its verdict. Left out of the profile where it does not."""
     reduction: str | None = Field(default=None, exclude_if=lambda value: value is None)
     """How a head on several blocks reduced its state before the regression (``pca 16``: to 16
     principal components), folded into its weights; left out where none was."""
@@ -114,10 +140,10 @@ class DecisionHead(BaseModel):
 
     @property
     def blocks_name(self) -> str:
-        """Its blocks for messages: ``layer 7``, or ``layers 3+7+27``, with ``over the response``
-        after them for a head on the response's mean state."""
+        """Its blocks for messages: ``layer 7``, or ``layers 3+7+27``, with where it reads them
+        after (:func:`reading_suffix`: ``over the response``, ``after the reason``)."""
         blocks = f"layer {self.layer}" if not self.more_layers else "layers " + "+".join(str(i) for i in self.layers)
-        return blocks + (OVER_RESPONSE if self.pooling == "response" else "")
+        return blocks + reading_suffix(self.pooling, self.after_reason)
 
     def sha256(self) -> str:
         """The head's hash: of its weights, layers and binding."""
@@ -336,17 +362,18 @@ def fit_head(
     binding: HeadBinding,
     seed: int = 0,
     pooling: Pooling = "last",
+    after_reason: bool = False,
 ) -> DecisionHead:
     """The head fitted on all these records (C chosen by grouped cross-validation; for a head on
     several ``layers``, whose outputs follow one another in each row of ``states``, its PCA too),
-    its standardisation and reduction folded into plain weights and a bias; ``pooling``: where
-    ``states`` were read."""
+    its standardisation and reduction folded into plain weights and a bias; ``pooling`` and
+    ``after_reason``: where ``states`` were read."""
     import numpy as np
 
     blocks = [layers] if isinstance(layers, int) else list(layers)
     model, chose = _fit(states, np.asarray(gold), np.asarray(groups), seed, reduce=len(blocks) > 1)
     weights, bias = linear(model)
-    return head_of(blocks, weights, bias, chose, binding, len(gold), pooling=pooling)
+    return head_of(blocks, weights, bias, chose, binding, len(gold), pooling=pooling, after_reason=after_reason)
 
 
 def head_of(
@@ -358,13 +385,15 @@ def head_of(
     labels: int,
     preference: bool = False,
     pooling: Pooling = "last",
+    after_reason: bool = False,
 ) -> DecisionHead:
-    """A fitted head as the profile holds it: its blocks and pooling, plain weights and bias, and
+    """A fitted head as the profile holds it: its blocks and where it reads them, plain weights and bias, and
     what :func:`_fit` chose (C, and the PCA where one was)."""
     return DecisionHead(
         layer=blocks[0],
         more_layers=list(blocks[1:]),
         pooling=pooling,
+        after_reason=after_reason,
         weights=[float(w) for w in weights],
         bias=bias,
         c=chose["C"],

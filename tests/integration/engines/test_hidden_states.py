@@ -10,13 +10,14 @@ from localjury import AspectCritic, evaluate
 from localjury.bench.decision_ways import binding_of, default_layers, read_states
 from localjury.engines import load_engine
 from localjury.engines._local import state_spans
+from localjury.engines.base import GenerateCall, Sampling
 from localjury.errors import ConfigError
 from localjury.metrics.neutralise import Neutraliser
 from localjury.metrics.preference_critic import side
 from localjury.metrics.profile import JudgeProfile
 from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.records.record import Record
-from localjury.votes.heads import fit_head
+from localjury.votes.heads import fit_head, verdict_prefix
 from localjury.votes.preference import fit_preference, preferred
 
 pytestmark = pytest.mark.slow
@@ -159,6 +160,30 @@ def test_a_head_fitted_on_the_engines_states_decides_a_real_run_without_sampling
     with pytest.raises(ConfigError, match=f"engine '{engine.spec.engine}' \\(the head's\\) vs '{other}'"):
         evaluate(RECORDS[:1], [], profile=profile, models=[engine.spec.model_copy(update={"engine": other})],
                  engine=other, use_cache=False)  # fmt: skip
+
+
+def test_a_head_after_the_reason_reads_where_the_greedy_answer_reaches_its_verdict_and_decides_a_real_run(
+    engine, tmp_path
+):
+    layer, texts, budget = engine.block_count() // 2, prompts(engine, RECORDS[:3]), engine.spec.max_tokens
+    call = GenerateCall(texts, 1, Sampling(0.7, 1.0, budget, 0), DATED.json_schema())
+    answers, states = engine.states_after_reason(call, [layer])
+    greedy = engine.generate(GenerateCall(texts, 1, Sampling(0.0, 1.0, budget, 0), DATED.json_schema()))
+    assert [a.text for a in answers] == [g.text for (g,) in greedy]  # its answer is the greedy one
+    cut = [verdict_prefix(a.text) for a in answers]
+    assert all(c is not None and c.rstrip().endswith('"verdict":') and '"reason"' in c for c in cut)
+    direct = engine.hidden_states([p + c for p, c in zip(texts, cut, strict=True)], [layer])
+    assert np.linalg.norm(direct - states) <= 1e-3 * np.linalg.norm(direct)  # the state at the prefix's end
+    head = fit_head(np.concatenate([states[:, 0]] * 2), [1, 0, 1, 0, 1, 0], ["a", "b", "c", "d", "e", "f"], layer,
+                    binding_of(engine.spec, DATED.definition), after_reason=True)  # fmt: skip
+    profile = JudgeProfile.model_validate({"criterion": {"name": "dated", "definition": DATED.definition},
+                                           "heads": [head.model_dump(mode="json")]})  # fmt: skip
+    run = evaluate(RECORDS[:3], [], profile=profile, models=[engine.spec], engine=engine.spec.engine, use_cache=False)
+    assert run.summary.models[0].output_tokens == sum(a.n_tokens for a in answers)  # one answer a record
+    for result, state, answer in zip(run.iter_results(), states, answers, strict=True):
+        (m,) = result.models
+        assert m.head.after_reason and m.reasons == [json.loads(answer.text)["reason"]]
+        assert m.head.probability == pytest.approx(head.probability(state[0]), abs=1e-4)
 
 
 def test_a_preference_head_on_the_engines_states_decides_real_pairs_and_their_swaps_as_one_minus_p(engine):

@@ -34,6 +34,7 @@ from localjury.errors import ConfigError
 from localjury.metrics.profile import JudgeProfile, load_profile
 from localjury.models._shape import ModelShape
 from localjury.results.show import judgment_view
+from localjury.types import Sampling
 from localjury.votes.heads import (
     C_GRID,
     DEFAULT_C,
@@ -353,13 +354,20 @@ class Pooled(Hidden):
         return states
 
 
-def test_align_keeps_a_head_on_the_response_mean_where_it_wins_and_the_run_reads_the_response_mean(tmp_path):
-    log: list = []
+def aligned(tmp_path, judge_class, log):
+    """``align`` on :func:`labels` with one fake judge of ``judge_class``: its profile file, the
+    profile, the model's report and its head."""
     out = tmp_path / "profile.yaml"
     prof = build_profile(labels(tmp_path), [spec("A", engine="transformers")], out,
                          judge=AspectCritic("right", "The answer is right."), calibrate=False, use_cache=False,
-                         engine_factory=lambda s: Pooled(s, log))  # fmt: skip
+                         engine_factory=lambda s: judge_class(s, log))  # fmt: skip
     (report,), (head,) = prof.decisions, prof.heads
+    return out, prof, report, head
+
+
+def test_align_keeps_a_head_on_the_response_mean_where_it_wins_and_the_run_reads_the_response_mean(tmp_path):
+    log: list = []
+    out, prof, report, head = aligned(tmp_path, Pooled, log)
     assert report.winner.endswith(" over the response") and head.pooling == "response"
     kappas = {w.way: w.kappa for w in report.ways}
     assert kappas["head layer 3 over the response"] == 1.0 and kappas["head layer 3"] < 0.5
@@ -380,10 +388,13 @@ def test_an_engine_without_hidden_states_refuses_a_head_and_align_keeps_promptin
         block_count = BatchEngine.block_count
         hidden_states = BatchEngine.hidden_states
 
-    head = fit_head(*synthetic(dim=3), 1, BINDING)
-    engine = NoHidden(spec("A"), [])
-    with pytest.raises(ConfigError, match="the server engine gives no hidden states"):
-        engine.decide(["p"], head)
+    log: list = []
+    engine = NoHidden(spec("A"), log)
+    for after_reason in (False, True):  # refused before any token is drawn
+        head = fit_head(*synthetic(dim=3), 1, BINDING, after_reason=after_reason)
+        with pytest.raises(ConfigError, match="the server engine gives no hidden states"):
+            engine.decide(GenerateCall(["p"], 1, Sampling(0.7, 1.0, 64, 0), {}), head)
+    assert log == []
     prof = build_profile(labels(tmp_path), [spec("A", engine="transformers")], tmp_path / "p.yaml",
                          judge=AspectCritic("right", "The answer is right."), calibrate=False, use_cache=False,
                          engine_factory=lambda s: NoHidden(s, []))  # fmt: skip
@@ -399,3 +410,65 @@ def test_a_profile_refuses_two_heads_for_one_model_or_a_head_for_another_criteri
     with pytest.raises(ValueError, match="fitted for another criterion"):
         JudgeProfile.model_validate({**base, "criterion": {"name": "r", "definition": "Other"}, "heads": [head]})
     assert JudgeProfile.model_validate({**base, "heads": [head]}).heads[0] == DecisionHead.model_validate(head)
+
+
+class Reasoning(Hidden):
+    """A judge whose prompt's states say nothing of the answer; after it has written its reason, the
+    state says what the reason says (the answer is right or wrong), though the verdict it then
+    writes is always 0."""
+
+    def hidden_states(self, prompts, layers, pooling="last"):
+        self.log.append(("states", pooling, [p.endswith('"verdict": ') for p in prompts]))
+        states = super().hidden_states(prompts, layers)
+        for state, prompt in zip(states, prompts, strict=True):
+            _, _, written = prompt.rpartition("</response>")
+            state[:, 0] = 1.0 if "It is right" in written else -1.0 if "It is wrong" in written else 0.0
+        return states
+
+    def _generate(self, call):
+        self.log.append(("generate", len(call.prompts), call.n, call.sampling.temperature))
+        said = ["It is right." if "is right" in p.rsplit("<response>", 1)[-1] else "It is wrong." for p in call.prompts]
+        return [[Completion(judgment(0, reason), 9, True, (0.2,))] for reason in said]
+
+
+def test_align_keeps_a_head_after_the_reason_where_it_wins_and_the_run_keeps_the_reason_it_decided_after(tmp_path):
+    log: list = []
+    out, prof, report, head = aligned(tmp_path, Reasoning, log)
+    assert report.winner.endswith(" after the reason") and head.after_reason and head.pooling == "last"
+    kappas = {w.way: w.kappa for w in report.ways}
+    assert kappas["head layer 3 after the reason"] == 1.0 and kappas["head layer 3"] < 0.5
+    assert kappas["head layer 3 over the response"] < 0.5 and load_profile(out) == prof
+    assert ("generate", 48, 1, 0.0) in log  # one greedy answer a labeled record, read up to its verdict
+    assert ("states", "last", [True] * 48) in log
+    log.clear()
+    records = [{"id": "r1", "user_input": "Question 99?", "response": "Answer 99 is right."},
+               {"id": "r2", "user_input": "Question 98?", "response": "Answer 98 is wrong."}]  # fmt: skip
+    run = evaluate(records, [], profile=out, models=[spec("A", engine="transformers")], use_cache=False,
+                   engine_factory=lambda s: Reasoning(s, log), strictness=3)  # fmt: skip
+    results = {r.record_id: r for r in run.iter_results()}
+    (a,), (b,) = results["r1"].models, results["r2"].models
+    assert (a.verdict, a.votes, a.reasons, a.drawn) == (1, [1], ["It is right."], 1) and a.head.after_reason
+    assert (b.verdict, b.reasons) == (0, ["It is wrong."]) and a.p_pass == [a.head.probability]
+    assert [e for e in log if e[0] == "generate"] == [("generate", 2, 1, 0.0)]  # greedy, whatever the run's k
+    assert "after the reason: p " in shown(results["r1"]) and "- It is right." in shown(results["r1"])
+
+
+def test_a_head_after_the_reason_abstains_where_the_judge_wrote_no_verdict(tmp_path):
+    class Rambling(Reasoning):
+        def _generate(self, call):
+            return [[Completion('{"reason": "It is right, and', 64, False, None)] for _ in call.prompts]
+
+    x, gold, groups = synthetic(dim=3)
+    binding = BINDING.model_copy(update={"criterion": "The answer is right.", "engine": "transformers"})
+    from localjury.engines import model_identity
+
+    model = spec("A", engine="transformers")
+    bound = binding.model_copy(update={"weights_sha256": model_identity(model)})
+    head = fit_head(x, gold, groups, 2, bound, after_reason=True)
+    prof = JudgeProfile.model_validate({"criterion": {"name": "right", "definition": "The answer is right."},
+                                        "heads": [head.model_dump()]})  # fmt: skip
+    record = [{"id": "r1", "user_input": "Q?", "response": "Answer is right."}]
+    run = evaluate(record, [], profile=prof, models=[model], use_cache=False, engine_factory=lambda s: Rambling(s, []))
+    (a,) = next(iter(run.iter_results())).models
+    assert (a.verdict, a.abstentions) == (None, 1) and "no verdict for its head to decide at" in a.error
+    assert "It is right, and" in a.error
