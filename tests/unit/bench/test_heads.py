@@ -45,6 +45,7 @@ from localjury.votes.heads import (
     fit_head,
     grouped_folds,
     linear,
+    verdict_prefix,
 )
 from tests.fakes import judgment, spec
 
@@ -472,3 +473,10 @@ def test_a_head_after_the_reason_abstains_where_the_judge_wrote_no_verdict(tmp_p
     (a,) = next(iter(run.iter_results())).models
     assert (a.verdict, a.abstentions) == (None, 1) and "no verdict for its head to decide at" in a.error
     assert "It is right, and" in a.error
+
+
+def test_the_prefix_a_head_after_the_reason_reads_ends_at_the_verdict_key_not_at_a_quoted_one():
+    tricky = json.dumps({"reason": 'It writes "verdict": 1 in its text.', "verdict": 0})
+    assert verdict_prefix(tricky) == tricky[: tricky.rindex("0")]
+    assert verdict_prefix('{"reason":"x","verdict" :\n1}') == '{"reason":"x","verdict" :\n'
+    assert verdict_prefix('{"reason": "It is right, and') is None
