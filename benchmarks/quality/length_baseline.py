@@ -23,7 +23,7 @@ from decision_heads import SEED, SETS, _ci, baseline
 
 from localjury.bench.align import unit
 from localjury.bench.decision_ways import decide, surface_way, way_name
-from localjury.votes.heads import DecisionWay
+from localjury.votes.decision_report import DecisionWay
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
 from _figures import RESULTS, provenance, save, table

@@ -48,7 +48,8 @@ from localjury.records.record import parse_record
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
 from localjury.types import Pooling
-from localjury.votes.heads import DecisionHead, DecisionReport, DecisionWay
+from localjury.votes.decision_report import DecisionReport, DecisionWay
+from localjury.votes.heads import DecisionHead
 from localjury.votes.preference import cross_validated_preference, fit_preference
 
 if TYPE_CHECKING:

@@ -50,12 +50,11 @@ from localjury.run import EngineFactory, RunConfig
 from localjury.run.jury import resolve_models
 from localjury.types import Pooling, Sampling
 from localjury.votes.calibration import Calibrator
+from localjury.votes.decision_report import DecisionReport, DecisionWay
 from localjury.votes.heads import (
     AFTER_REASON,
     OVER_RESPONSE,
     DecisionHead,
-    DecisionReport,
-    DecisionWay,
     HeadBinding,
     cross_validated,
     fit_head,

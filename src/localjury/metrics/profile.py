@@ -32,7 +32,8 @@ from localjury.metrics.head_critic import HeadCritic, head_models
 from localjury.metrics.preference_critic import PreferenceCritic
 from localjury.records.record import Record
 from localjury.votes.calibration import Calibrator
-from localjury.votes.heads import DecisionHead, DecisionReport
+from localjury.votes.decision_report import DecisionReport
+from localjury.votes.heads import DecisionHead
 
 
 class LabeledExample(BaseModel):

@@ -210,48 +210,6 @@ class DecisionHead(BaseModel):
             )
 
 
-class DecisionWay(BaseModel):
-    """One way of deciding, as cross-validation scored it against the labels."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-    way: str
-    """``zero-shot votes``, ``zero-shot calibrated``, ``aligned votes``, ``aligned calibrated``, ``head layer N``,
-    ``head layers A+B+C`` (a head on several blocks), either with ``over the response`` after it (a head on the
-    response's mean state), or ``length only`` (a head on the record's lengths: a
-    baseline, never the winner)."""
-    kappa: float | None = None
-    """Cohen's kappa of its verdicts against the labels (null or left out: undefined, one label only
-    or nothing decided)."""
-    kappa_ci: list[float] | None = None
-    """Its 95% bootstrap interval."""
-    auroc: float | None = None
-    """The AUROC of its probability (a head's), where it has one."""
-    accuracy: float | None = Field(default=None, exclude_if=lambda value: value is None)
-    """Of labeled pairs: the share of pairs it picked right (a preference head's, in both orders by
-    construction); left out for a yes/no criterion's ways."""
-    records: int = Field(ge=0)
-    """Records it decided (a prompting way's abstentions left out)."""
-
-
-class DecisionReport(BaseModel):
-    """How one model is best asked the criterion, by cross-validation on the labels."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-    model: str
-    """The model's name in models.yaml."""
-    ways: list[DecisionWay] = []
-    """Every way measured, best kappa first."""
-    winner: str
-    """The way the profile uses for this model."""
-    why: str
-    """Why it won, or why no head was kept."""
-    artifact: str | None = None
-    """A warning where the record's length alone could explain the best head (``align``'s
-    length-only baseline)."""
-
-
 def grouped_folds(groups: Sequence[str], gold: Sequence[int], folds: int, seed: int) -> list[tuple[Any, Any]]:
     """(train, test) index arrays of ``folds`` folds (fewer where there are fewer groups; none for
     one group) in which no group is on both sides, the labels spread as evenly as the groups

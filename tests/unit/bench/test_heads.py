@@ -35,11 +35,11 @@ from localjury.metrics.profile import JudgeProfile, load_profile
 from localjury.models._shape import ModelShape
 from localjury.results.show import judgment_view
 from localjury.types import Sampling
+from localjury.votes.decision_report import DecisionWay
 from localjury.votes.heads import (
     C_GRID,
     DEFAULT_C,
     DecisionHead,
-    DecisionWay,
     HeadBinding,
     cross_validated,
     fit_head,
