@@ -9,9 +9,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
-from transformers import AutoTokenizer
-
-from localjury.engines.base import PromptFormatter, PromptTokens
+from localjury.engines.base import PromptFormatter, PromptTokens, load_tokenizer
 from localjury.errors import EngineError
 from localjury.models.registry import ModelSpec
 
@@ -28,9 +26,7 @@ class TokenizerOnly(PromptTokens):
         self.spec = spec
         folder = spec.tokenizer_dir()
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(
-                folder, trust_remote_code=spec.trust_remote_code, local_files_only=True
-            )
+            self.tokenizer = load_tokenizer(folder, trust_remote_code=spec.trust_remote_code)
         except Exception as exc:
             raise EngineError(
                 f"cannot load the tokenizer from {folder}: {exc}", engine=engine, model=spec.name

@@ -38,11 +38,10 @@ import llama_cpp
 import numpy as np
 import torch
 from llama_cpp import _internals
-from transformers import AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from localjury.engines._local import LocalDecoding, sample, sample_generators, shared_prefix, state_spans
-from localjury.engines.base import Completion, GenerateCall, PromptFormatter, Sampling, Usage
+from localjury.engines.base import Completion, GenerateCall, PromptFormatter, Sampling, Usage, load_tokenizer
 from localjury.engines.constrain.masks import MaskedRows
 from localjury.engines.constrain.schemas import JsonSchemaIndex, vocabulary_of_tokenizer
 from localjury.engines.llamacpp.layers import LayerReader
@@ -97,7 +96,7 @@ class LlamaCppEngine(LocalDecoding):
         gguf = files.weights
         self.gguf: Path = gguf
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(files.tokenizer, local_files_only=True)
+            self.tokenizer = load_tokenizer(files.tokenizer)
         except Exception as exc:
             raise EngineError(
                 f"cannot load the tokenizer beside {gguf}: {exc}", engine=self.name, model=spec.name
