@@ -32,7 +32,6 @@ interval clears the best prompting way as a head's must to win.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -137,12 +136,16 @@ def read_poolings(
     engine: Engine, judge: AspectCritic, records: Sequence[Record], layers: Sequence[int] | None = None
 ) -> tuple[dict[Pooling, np.ndarray], list[int]]:
     """:func:`read_states` at the prompts' last token and, where the engine pools (not vLLM),
-    over their responses: pooling -> states; and the layers."""
-    last, layers = read_states(engine, judge, records, layers)
-    states: dict[Pooling, np.ndarray] = {"last": last}
-    with contextlib.suppress(ConfigError):  # an engine that reads the last token's states only
-        states["response"], _ = read_states(engine, judge, records, layers, "response")
-    return states, layers
+    over their responses, in one prefill a record where the engine reads both at once
+    (:meth:`~localjury.engines.base.BatchEngine.pooled_states`): pooling -> states; and the layers."""
+    layers = list(layers) if layers is not None else default_layers(engine.block_count())  # type: ignore[attr-defined]
+    prompts = zero_shot_prompts(engine, judge, records)
+    try:
+        # The response first: an engine that pools no response says so before it reads anything.
+        both = engine.pooled_states(prompts, layers, ("response", "last"))  # type: ignore[attr-defined]
+    except ConfigError:  # an engine that reads the last token's states only, or a record without a response
+        return {"last": engine.hidden_states(prompts, layers)}, layers  # type: ignore[attr-defined]
+    return {"last": both["last"], "response": both["response"]}, layers
 
 
 def head_ways(

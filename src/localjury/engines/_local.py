@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+import numpy as np
 import torch
 
 from localjury.engines.base import BatchEngine, Sampling
@@ -42,29 +43,40 @@ def shared_prefix(encoded: Sequence[Sequence[int]], own: int) -> int:
 
 
 def state_spans(
-    tokenizer: Any, prompts: Sequence[str], encoded: Sequence[Sequence[int]], pooling: Pooling
-) -> list[Span]:
-    """Each prompt's tokens whose hidden states a head reads, ``[start, end)`` in ``encoded``:
-    the last token (``last``), or every token that overlaps the record's response (``response``:
-    :func:`~localjury.types.frame_span`), located by the tokenizer's offsets.
+    tokenizer: Any, prompts: Sequence[str], encoded: Sequence[Sequence[int]], poolings: Sequence[Pooling]
+) -> list[list[Span]]:
+    """Each prompt's tokens whose hidden states a head reads, ``[start, end)`` in ``encoded``, one
+    span a pooling: the last token (``last``), or every token that overlaps the record's response
+    (``response``: :func:`~localjury.types.frame_span`), located by the tokenizer's offsets.
 
     Raises:
         ConfigError: ``response`` on a prompt with no response, or with a tokenizer that gives no offsets.
     """
-    if pooling == "last":
-        return [(len(ids) - 1, len(ids)) for ids in encoded]
     spans = []
-    for p, prompt in enumerate(prompts):
-        try:
-            start, end = frame_span(prompt, "response")
-            offsets = tokenizer(prompt, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        except (ValueError, NotImplementedError) as exc:
-            raise ConfigError(f"prompt {p}: its response's hidden states cannot be pooled: {exc}") from None
-        inside = [k for k, (a, b) in enumerate(offsets) if a < end and b > start]
-        if not inside:
-            raise ConfigError(f"prompt {p}: its response has no token to pool (an empty response)")
-        spans.append((inside[0], inside[-1] + 1))
+    for p, (prompt, ids) in enumerate(zip(prompts, encoded, strict=True)):
+        own = []
+        for pooling in poolings:
+            own.append((len(ids) - 1, len(ids)) if pooling == "last" else _response_span(tokenizer, prompt, p))
+        spans.append(own)
     return spans
+
+
+def _response_span(tokenizer: Any, prompt: str, p: int) -> Span:
+    try:
+        start, end = frame_span(prompt, "response")
+        offsets = tokenizer(prompt, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    except (ValueError, NotImplementedError) as exc:
+        raise ConfigError(f"prompt {p}: its response's hidden states cannot be pooled: {exc}") from None
+    inside = [k for k, (a, b) in enumerate(offsets) if a < end and b > start]
+    if not inside:
+        raise ConfigError(f"prompt {p}: its response has no token to pool (an empty response)")
+    return inside[0], inside[-1] + 1
+
+
+def covering(spans: Sequence[Span]) -> Span:
+    """The tokens from the first of ``spans``' starts to the last of their ends: what one prefill
+    reads to pool a prompt every way at once."""
+    return min(a for a, _ in spans), max(b for _, b in spans)
 
 
 class LocalDecoding(BatchEngine):
@@ -78,6 +90,30 @@ class LocalDecoding(BatchEngine):
     _vocabulary: Any
     _indexes: dict[str, JsonSchemaIndex]
     _decisions: dict[Decision, VerdictTokens] | None = None
+
+    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int], pooling: Pooling = "last") -> np.ndarray:
+        """:meth:`pooled_states` of one pooling; see :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
+        return self.pooled_states(prompts, layers, (pooling,))[pooling]
+
+    def pooled_states(
+        self, prompts: Sequence[str], layers: Sequence[int], poolings: Sequence[Pooling]
+    ) -> dict[Pooling, np.ndarray]:
+        """Every pooling's states from one prefill a prompt: its tokens from the first pooling's
+        start to the prompt's end (:func:`state_spans`, :func:`covering`) are read once and each
+        pooling takes the mean of its own (:meth:`_read_spans`); see
+        :meth:`~localjury.engines.base.BatchEngine.pooled_states`."""
+        self._check_layers(layers)
+        ways = list(dict.fromkeys(poolings))
+        encoded: list[list[int]] = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        states = self._read_spans(encoded, layers, state_spans(self.tokenizer, prompts, encoded, ways))
+        return {pooling: states[w] for w, pooling in enumerate(ways)}
+
+    def _read_spans(
+        self, encoded: list[list[int]], layers: Sequence[int], spans: Sequence[Sequence[Span]]
+    ) -> np.ndarray:
+        """(spans a prompt, prompts, layers, hidden size): each prompt's blocks' outputs averaged
+        over each of its ``spans``, one prefill a prompt."""
+        raise NotImplementedError
 
     def _index(self, schema: dict[str, Any]) -> JsonSchemaIndex:
         """The schema's index over this model's vocabulary, once per schema for this engine

@@ -331,6 +331,18 @@ class BatchEngine(PromptTokens):
         """
         raise self._no_hidden_states()
 
+    def pooled_states(
+        self, prompts: Sequence[str], layers: Sequence[int], poolings: Sequence[Pooling]
+    ) -> dict[Pooling, np.ndarray]:
+        """:meth:`hidden_states` pooled each of ``poolings``' ways: pooling -> its array. Here one
+        prefill a pooling; the engines with a decode loop of their own read every way in one
+        (:class:`~localjury.engines._local.LocalDecoding`).
+
+        Raises:
+            ConfigError: As :meth:`hidden_states`, for any of the poolings.
+        """
+        return {pooling: self.hidden_states(prompts, layers, pooling) for pooling in dict.fromkeys(poolings)}
+
     def _no_hidden_states(self) -> ConfigError:
         return ConfigError(
             f"model {self.spec.name!r}: the {self.name} engine gives no hidden states, so it cannot fit or run a "

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from localjury import AspectCritic, evaluate
-from localjury.bench.decision_ways import binding_of, default_layers, read_states
+from localjury.bench.decision_ways import binding_of, default_layers, read_poolings, read_states
 from localjury.engines import load_engine
 from localjury.engines._local import state_spans
 from localjury.engines.base import GenerateCall, Sampling
@@ -92,8 +92,8 @@ def direct_means(engine, ids, span, layers):
     from localjury.engines.llamacpp.llamacpp import _pieces
 
     cuts = [ids[: k + 1] for k in range(*span)]
-    rows = engine._reader.read(engine.model, cuts, layers, _pieces, [(k, k + 1) for k in range(*span)])
-    return rows.mean(axis=0)
+    rows = engine._reader.read(engine.model, cuts, layers, _pieces, [[(k, k + 1)] for k in range(*span)])
+    return rows[0].mean(axis=0)
 
 
 def test_a_responses_mean_state_is_the_mean_of_its_tokens_states_alone_or_among_others(engine):
@@ -104,7 +104,7 @@ def test_a_responses_mean_state_is_the_mean_of_its_tokens_states_alone_or_among_
             engine.hidden_states(batch, layers, "response")
         return
     encoded = engine.tokenizer(batch, add_special_tokens=False)["input_ids"]
-    spans = state_spans(engine.tokenizer, batch, encoded, "response")
+    spans = [own for (own,) in state_spans(engine.tokenizer, batch, encoded, ["response"])]
     for (start, end), ids, record in zip(spans, encoded, RECORDS[:3], strict=True):
         assert engine.tokenizer.decode(ids[start:end]).strip() == record.response
     together = engine.hidden_states(batch, layers, "response")
@@ -116,6 +116,28 @@ def test_a_responses_mean_state_is_the_mean_of_its_tokens_states_alone_or_among_
     assert np.linalg.norm(direct - read) <= 1e-3 * np.linalg.norm(direct)
     with pytest.raises(ConfigError, match="prompt 0: its response's hidden states cannot be pooled"):
         engine.hidden_states(["no response block here"], layers, "response")
+
+
+def test_both_poolings_read_in_one_prefill_are_each_poolings_own_read(engine):
+    """``pooled_states`` reads the last token and the response's mean in one prefill a prompt (the
+    local engines) or one a pooling (the base class): the same states as each read alone, and
+    ``read_poolings`` (align's reading) takes what the engine gives: vLLM's last token alone."""
+    batch = prompts(engine, RECORDS[:3])
+    layers = [1, 4, engine.block_count() - 1]
+    if engine.spec.engine == "vllm":
+        with pytest.raises(ConfigError, match="last token only"):
+            engine.pooled_states(batch, layers, ["response", "last"])
+        read, _ = read_poolings(engine, DATED, RECORDS[:3], layers)
+        assert list(read) == ["last"]
+        np.testing.assert_allclose(read["last"], engine.hidden_states(batch, layers), rtol=1e-4, atol=1e-4)
+        return
+    both = engine.pooled_states(batch, layers, ["response", "last", "response"])
+    assert list(both) == ["response", "last"]  # each pooling once, in the order asked
+    for pooling in ("last", "response"):
+        np.testing.assert_allclose(both[pooling], engine.hidden_states(batch, layers, pooling), rtol=1e-4, atol=1e-4)
+    read, read_layers = read_poolings(engine, DATED, RECORDS[:3], layers)
+    assert read_layers == layers and list(read) == ["last", "response"]
+    np.testing.assert_allclose(read["response"], both["response"], rtol=1e-4, atol=1e-4)
 
 
 def test_a_head_on_the_response_mean_round_trips_through_its_profile_and_decides_a_real_run(engine, tmp_path):

@@ -74,13 +74,15 @@ def test_an_engine_s_capabilities_are_what_its_code_does(name):
         for n in cls.body
         if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "thinks" and n.value is not None
     ]
+    local = "LocalDecoding" in {ast.unparse(b) for b in cls.bases}
     assert facts.generate and "_generate" in methods
-    assert facts.hidden_states == ("hidden_states" in methods and "block_count" in methods)
+    # The local engines read states through LocalDecoding.pooled_states, their own part in _read_spans.
+    reads = "hidden_states" in methods or (local and "_read_spans" in methods)
+    assert facts.hidden_states == (reads and "block_count" in methods)
     assert facts.thinking == (thinks[0] if thinks else BatchEngine.thinks)
     # The local engines read verdict probabilities from their guides (engines/_local.py); vLLM
     # and a server from the top log-probabilities they return.
     package = _origin(f"localjury.engines.{name}").parent
-    local = "LocalDecoding" in {ast.unparse(b) for b in cls.bases}
     assert facts.probabilities == (local or any("verdict_probs" in p.read_text() for p in package.glob("*.py")))
 
 

@@ -25,7 +25,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
-from localjury.engines._local import shared_prefix
+from localjury.engines._local import Span, covering, shared_prefix
 
 #: ggml's type id of 32-bit floats (``GGML_TYPE_F32``): a block's output is one.
 GGML_F32 = 0
@@ -53,7 +53,8 @@ def _ggml() -> ctypes.CDLL:
 
 class LayerReader:
     """A context of its own (made at the first read, grown for longer prompts) whose eval
-    callback keeps the wanted blocks' outputs at the tokens of each prefill's span.
+    callback keeps the wanted blocks' outputs at the tokens of each prefill's span (the tokens
+    its poolings cover).
 
     Args:
         batch: Tokens one ``llama_decode`` takes at most.
@@ -86,37 +87,42 @@ class LayerReader:
         encoded: list[list[int]],
         layers: Sequence[int],
         pieces: Callable[[int, int], list[int]],
-        spans: Sequence[tuple[int, int]],
+        spans: Sequence[Sequence[Span]],
     ) -> np.ndarray:
-        """(prompts, layers, hidden size): each prompt's states averaged over its tokens
-        ``spans[p]`` (``[start, end)``; the last token alone: ``[n - 1, n)``). The prefix every
-        prompt shares, up to the first span, is prefilled once (sequence 0), then each prompt's
-        own tokens on a copy of it (sequence 1), cut by ``pieces(length, batch)``, logits asked of
-        the span's tokens only. Each prefill stops after the deepest of ``layers`` (the shared
-        prefix's too: no later read needs its upper blocks)."""
+        """(spans a prompt, prompts, layers, hidden size): each prompt's states averaged over each
+        of its tokens' spans ``spans[p]`` (``[start, end)``; the last token alone: ``[n - 1, n)``),
+        all read in one prefill of the tokens they cover. The prefix every prompt shares, up to the
+        first span, is prefilled once (sequence 0), then each prompt's own tokens on a copy of it
+        (sequence 1), cut by ``pieces(length, batch)``, logits asked of the covered tokens only.
+        Each prefill stops after the deepest of ``layers`` (the shared prefix's too: no later read
+        needs its upper blocks)."""
         self._have_context(model, -(-max(len(e) for e in encoded) // 256) * 256)
         ctx = self._ctx.ctx
         memory = llama_cpp.llama_get_memory(ctx)
         llama_cpp.llama_memory_clear(memory, True)
-        first = encoded[0]
-        prefix = min(shared_prefix(encoded, 2), *(start for start, _ in spans))
+        first, cover = encoded[0], [covering(own) for own in spans]
+        prefix = min(shared_prefix(encoded, 2), *(start for start, _ in cover))
         self._top, self._last_block = max(layers), llama_cpp.llama_model_n_layer(model.model) - 1
         self._names = {f"l_out-{self._top}": self._top}  # read and dropped: it stops the prefix's graph there
         self._decode(ctx, first[:prefix], 0, 0, (0, 0), pieces)
-        out = np.zeros((len(encoded), len(layers), model.n_embd()), np.float32)
+        ways = len(spans[0]) if spans else 0
+        out = np.zeros((ways, len(encoded), len(layers), model.n_embd()), np.float32)
         for p, ids in enumerate(encoded):
             self._names = {f"l_out-{i}": i for i in layers}
             self.kept = {}
             llama_cpp.llama_memory_seq_rm(memory, 1, -1, -1)
             if prefix:
                 llama_cpp.llama_memory_seq_cp(memory, 0, 1, -1, -1)
-            self._decode(ctx, ids[prefix:], prefix, 1, spans[p], pieces)
-            width = spans[p][1] - spans[p][0]
+            self._decode(ctx, ids[prefix:], prefix, 1, cover[p], pieces)
+            width = cover[p][1] - cover[p][0]
             short = [i for i in layers if len(self.kept.get(i, ())) != width]
             if short:
                 raise RuntimeError(f"llama.cpp computed {len(self.kept.get(short[0], ()))} of the {width} rows wanted "
                                    f"of block {short[0]}")  # fmt: skip
-            out[p] = [np.mean(self.kept[i], axis=0) for i in layers]
+            rows = {i: np.asarray(self.kept[i]) for i in layers}
+            for w, (start, end) in enumerate(spans[p]):
+                own = slice(start - cover[p][0], end - cover[p][0])
+                out[w, p] = [rows[i][own].mean(axis=0) for i in layers]
         return out
 
     def _decode(

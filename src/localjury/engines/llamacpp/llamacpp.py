@@ -40,7 +40,7 @@ import torch
 from llama_cpp import _internals
 from transformers.utils import logging as hf_logging
 
-from localjury.engines._local import LocalDecoding, sample, sample_generators, shared_prefix, state_spans
+from localjury.engines._local import LocalDecoding, Span, sample, sample_generators, shared_prefix
 from localjury.engines.base import Completion, GenerateCall, PromptFormatter, Sampling, Usage, load_tokenizer
 from localjury.engines.constrain.masks import MaskedRows
 from localjury.engines.constrain.schemas import JsonSchemaIndex, vocabulary_of_tokenizer
@@ -49,7 +49,6 @@ from localjury.engines.native import cpu
 from localjury.engines.native.llamacpp_kernels import announce, kernel_choice
 from localjury.errors import ConfigError, EngineError
 from localjury.models.registry import ModelFiles, ModelSpec
-from localjury.types import Pooling
 
 hf_logging.disable_progress_bar()
 # llama.cpp logs every load to stderr through llama-cpp-python's logger; keep errors only.
@@ -351,13 +350,12 @@ class LlamaCppEngine(LocalDecoding):
     def block_count(self) -> int:
         return int(llama_cpp.llama_model_n_layer(self.model.model))
 
-    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int], pooling: Pooling = "last") -> np.ndarray:
+    def _read_spans(
+        self, encoded: list[list[int]], layers: Sequence[int], spans: Sequence[Sequence[Span]]
+    ) -> np.ndarray:
         """Each prompt prefilled alone in a context whose eval callback reads the blocks' outputs
         (:class:`~localjury.engines.llamacpp.layers.LayerReader`); see
-        :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
-        self._check_layers(layers)
-        encoded: list[list[int]] = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
-        spans = state_spans(self.tokenizer, prompts, encoded, pooling)
+        :meth:`~localjury.engines._local.LocalDecoding.pooled_states`."""
         try:
             return self._reader.read(self.model, encoded, layers, _pieces, spans)
         except Exception as exc:

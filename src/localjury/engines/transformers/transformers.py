@@ -30,14 +30,13 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
-from localjury.engines._local import LocalDecoding, Sampler, sample_generators, shared_prefix, state_spans
+from localjury.engines._local import LocalDecoding, Sampler, Span, covering, sample_generators, shared_prefix
 from localjury.engines.base import Completion, GenerateCall, PromptFormatter, Sampling, Usage
 from localjury.engines.constrain.masks import MaskedRows
 from localjury.engines.constrain.schemas import JsonSchemaIndex, vocabulary_of
 from localjury.engines.native import attention
 from localjury.errors import EngineError
 from localjury.models.registry import ModelFiles, ModelSpec
-from localjury.types import Pooling
 
 # localjury shows its own progress; transformers' per-load tqdm bars would interleave with it.
 hf_logging.disable_progress_bar()
@@ -288,42 +287,45 @@ class TransformersEngine(LocalDecoding):
     def block_count(self) -> int:
         return int(self.model.config.get_text_config().num_hidden_layers)
 
-    def hidden_states(self, prompts: Sequence[str], layers: Sequence[int], pooling: Pooling = "last") -> np.ndarray:
+    def _read_spans(
+        self, encoded: list[list[int]], layers: Sequence[int], spans: Sequence[Sequence[Span]]
+    ) -> np.ndarray:
         """Each prompt alone (no padding) after the prefix they share, with a forward hook on each
-        of ``layers``' decoder blocks keeping its output at the tokens ``pooling`` names (their
-        mean), the forward pass stopped once the deepest of them has run (the blocks above and
-        the output layer are skipped); see :meth:`~localjury.engines.base.BatchEngine.hidden_states`."""
-        self._check_layers(layers)
+        of ``layers``' decoder blocks keeping its output at the tokens the prompt's spans cover,
+        the forward pass stopped once the deepest of them has run (the blocks above and the output
+        layer are skipped); see :meth:`~localjury.engines._local.LocalDecoding.pooled_states`."""
         blocks = self.model.get_decoder().layers
         kept: dict[int, torch.Tensor] = {}
         top = max(layers)
-        encoded = self.tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
-        spans = state_spans(self.tokenizer, prompts, encoded, pooling)
+        cover = [covering(own) for own in spans]
         # The prefix every prompt shares (the instruction and its examples, up to the first span)
         # is computed once, its KV cache copied to each prompt, whose own tokens then run alone.
-        prefix_len, prefix_cache = self._prefill_prefix(encoded, min(start for start, _ in spans))
+        prefix_len, prefix_cache = self._prefill_prefix(encoded, min(start for start, _ in cover))
         rows = slice(0, 0)
 
         def keep(layer: int, _module: Any, _args: Any, output: Any) -> None:
             hidden = output[0] if isinstance(output, tuple) else output
-            kept[layer] = hidden[0, rows].float().mean(dim=0).cpu()
+            kept[layer] = hidden[0, rows].float().cpu()
             if layer == top:
                 raise _Read
 
-        out = np.zeros((len(prompts), len(layers), self.model.config.get_text_config().hidden_size), np.float32)
+        ways = len(spans[0]) if spans else 0
+        out = np.zeros((ways, len(encoded), len(layers), self.model.config.get_text_config().hidden_size), np.float32)
         hooks = [blocks[i].register_forward_hook(partial(keep, i)) for i in layers]
         try:
             with torch.inference_mode():
                 for p, ids in enumerate(encoded):
-                    rows = slice(spans[p][0] - prefix_len, spans[p][1] - prefix_len)
+                    rows = slice(cover[p][0] - prefix_len, cover[p][1] - prefix_len)
                     tokens = torch.tensor([ids[prefix_len:]], device=self.model.device)
                     mask = torch.ones((1, len(ids)), dtype=torch.long, device=self.model.device)
                     cache = copy.deepcopy(prefix_cache) if prefix_cache is not None else None
                     with contextlib.suppress(_Read):
                         self.model(input_ids=tokens, attention_mask=mask, past_key_values=cache,
                                    use_cache=cache is not None, logits_to_keep=1)  # fmt: skip
-                    for j, layer in enumerate(layers):
-                        out[p, j] = kept[layer].numpy()
+                    for w, (start, end) in enumerate(spans[p]):
+                        own = slice(start - cover[p][0], end - cover[p][0])
+                        for j, layer in enumerate(layers):
+                            out[w, p, j] = kept[layer][own].mean(dim=0).numpy()
         except Exception as exc:
             raise EngineError(f"reading hidden states failed: {exc}", engine=self.name, model=self.spec.name) from exc
         finally:
