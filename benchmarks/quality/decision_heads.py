@@ -47,6 +47,7 @@ from localjury.metrics.neutralise import Neutraliser
 from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.models.registry import load_registry
 from localjury.records.record import parse_record
+from localjury.types import Pooling
 from localjury.votes.heads import cross_validated, fit_head, grouped_folds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures
@@ -114,9 +115,12 @@ def pair_accuracy(pairs: list[str], gold: list[int], score: list[float]) -> floa
     return sum(wins) / len(wins)
 
 
-def learning_curve(x: np.ndarray, gold: list[int], groups: list[str], sizes: list[int]) -> dict[int, dict[str, float]]:
+def learning_curve(
+    x: np.ndarray, gold: list[int], groups: list[str], sizes: list[int], reduce: bool = False
+) -> dict[int, dict[str, float]]:
     """Kappa (mean and standard deviation over 20 draws) of a head trained on ``size`` labels
-    (whole groups) and judged on every record of the other groups."""
+    (whole groups) and judged on every record of the other groups (``reduce``: PCA or none chosen
+    with C, for several blocks' states together)."""
     from localjury.votes.heads import _fit
 
     out = {}
@@ -138,7 +142,7 @@ def learning_curve(x: np.ndarray, gold: list[int], groups: list[str], sizes: lis
             y = np.asarray(gold)
             if len(set(y[tr])) < 2:
                 continue
-            model, _ = _fit(x[tr], y[tr], np.asarray(groups)[tr], SEED)
+            model, _ = _fit(x[tr], y[tr], np.asarray(groups)[tr], SEED, reduce)
             p = model.predict_proba(x[te])[:, 1]
             ks.append(stats.classification(y[te].tolist(), [int(v >= 0.5) for v in p], seed=SEED)["kappa"])
         kept = [k for k in ks if k is not None]
@@ -269,19 +273,24 @@ def truthfulqa_curve(engine: Any, records: int) -> dict[str, Any]:
     }
 
 
-def cached_states(engine: Any, judge: Any, items: list[Any], name: str) -> tuple[np.ndarray, list[int], float]:
-    """The states of a set's records at LAYERS, and the seconds reading them took; kept in
-    ``$TMPDIR`` by set and record ids, so that a rerun (another figure) reads none again."""
+def cached_states(
+    engine: Any, judge: Any, items: list[Any], name: str, layers: list[int] = LAYERS, pooling: Pooling = "last"
+) -> tuple[np.ndarray, list[int], float]:
+    """The states of a set's records at ``layers`` (where ``pooling`` says), and the seconds reading
+    them took; kept in ``$TMPDIR`` by set, blocks, pooling and record ids, so that a rerun (another
+    figure) reads none again."""
     import hashlib
     import tempfile
 
-    key = hashlib.sha256(json.dumps([MODEL, name, LAYERS, [it.record["id"] for it in items]]).encode()).hexdigest()
+    ids = [it.record["id"] for it in items]
+    held_as = [MODEL, name, layers, ids] if pooling == "last" else [MODEL, name, layers, pooling, ids]
+    key = hashlib.sha256(json.dumps(held_as).encode()).hexdigest()
     path = Path(tempfile.gettempdir()) / f"localjury-heads-{key[:16]}.npz"
     if path.is_file():
         held = np.load(path)
-        return held["x"], LAYERS, float(held["seconds"])
+        return held["x"], layers, float(held["seconds"])
     started = time.perf_counter()
-    x, layers = read_states(engine, judge, [parse_record(it.record) for it in items], LAYERS)
+    x, layers = read_states(engine, judge, [parse_record(it.record) for it in items], layers, pooling)
     seconds = time.perf_counter() - started
     np.savez(path, x=x, seconds=seconds)
     return x, layers, seconds
