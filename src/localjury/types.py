@@ -108,6 +108,11 @@ Scoring = Literal["votes", "probability"]
 """How a model's score is made: the majority of its votes, or its confidence."""
 SCORINGS: tuple[str, ...] = get_args(Scoring)
 
+Ungrounded = Literal["flag", "abstain"]
+"""What a sample whose reason cites what the record does not hold becomes
+(:meth:`~localjury.metrics.judging.BaseJudging.held_to`): flagged, its vote kept; or an abstention."""
+UNGROUNDED: tuple[str, ...] = get_args(Ungrounded)
+
 #: What a prompt longer than the model's context does: the record's error for that model, or
 #: its conversation turns and retrieved contexts cut until it fits (:mod:`~localjury.metrics.prompt_fit`).
 OverflowPolicy = Literal["error", "truncate"]

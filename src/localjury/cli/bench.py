@@ -49,6 +49,7 @@ BenchOutDirOpt = Annotated[
 @app.command()
 @takes_settings(JURY_SETTINGS)
 @takes_settings(own_settings(BenchConfig), BenchConfig, into="bench_settings")
+@takes_settings(("ungrounded",), into="reasons")
 def bench(
     data: BenchDataArg,
     fmt: BenchFmtOpt,
@@ -60,6 +61,7 @@ def bench(
     quiet: QuietOpt = False,
     settings: dict[str, Any] | None = None,
     bench_settings: dict[str, Any] | None = None,
+    reasons: dict[str, Any] | None = None,
 ) -> None:
     """Benchmark judge models (and their jury) against gold labels: accuracy, κ, agreement, speed."""
     from localjury.bench import require
@@ -72,7 +74,7 @@ def bench(
     ray_cluster = cluster_of(cluster, address=address, replicas=replicas, cpus_per_replica=replica_cpus)
     config = BenchConfig.of(
         **(bench_settings or {}), seed=settings["seed"], registry=settings["registry"],
-        use_cache=settings["use_cache"], thinking=settings["thinking"], cluster=ray_cluster,
+        use_cache=settings["use_cache"], thinking=settings["thinking"], cluster=ray_cluster, **(reasons or {}),
     )  # fmt: skip
     with _interruptible(), _progress(quiet) as progress:
         figures = run_bench(data, fmt, specs, out_dir, config, progress=progress)

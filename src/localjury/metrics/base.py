@@ -89,6 +89,10 @@ class ParsedSample:
     """Why the sample abstained (does not parse, cut off by the token budget)."""
     quotes: list[Quote] | None = None
     """Its evidence located in the record, when the metric asks for quotes."""
+    ungrounded: list[str] | None = None
+    """What its reason cites that the record does not hold, where it cites any
+    (:meth:`~localjury.metrics.judging.BaseJudging.held_to`): its vote stands under a run's
+    ``ungrounded: flag``, and is None under ``abstain``."""
 
 
 def _render_value(name: str, value: Any, neutralise: Neutraliser) -> str:

@@ -1,6 +1,7 @@
 """How a run judges a metric: the :class:`BaseJudging` every kind of metric extends (the four
 members a kind writes, and the defaults of everything else), and what a run sees of it, the
-:class:`Judging` protocol.
+:class:`Judging` protocol; at its end, what a sample's reason cites that its record does not hold
+(:class:`RecordTexts`, which :meth:`BaseJudging.held_to` asks).
 
 A kind of metric is one module of this package: its metric (prompt program, parsing) and its
 judging, listed in the registry, :data:`localjury.metrics.kinds.KINDS`. A kind writes at most
@@ -25,7 +26,9 @@ class. What the run hands a judging, it sees through the shapes named here (:cla
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
@@ -34,7 +37,7 @@ from localjury.metrics.neutralise import Neutraliser
 from localjury.models.registry import ModelSpec
 from localjury.records.record import Record
 from localjury.results.record_result import InvalidSample, ModelJudgment, RecordResult
-from localjury.types import Completion, Message, OverflowPolicy, Scoring, Stored, TieBreak
+from localjury.types import Completion, Message, OverflowPolicy, Scoring, Stored, TieBreak, Ungrounded
 from localjury.votes.calibration import CalibrationFile, Calibrator
 from localjury.votes.heads import DecisionHead
 from localjury.votes.voting import (
@@ -185,6 +188,9 @@ class JudgingSettings(Protocol):
     @property
     def with_reasons(self) -> bool: ...
 
+    @property
+    def ungrounded(self) -> Ungrounded: ...
+
 
 class Judging(Protocol):
     """How one metric is judged, as the run calls it: a :class:`BaseJudging` (see there).
@@ -255,6 +261,9 @@ class BaseJudging:
     """Each calibrated model's fit for this metric, by model name."""
     with_reasons: bool = False
     """A model decided by a decision head also draws its usual samples, reported beside the head's decision."""
+    ungrounded: Ungrounded = "flag"
+    """What a sample whose reason cites a number or quotation the record does not hold becomes
+    (see the end of this module): flagged, its vote kept; or an abstention."""
     kind: str = field(init=False)
     """The metric's ``kind``: the key of its judging in the registry."""
     description: str = field(init=False)
@@ -326,10 +335,22 @@ class BaseJudging:
 
     def parse(self, sample: Completion, record: Record) -> ParsedSample:
         """One sample of the metric's prompt parsed; its quotes located in ``record`` where the
-        metric asks for quotes."""
+        metric asks for quotes; its reason held to the record (:meth:`held_to`)."""
         if self.metric.quote_from:
-            return self.metric.parse(sample.text, finished=sample.finished, record=record)
-        return self.metric.parse(sample.text, finished=sample.finished)
+            return self.held_to(record, self.metric.parse(sample.text, finished=sample.finished, record=record))
+        return self.held_to(record, self.metric.parse(sample.text, finished=sample.finished))
+
+    def held_to(self, record: Record, parsed: ParsedSample) -> ParsedSample:
+        """``parsed`` with what its reason cites that neither ``record`` nor the metric's
+        description holds (see the end of this module): flagged, or under
+        ``ungrounded: abstain`` an abstention that says what it cited."""
+        held = RecordTexts([*texts_of(record.model_dump(mode="json")), self.description])
+        cited = held.ungrounded(parsed.reason)
+        if not cited:
+            return parsed
+        if self.ungrounded == "abstain":
+            return ParsedSample(vote=None, reason=None, raw=parsed.raw, problem=citing(cited), ungrounded=cited)
+        return replace(parsed, ungrounded=cited)
 
     def abstained(self, name: str, error: str, n: int) -> ModelJudgment:
         """Model ``name``'s judgment where it has no samples: ``n`` abstentions, and why."""
@@ -369,6 +390,7 @@ class BaseJudging:
             calibrated=cal is not None and graded is not None,
             invalid=invalid_samples(parsed, [p.vote is None for p in parsed]),
             evidence=[p.quotes for p in parsed] if any(p.quotes is not None for p in parsed) else None,
+            ungrounded=[p.ungrounded or [] for p in parsed] if any(p.ungrounded for p in parsed) else None,
         )
         return Judged(judgment, unanimous=agree(votes))
 
@@ -387,3 +409,93 @@ def invalid_samples(parsed: Sequence[Any], abstained: Sequence[bool], start: int
         for j, (p, out) in enumerate(zip(parsed, abstained, strict=True))
         if out
     ]
+
+
+# Reasons held to the record. A small judge reads its own knowledge into the text: asked whether
+# "Python was created by Guido van Rossum." states a year, it may answer that "the response gives
+# a specific date, 1989". A reason's citations are what can be checked against the record without
+# a model: its numbers of two digits or more (in any script's digits; thousands separators and
+# leading zeros aside) and its quotations (between straight or curly double quotes, guillemets or
+# curly single quotes, three characters or more). A citation is grounded when the record (every
+# text it holds) or the criterion holds it: a number among their numbers, a quotation within one of
+# their texts, case and whitespace aside. What a reason says in its own words is not checked.
+
+#: A number: digits grouped by thousands with commas, or a run of digits, with a decimal part or not.
+_NUMBER = re.compile(r"(?<![\d,])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])|\d+(?:\.\d+)?")
+_QUOTED = re.compile(
+    r'"([^"\n]{3,300})"|\u201c([^\u201d\n]{3,300})\u201d|\u00ab([^\u00bb\n]{3,300})\u00bb'
+    r"|\u201e([^\u201c\u201d\n]{3,300})[\u201c\u201d]|\u2018([^\u2019\n]{3,300})\u2019"
+)
+#: Curly quotes straightened, as quotations are compared.
+_STRAIGHT = str.maketrans("\u2018\u2019\u201c\u201d", "''\"\"")
+_SPACE = re.compile(r"\s+")
+#: Around a quotation, what is not part of what it quotes.
+_EDGES = " \t.,;:!?…'\"()[]"
+
+
+def _number(token: str) -> str | None:
+    """A number as compared: ASCII digits, thousands separators and leading zeros dropped, a
+    decimal part kept; None for one of fewer than two digits."""
+    digits = "".join(str(unicodedata.digit(c)) if c.isdigit() else c for c in token)
+    whole, _, fraction = digits.replace(",", "").partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    value = f"{whole}.{fraction}" if fraction else whole
+    return value if sum(c.isdigit() for c in value) >= 2 else None
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers of two digits or more in ``text``, as :func:`_number` compares them."""
+    found = (_number(m.group()) for m in _NUMBER.finditer(text))
+    return {n for n in found if n is not None}
+
+
+def _plain(text: str) -> str:
+    """``text`` as quotations are compared: NFKC, case folded, curly quotes straightened, runs of
+    whitespace one space."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = text.translate(_STRAIGHT)
+    return _SPACE.sub(" ", text).strip()
+
+
+def quotations(reason: str) -> list[str]:
+    """The texts ``reason`` puts between quotes, in order, trimmed of the punctuation around them."""
+    found = (next(g for g in m.groups() if g is not None).strip(_EDGES) for m in _QUOTED.finditer(reason))
+    return [q for q in found if len(q) >= 3]
+
+
+class RecordTexts:
+    """What a record holds, as reasons are checked against it: its texts (and the criterion's),
+    their numbers, and their text for quotations."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        kept = [t for t in texts if t]
+        self.numbers = set().union(*(numbers(t) for t in kept)) if kept else set()
+        self.plain = [_plain(t) for t in kept]
+
+    def ungrounded(self, reason: str | None) -> list[str]:
+        """The citations of ``reason`` that the record does not hold: its numbers first, then its
+        quotations, each once, in order."""
+        if not reason:
+            return []
+        cited = [m.group() for m in _NUMBER.finditer(reason) if (n := _number(m.group())) and n not in self.numbers]
+        cited += [q for q in quotations(reason) if not any(_plain(q) in t for t in self.plain)]
+        return list(dict.fromkeys(cited))
+
+
+def texts_of(value: Any) -> Iterator[str]:
+    """Every string in a record's dumped fields (nested lists and mappings walked), its id aside."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key != "id":
+                yield from texts_of(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from texts_of(item)
+
+
+def citing(cited: list[str]) -> str:
+    """Why a sample abstains under ``ungrounded: abstain``: what its reason cited."""
+    shown = ", ".join(repr(c[:60]) for c in cited[:3]) + (f" and {len(cited) - 3} more" if len(cited) > 3 else "")
+    return f"its reason cites {shown}, which the record does not hold"

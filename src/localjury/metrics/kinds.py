@@ -123,4 +123,5 @@ def judging_for(metric: Metric, sampling: JudgingSettings) -> Judging:
         sampling.threshold,
         calibrators,
         sampling.with_reasons,
+        sampling.ungrounded,
     )

@@ -230,10 +230,14 @@ def _samples(m: ModelJudgment, full_thinking: bool = False) -> Text:
         reason = m.reasons[j] if j < len(m.reasons) else None
         quotes = (m.evidence or [])[j] if j < len(m.evidence or []) else None
         thinking = (m.thinking or [])[j] if j < len(m.thinking or []) else None
+        cited = (m.ungrounded or [])[j] if j < len(m.ungrounded or []) else None
         lines.append(f"  sample {j + 1}: ", style="dim")
         lines.append("abstained" if vote is None else f"vote {vote}", style="red" if vote is None else "")
         if reason:
             lines.append(f" - {escape_controls(reason)}")
+        if cited and vote is not None:  # an abstention says what it cited on its own line below
+            lines.append("\n    not in the record: ", style="dim")
+            lines.append(", ".join(escape_controls(c) for c in cited), style="magenta")
         if thinking:
             lines.append(_thought(thinking, full_thinking))
         if quotes is not None:

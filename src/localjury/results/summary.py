@@ -109,6 +109,9 @@ class ModelSummary(BaseModel):
     """Of those, samples found in the judgment store (not generated again)."""
     abstentions: int
     """Samples that did not parse, were cut off, or could not be run."""
+    ungrounded: int = 0
+    """Samples whose reason cites a number or quotation the record does not hold (under the run's
+    ``ungrounded: abstain``, also counted as abstentions)."""
     abstained_verdicts: int
     """(record, metric) pairs where the model gave no verdict or score."""
     pass_rate: float | None

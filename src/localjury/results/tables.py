@@ -79,6 +79,7 @@ def print_summary(summary: Summary, console: Console) -> None:
         Column("judg", [_count(s.judgments) for s in models]),
         Column("cached", [_count(s.cached) for s in models]),
         Column("abst", [_count(s.abstentions) for s in models]),
+        Column("ungr", [_count(s.ungrounded) for s in models]),
         Column("no verd", [_count(s.abstained_verdicts) for s in models]),
         Column("pass", [_fmt(s.pass_rate, True) for s in models]),
     ]
@@ -95,7 +96,8 @@ def print_summary(summary: Summary, console: Console) -> None:
     print_table(console, verdicts, title="Models")
     console.print(
         "judg: samples judged (records x metrics x k); cached: of those, found in the judgment store; "
-        "abst: samples that abstained; no verd: pairs without a verdict or score; pass: share of the verdicts "
+        "abst: samples that abstained; ungr: samples whose reason cites a number or quotation the record does not "
+        "hold; no verd: pairs without a verdict or score; pass: share of the verdicts "
         "that pass" + ("; (xN): N replicas on Ray" if any(s.replicas > 1 for s in summary.models) else ""),
         style="dim",
     )

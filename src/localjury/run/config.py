@@ -20,7 +20,17 @@ from localjury.errors import ConfigError
 from localjury.metrics.base import MAX_STRICTNESS
 from localjury.models.registry import ModelSpec
 from localjury.run.cluster import RayCluster
-from localjury.types import OVERFLOW_POLICIES, SCORINGS, TIE_BREAKS, OverflowPolicy, Scoring, Thinking, TieBreak
+from localjury.types import (
+    OVERFLOW_POLICIES,
+    SCORINGS,
+    TIE_BREAKS,
+    UNGROUNDED,
+    OverflowPolicy,
+    Scoring,
+    Thinking,
+    TieBreak,
+    Ungrounded,
+)
 from localjury.votes.calibration import CalibrationFile, read_calibration
 
 #: Records per chunk: one engine call per chunk per model, one commit to the store.
@@ -82,6 +92,10 @@ class SamplingConfig(_Group):
     """A model that decides by a judge profile's decision head also draws its usual samples: their votes
     and reasons are reported beside the head's decision (results' head.votes, head.reasons), never counted
     in it."""
+    ungrounded: Annotated[Ungrounded, BeforeValidator(one_of("ungrounded policy", UNGROUNDED))] = "flag"
+    """A sample whose reason cites a number or a quotation the record does not hold (a criterion judged on
+    its own): flag (its vote stands; results list what it cited under models[].ungrounded, the summary
+    counts it) or abstain (the sample abstains, saying what it cited)."""
 
 
 class StoreConfig(_Group):
@@ -231,6 +245,8 @@ class RunConfig(_Group):
         settings = {k: v for k, v in self.flat().items() if k not in _NOT_IN_MANIFEST}
         if not self.sampling.with_reasons:  # recorded where it is asked (manifests without it stay as they were)
             del settings["with_reasons"]
+        if self.sampling.ungrounded == "flag":  # the same: recorded where it is not the default
+            del settings["ungrounded"]
         settings["extractor"] = extractor
         if self.sampling.calibration is not None:
             cal = self.sampling.calibration

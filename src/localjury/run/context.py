@@ -108,6 +108,8 @@ class ModelCounts:
     over_context: int = 0
     """Prompts over the model's context: an error in place of their samples (a dry run: distinct prompts)."""
     abstentions: int = 0
+    ungrounded: int = 0
+    """Samples whose reason cites what the record does not hold."""
     passes: int = 0
     decided: int = 0
     unscored: int = 0
@@ -170,6 +172,7 @@ class ModelCounts:
         self.used += used
         self.saved += saved
         self.abstentions += judgment.abstentions
+        self.ungrounded += sum(bool(cited) for cited in judgment.ungrounded or ())
         self.unscored += judgment.score is None
         self.decided += judgment.verdict is not None
         self.passes += judgment.verdict == 1
@@ -205,6 +208,7 @@ class ModelCounts:
             judgments=self.used,
             cached=self.cached,
             abstentions=self.abstentions,
+            ungrounded=self.ungrounded,
             abstained_verdicts=self.unscored,
             pass_rate=self.passes / self.decided if self.decided else None,
             load_seconds=round(self.load_seconds, 3),

@@ -85,11 +85,13 @@ def test_the_options_reach_the_runs_config(monkeypatch, capsys, tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text("{}\n")
     args = ["run", data, "-c", "d=Dated.", "--models", "a, b", "-k", "3", "--seed", "7", "--no-cache", "--adaptive",
-            "--tie-break", "pass", "--on-overflow", "truncate", "--chunk-size", "5", "--temperature", ".5"]  # fmt: skip
+            "--tie-break", "pass", "--on-overflow", "truncate", "--chunk-size", "5", "--temperature", ".5",
+            "--ungrounded", "abstain"]  # fmt: skip
     code, _, err = run_cli(monkeypatch, capsys, *args)
     assert code == 2 and "seen" in err
     expected = RunConfig.of(models=["a", "b"], strictness=3, seed=7, use_cache=False, tie_break="pass",
-                            on_overflow="truncate", chunk_size=5, adaptive=True, temperature=0.5)  # fmt: skip
+                            on_overflow="truncate", chunk_size=5, adaptive=True, temperature=0.5,
+                            ungrounded="abstain")  # fmt: skip
     assert seen["config"] == expected
 
 
@@ -121,12 +123,12 @@ def test_the_bench_options_reach_the_bench_config(monkeypatch, capsys, tmp_path)
     data.write_text("{}\n")
     args = ["bench", data, "-f", "jsonl", "-o", tmp_path / "o", "--metric", "coherence", "-k", "3",
             "--limit", "9", "--sample-seed", "4", "--seed", "7", "--no-cache", "--aligned", "3", "--shots", "2",
-            "--mode", "pointwise", "--checklist", "conciseness", "--evidence"]  # fmt: skip
+            "--mode", "pointwise", "--checklist", "conciseness", "--evidence", "--ungrounded", "abstain"]  # fmt: skip
     code, _, err = run_cli(monkeypatch, capsys, *args)
     assert code == 2 and "seen" in err
     expected = BenchConfig.of(
         metric="coherence", strictness=3, limit=9, sample_seed=4, seed=7, use_cache=False, aligned=3, shots=2,
-        mode="pointwise", checklist=["conciseness"], evidence=True,
+        mode="pointwise", checklist=["conciseness"], evidence=True, ungrounded="abstain",
     )  # fmt: skip
     assert seen["config"] == expected
 

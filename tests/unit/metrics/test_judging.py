@@ -48,6 +48,8 @@ def test_judging_for_takes_the_run_s_settings_over_the_metric_s():
     assert (judging.k, judging.tie, judging.metric) == (3, "pass", DATED)
     assert (judging.scoring, judging.threshold) == ("probability", 0.7)
     assert judging_for(DATED, RunConfig.of(strictness=5).sampling).k == 5
+    assert judging_for(DATED, RunConfig().sampling).ungrounded == "flag"
+    assert judging_for(DATED, RunConfig.of(ungrounded="abstain").sampling).ungrounded == "abstain"
 
 
 def test_a_calibration_file_calibrates_judge_metrics_only():
@@ -62,6 +64,7 @@ def test_a_calibration_file_calibrates_judge_metrics_only():
         threshold=0.5,
         calibration=SimpleNamespace(calibrators=[fit]),
         with_reasons=False,
+        ungrounded="flag",
     )
     assert list(judging_for(DATED, sampling).calibrators) == ["M1"]
     pairwise = PairwiseCritic("dated", "More dated.")

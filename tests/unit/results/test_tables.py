@@ -24,6 +24,7 @@ def model_summary(name, i, **kw):
         judgments=1_500_000 + i,
         cached=123_456,
         abstentions=4_321,
+        ungrounded=876,
         abstained_verdicts=99,
         pass_rate=0.5,
         load_seconds=12.3,
@@ -68,10 +69,22 @@ def test_the_summary_fits_80_columns_whole():
         assert heading in lines[1].split()
     for row, name in ((f"{NAMES[0]} (x16)", NAMES[0]), (NAMES[1], NAMES[1])):
         verdicts = next(line for line in lines if line.startswith(row) and "%" in line)
-        assert verdicts.split()[-5:] == [_count(1_500_000 + NAMES.index(name)), "123k", "4321", "99", "50.0%"]
+        assert verdicts.split()[-6:] == [_count(1_500_000 + NAMES.index(name)), "123k", "4321", "876", "99", "50.0%"]
         cost = next(line for line in lines if line.startswith(row) and "%" not in line)
         assert cost.split()[-6:] == ["12.3", "86400", "17.36", "988M", "877M", "45.0M"]
-    for heading in ("model", "judg", "cached", "abst", "no verd", "load s", "gen s", "judg/s", "prompt", "reused"):
+    for heading in (
+        "model",
+        "judg",
+        "cached",
+        "abst",
+        "ungr",
+        "no verd",
+        "load s",
+        "gen s",
+        "judg/s",
+        "prompt",
+        "reused",
+    ):
         assert heading in text
     assert next(line for line in lines if line.startswith("mentions_date")).split() == [
         "mentions_date",
@@ -97,7 +110,7 @@ def test_a_name_longer_than_the_room_folds_and_the_figures_stay_whole():
         rows = lines[rule + 1 : rule + 1 + next(i for i, line in enumerate(lines[rule + 1 :]) if ":" in line)]
         assert "".join(row.split()[0] for row in rows) == name
         assert rows[0].split()[1:] in (
-            ["1.5M", "123k", "4321", "99", "50.0%"],
+            ["1.5M", "123k", "4321", "876", "99", "50.0%"],
             ["12.3", "86400", "17.36", "988M", "877M", "45.0M"],
         )
 
