@@ -344,6 +344,8 @@ class BaseJudging:
         """``parsed`` with what its reason cites that neither ``record`` nor the metric's
         description holds (see the end of this module): flagged, or under
         ``ungrounded: abstain`` an abstention that says what it cited."""
+        if not parsed.reason or not (_NUMBER.search(parsed.reason) or _QUOTED.search(parsed.reason)):
+            return parsed  # cites nothing checkable: the record's texts are not read
         held = RecordTexts([*texts_of(record.model_dump(mode="json")), self.description])
         cited = held.ungrounded(parsed.reason)
         if not cited:

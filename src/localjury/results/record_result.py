@@ -106,8 +106,9 @@ class ModelJudgment(BaseModel):
     ungrounded: list[list[str]] | None = Field(None, exclude_if=lambda value: value is None)
     """Per sample, what its reason cites (numbers, quotations) that the record does not hold
     (:meth:`localjury.metrics.judging.BaseJudging.held_to`; empty where it cites nothing of the
-    kind). Such a sample's vote stands under the run's ``ungrounded: flag`` (the default); under ``abstain`` it
-    is an abstention that says what it cited. Left out where no sample's reason cites any."""
+    kind). Such a sample's vote stands under the run's ``ungrounded: flag`` (the default); under
+    ``abstain`` it is an abstention that says what it cited. Left out where no sample's reason
+    cites any."""
     thinking: list[str | None] | None = Field(None, exclude_if=lambda value: value is None)
     """A judge that thinks (``thinking`` in models.yaml, or a server's reasoning parser): each
     sample's thinking, in the order the samples were drawn (null where a sample wrote none).
