@@ -69,7 +69,10 @@ class LlamaServer:
             "runpy.run_module('llama_cpp.server', run_name='__main__')"
         )
         args = [sys.executable, "-c", launch, "--model", str(self.gguf), "--host", "127.0.0.1"]
-        args += ["--port", str(self.port), "--n_ctx", "2048", "--n_threads", "2", "--model_alias", "smollm2"]
+        # One thread per core this process may use (a pytest worker is pinned to one): two threads
+        # on one core wait on each other at every step of llama.cpp's.
+        threads = str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+        args += ["--port", str(self.port), "--n_ctx", "2048", "--n_threads", threads, "--model_alias", "smollm2"]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
