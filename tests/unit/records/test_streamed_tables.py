@@ -53,9 +53,9 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 @linux_only
 def test_a_small_parquet_file_of_a_long_repeated_string_reads_in_bounded_memory(tmp_path):
-    """20,000 rows of one 64 KB string: 1.3 GB of text, stored once in the file's dictionary
-    (a file of a few KB); the whole-file read held all of it, twice. Written as 20 row groups of
-    one 1,000-row block (64 MB): building the 1.3 GB column in this process took 13-30 s."""
+    """20,000 rows of one 64 KB string: 1.3 GB of text, stored once in each row group's
+    dictionary (a file of about 64 KB); the whole-file read held all of it, twice. Written as 20
+    row groups of one 1,000-row block (64 MB): building the 1.3 GB column here took 13-30 s."""
     path = tmp_path / "d.parquet"
     block = pa.table({"response": pa.repeat(pa.scalar("y" * 65536), 1_000)})
     with pq.ParquetWriter(path, block.schema) as writer:
