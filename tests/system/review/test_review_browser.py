@@ -16,7 +16,6 @@ pytest.importorskip("sklearn")
 pytest.importorskip("selenium", reason="selenium not installed (the dev extra has it)")
 
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -65,9 +64,12 @@ def served(results):
 
 
 def shown_row(driver):
-    """The row number of the record's page shown, once one is (a page being replaced is waited for)."""
-    return WebDriverWait(driver, 20, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(
-        lambda d: d.find_element(By.ID, "item").get_attribute("data-n")
+    """The row number of the record's page shown, once one is (a page being replaced is waited for).
+
+    Read in one script, with no element handle: a handle found just before the page is replaced can be
+    neither found nor stale when read (Chromium answers "Node with given id does not belong to the document")."""
+    return WebDriverWait(driver, 20).until(
+        lambda d: d.execute_script("const item = document.getElementById('item'); return item && item.dataset.n")
     )
 
 
