@@ -27,12 +27,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from localjury.metrics.aspect_critic import CriterionInput
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, ParsedSample, PromptProgram, bind_input
-from localjury.metrics.judging import BaseJudging, Judged, Juror, OverflowPolicy, Request
+from localjury.metrics.judging import BaseJudging
 from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.metrics.prompt_fit import fit_prompt
+from localjury.metrics.protocol import Judged, Juror, Request
 from localjury.records.record import Record
 from localjury.results.record_result import RecordResult
-from localjury.types import Message
+from localjury.types import Message, OverflowPolicy
 
 INSTRUCTION = (
     "You are an impartial, strict judge. Decide whether the response meets the "

@@ -4,6 +4,7 @@ pairwise, and the agent-run metrics (goal achieved, tool-call accuracy, tool-res
 Each kind of metric is one module, its metric and its judging together (``aspect_critic``,
 ``head_critic``, ``rubric``, ``pairwise``, ``checklist``, ``composite``, ``tool_calls``);
 :mod:`.judging` holds :class:`BaseJudging`, the four members a kind writes and their defaults,
+:mod:`.protocol` what a kind and the run hand each other (requests, judgments, the ``Judging`` protocol),
 :mod:`.kinds` the registry of the kinds and of the metrics known by name, :mod:`.prompt_fit`
 the fitting of their prompts to a model's context."""
 
@@ -27,8 +28,9 @@ from localjury.metrics.faithfulness import (
     StatementsInContext,
     StatementSource,
 )
-from localjury.metrics.judging import BaseJudging, Extraction, Judged, Request
+from localjury.metrics.judging import BaseJudging
 from localjury.metrics.pairwise import PairInput, PairwiseCritic, Preference
+from localjury.metrics.protocol import Extraction, Judged, Request
 from localjury.metrics.rubric import PREDEFINED_RUBRICS, Rubric, predefined_rubric
 from localjury.metrics.tool_calls import ToolCallAccuracy
 

@@ -13,11 +13,12 @@ from localjury.errors import MetricError, RecordError, UnknownNameError
 from localjury.metrics._binding import RecordInput
 from localjury.metrics.base import JudgeMetric, Judgment, VerdictFirstJudgment
 from localjury.metrics.evidence import EvidenceJudgment
-from localjury.metrics.judging import BaseJudging, Juror, OverflowPolicy, Request
+from localjury.metrics.judging import BaseJudging
 from localjury.metrics.prompt_fit import fit_prompt
+from localjury.metrics.protocol import Juror, Request
 from localjury.records.conversation import Scope
 from localjury.records.record import Record
-from localjury.types import TieBreak
+from localjury.types import OverflowPolicy, TieBreak
 
 INSTRUCTION = (
     "You are an impartial, strict judge of AI assistant outputs. You are given a criterion and "

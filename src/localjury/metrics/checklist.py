@@ -28,11 +28,13 @@ from localjury.errors import MetricError, RecordError
 from localjury.metrics._binding import RecordInput
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import Judgment, Message, Metric, ParsedSample, PromptProgram, bind_input
-from localjury.metrics.judging import BaseJudging, Extraction, Judged, Juror, OverflowPolicy, Request, Samples, agree
+from localjury.metrics.judging import BaseJudging, agree
 from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.metrics.prompt_fit import fit_prompt
+from localjury.metrics.protocol import Extraction, Judged, Juror, Request, Samples
 from localjury.records.conversation import Scope
 from localjury.records.record import Record
+from localjury.types import OverflowPolicy
 
 #: Output tokens a checklist adds per criterion beyond the first (the criterion's key, its
 #: reason of at most 200 characters, its verdict and the JSON between them), on top of the

@@ -22,21 +22,13 @@ from localjury.errors import MetricError
 from localjury.metrics._quoted import Quotable, locate_quotes, quotable_texts
 from localjury.metrics.base import Message, Metric, PromptProgram, bind_input, check_inputs
 from localjury.metrics.evidence import MAX_QUOTES, QuoteText
-from localjury.metrics.judging import (
-    BaseJudging,
-    Extraction,
-    Judged,
-    Juror,
-    OverflowPolicy,
-    Request,
-    Samples,
-    invalid_samples,
-)
+from localjury.metrics.judging import BaseJudging, invalid_samples
 from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.metrics.prompt_fit import fit_prompt
+from localjury.metrics.protocol import Extraction, Judged, Juror, Request, Samples
 from localjury.records.record import Record
 from localjury.results.record_result import ModelJudgment, Quote, RecordResult, StatementJudgment, StatementResult
-from localjury.types import QUOTE_KEY, TieBreak
+from localjury.types import QUOTE_KEY, OverflowPolicy, TieBreak
 from localjury.votes.voting import final_score, model_score, model_verdict, share_supported
 
 #: At most this many statements are extracted from one response (part of the schema).

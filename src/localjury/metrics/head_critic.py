@@ -26,12 +26,12 @@ from typing import Any, ClassVar
 
 from localjury.metrics.aligned import AlignedCritic
 from localjury.metrics.aspect_critic import AspectCritic, VerdictJudging
-from localjury.metrics.judging import Judged, Juror, OverflowPolicy, Request, Samples
 from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.metrics.prompt_fit import fit_prompt
+from localjury.metrics.protocol import Judged, Juror, Request, Samples
 from localjury.records.record import Record
 from localjury.results.record_result import HeadDecision, ModelJudgment
-from localjury.types import Message
+from localjury.types import Message, OverflowPolicy
 from localjury.votes.heads import DecisionHead, HeadBinding
 
 

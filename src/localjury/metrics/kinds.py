@@ -23,9 +23,10 @@ from localjury.metrics.checklist import ChecklistCriterion, ChecklistJudging
 from localjury.metrics.composite import CompositeMetric, StatementsJudging
 from localjury.metrics.faithfulness import FactualAccuracy, Faithfulness
 from localjury.metrics.head_critic import HeadCritic, HeadJudging
-from localjury.metrics.judging import BaseJudging, Judging, JudgingSettings
+from localjury.metrics.judging import BaseJudging
 from localjury.metrics.pairwise import PairwiseCritic, PairwiseJudging
 from localjury.metrics.preference_critic import PreferenceCritic, PreferenceJudging
+from localjury.metrics.protocol import Judging, JudgingSettings
 from localjury.metrics.rubric import PREDEFINED_RUBRICS, Rubric, RubricJudging, predefined_rubric
 from localjury.metrics.tool_calls import ToolCallAccuracy, ToolCallJudging
 from localjury.votes.calibration import fits_by_metric

@@ -27,7 +27,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 from localjury.records.conversation import CONVERSATION_TAGS, CUT_MARK, ChatMessage
@@ -174,6 +174,20 @@ class Neutraliser:
 
     def __reduce__(self) -> tuple[object, ...]:
         return (Neutraliser, (self.tokens, self.tags))
+
+
+class Marked:
+    """A juror whose neutraliser is made from its tokenizer's markers
+    (:func:`~localjury.models._tokenizer_files.tokenizer_markers`) when a prompt is first rendered for
+    it: the run's :class:`~localjury.run.context.JuryModel` is one."""
+
+    markers: tuple[str, ...]
+
+    @cached_property
+    def neutralise(self) -> Neutraliser:
+        """What record text goes through before it reaches this model's prompts: localjury's
+        tags, and its tokenizer's special tokens and chat markers."""
+        return Neutraliser(self.markers)
 
 
 def _is_marker(token: str) -> bool:

@@ -19,21 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from localjury.errors import MetricError
 from localjury.metrics._text_bounds import check_metric_texts
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, ParsedSample, PromptProgram, bind_input
-from localjury.metrics.judging import (
-    BaseJudging,
-    Judged,
-    Juror,
-    OverflowPolicy,
-    Request,
-    Samples,
-    agree,
-    invalid_samples,
-)
+from localjury.metrics.judging import BaseJudging, agree, invalid_samples
 from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.metrics.prompt_fit import fit_prompt
+from localjury.metrics.protocol import Judged, Juror, Request, Samples
 from localjury.records.record import Record
 from localjury.results.record_result import InvalidSample, ModelJudgment, RecordResult
-from localjury.types import Message, TieBreak
+from localjury.types import Message, OverflowPolicy, TieBreak
 from localjury.votes.voting import (
     confidence,
     final_score,

@@ -31,11 +31,11 @@ from typing import Any, ClassVar, Literal, get_args
 
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.head_critic import DecidedByHeads
-from localjury.metrics.judging import Judged, Juror, OverflowPolicy, Request, Samples
 from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.metrics.pairwise import ORDERS, PairwiseCritic, PairwiseJudging, corrected
+from localjury.metrics.protocol import Judged, Juror, Request, Samples
 from localjury.records.record import Record
-from localjury.types import Message, TieBreak
+from localjury.types import Message, OverflowPolicy, TieBreak
 from localjury.votes.heads import DecisionHead
 from localjury.votes.preference import preferred
 from localjury.votes.voting import model_score, model_verdict, probability_verdict

@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from localjury.errors import RecordError
-from localjury.metrics.judging import Juror, OverflowPolicy
+from localjury.metrics.protocol import Juror
 from localjury.records.conversation import cut_turns, last_turn_split, turn_texts
 from localjury.records.record import FIELDS, Record
-from localjury.types import Message
+from localjury.types import Message, OverflowPolicy
 
 #: Characters per token assumed when fitting a prompt to a model's context by truncating its
 #: retrieved contexts; below the 3.5-4.5 of English text, so the estimate errs long.

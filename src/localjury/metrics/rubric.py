@@ -29,22 +29,14 @@ from localjury.errors import MetricError, RecordError, UnknownNameError
 from localjury.metrics._binding import RecordInput
 from localjury.metrics._text_bounds import check_metric_texts
 from localjury.metrics.base import REASON_MAX_CHARS, Metric, PromptProgram, bind_input
-from localjury.metrics.judging import (
-    BaseJudging,
-    Judged,
-    Juror,
-    OverflowPolicy,
-    Request,
-    Samples,
-    agree,
-    invalid_samples,
-)
+from localjury.metrics.judging import BaseJudging, agree, invalid_samples
 from localjury.metrics.neutralise import DEFAULT, Neutraliser
 from localjury.metrics.prompt_fit import fit_prompt
+from localjury.metrics.protocol import Judged, Juror, Request, Samples
 from localjury.records.conversation import Scope
 from localjury.records.record import Record
 from localjury.results.record_result import ModelJudgment, RecordResult, RubricResult
-from localjury.types import Message
+from localjury.types import Message, OverflowPolicy
 from localjury.votes.voting import confidence, final_score
 
 #: The most levels a scale may have.

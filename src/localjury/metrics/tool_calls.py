@@ -35,7 +35,8 @@ from typing import Any, ClassVar
 
 from localjury.errors import RecordError
 from localjury.metrics.base import Metric
-from localjury.metrics.judging import BaseJudging, Extraction, Judged, Juror
+from localjury.metrics.judging import BaseJudging
+from localjury.metrics.protocol import Extraction, Judged, Juror
 from localjury.records.conversation import FunctionCall, tool_calls_made
 from localjury.records.record import Record
 from localjury.results.record_result import RecordResult, ToolCallResult

@@ -13,7 +13,7 @@ from typing import IO, NamedTuple
 
 from localjury.engines.base import Completion
 from localjury.errors import RecordError
-from localjury.metrics.judging import Samples
+from localjury.metrics.protocol import Samples
 from localjury.records.readers import Dataset
 from localjury.records.record import Record
 from localjury.results._commit import StagedFile

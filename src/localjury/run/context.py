@@ -16,7 +16,8 @@ from localjury.engines._catalog import split_update
 from localjury.engines.base import Engine
 from localjury.errors import CommitError
 from localjury.metrics.base import Metric
-from localjury.metrics.judging import Judging, Marked, Request
+from localjury.metrics.neutralise import Marked
+from localjury.metrics.protocol import Judging, Request
 from localjury.models.registry import ModelFiles, ModelSpec
 from localjury.results.record_result import ModelJudgment
 from localjury.results.summary import ModelSummary

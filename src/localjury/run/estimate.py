@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from localjury.engines.base import GenerateCall, Sampling
-from localjury.metrics.judging import Request
+from localjury.metrics.protocol import Request
 from localjury.run.context import JuryModel, ModelCounts, RunContext
 from localjury.run.generate import EngineCalls, ModelPass
 

@@ -18,7 +18,7 @@ from typing import Protocol
 from localjury.engines import load_engine
 from localjury.engines.base import Engine, GenerateCall, PromptTokens, Sampling, Usage
 from localjury.errors import EngineError, RecordError
-from localjury.metrics.judging import Key, Request
+from localjury.metrics.protocol import Key, Request
 from localjury.models.registry import ModelSpec
 from localjury.records.record import Record
 from localjury.run.context import EngineFactory, JuryModel, ModelCounts, RunContext

@@ -15,7 +15,7 @@ from localjury.engines._catalog import loads, sample_key
 from localjury.engines.server.client import served_model
 from localjury.errors import ConfigError
 from localjury.metrics.head_critic import DecidedByHeads
-from localjury.metrics.judging import Judging
+from localjury.metrics.protocol import Judging
 from localjury.models._shape import model_shape
 from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.models._trust import check_remote_code

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from localjury.errors import RecordError
-from localjury.metrics.judging import Extraction, Judging, Key, Request
 from localjury.metrics.prompt_fit import over_bound
+from localjury.metrics.protocol import Extraction, Judging, Key, Request
 from localjury.records.record import Record
 from localjury.run.context import JuryModel, RunContext
 from localjury.store import Stored

@@ -14,9 +14,9 @@ from localjury._files import localjury_home
 from localjury.errors import ConfigError, RecordError
 from localjury.metrics.base import Metric
 from localjury.metrics.checklist import checklist_metrics
-from localjury.metrics.judging import Judging
 from localjury.metrics.kinds import judging_for
 from localjury.metrics.profile import JudgeProfile, with_profile
+from localjury.metrics.protocol import Judging
 from localjury.metrics.rubric_file import rubric_file_metrics
 from localjury.models.registry import ModelSpec
 from localjury.records.readers import Dataset

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from localjury._version import __version__
-from localjury.metrics.judging import Judging
+from localjury.metrics.protocol import Judging
 from localjury.models.identity import ModelRecord
 from localjury.results._commit import StagedFile
 from localjury.results._outputs import OutputSet

@@ -172,7 +172,7 @@ def test_a_split_vllm_replica_runs_ray_s_executor_unless_one_is_named():
 
 
 def test_vllm_s_guidance_samples_have_their_own_store_key():
-    from localjury.metrics.judging import Request
+    from localjury.metrics.protocol import Request
     from localjury.run.context import JuryModel
 
     req = Request(key=("r", "m"), messages=[], schema={}, n=1, max_tokens=8, temperature=0.5)

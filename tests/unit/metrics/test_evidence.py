@@ -14,7 +14,7 @@ from localjury import AspectCritic, evaluate
 from localjury.errors import ConfigError, MetricError
 from localjury.metrics.checklist import Checklist, checklist_metrics
 from localjury.metrics.faithfulness import Faithfulness
-from localjury.metrics.judging import Request
+from localjury.metrics.protocol import Request
 from localjury.models.registry import ModelSpec
 from localjury.records.record import Record
 from localjury.run.context import JuryModel

@@ -287,7 +287,7 @@ def test_an_edited_rubric_never_reuses_stale_judgments(tmp_path):
 
 
 def test_store_keys_carry_the_revision():
-    from localjury.metrics.judging import Request
+    from localjury.metrics.protocol import Request
     from localjury.run.context import JuryModel
 
     model = JuryModel(spec("M1"), "id", 0.7, 1.0, 64)

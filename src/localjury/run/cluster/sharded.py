@@ -19,7 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from localjury.errors import EngineError
-from localjury.metrics.judging import Request
+from localjury.metrics.protocol import Request
 from localjury.records.readers import Dataset
 from localjury.records.record import Record
 from localjury.run.context import JuryModel, ModelCounts, RunContext
