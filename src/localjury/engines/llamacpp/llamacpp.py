@@ -132,7 +132,7 @@ class LlamaCppEngine(LocalDecoding):
         self.batch = _internals.LlamaBatch(n_tokens=DECODE_BATCH, embd=0, n_seq_max=1, verbose=False)
         self._vocabulary = vocabulary_of_tokenizer(self.tokenizer)
         self._indexes: dict[str, JsonSchemaIndex] = {}
-        self._reader = LayerReader(DECODE_BATCH, cpu.compute_threads())
+        self._reader = LayerReader(DECODE_BATCH, cpu.compute_threads(), gguf, params)
 
     def _context(self, sequences: int, cells: int) -> None:
         """Have a context with at least ``sequences`` KV streams of ``cells`` cells each.

@@ -3,6 +3,7 @@
 import json
 
 import jsonschema
+import numpy as np
 import pytest
 
 pytest.importorskip("llama_cpp", reason="the llamacpp extra (scripts/test installs it)")
@@ -208,3 +209,42 @@ def test_a_cpu_whose_repacked_kernels_crash_runs_without_them(smollm_gguf, monke
     finally:
         engine.close()
     assert json.loads((tmp_path / "verdict.json").read_text())["choice"]["extra_bufts"] is False
+
+
+def whole_model_states(engine, batch, blocks):
+    """The last tokens' states after ``blocks`` read on the whole model (a reader given no GGUF to cut)."""
+    from localjury.engines.llamacpp.layers import LayerReader
+    from localjury.engines.llamacpp.llamacpp import DECODE_BATCH, _pieces
+
+    encoded = engine.tokenizer(batch, add_special_tokens=False)["input_ids"]
+    reader = LayerReader(DECODE_BATCH, 2)
+    try:
+        return reader.read(engine.model, encoded, blocks, _pieces, [[(len(ids) - 1, len(ids))] for ids in encoded])[0]
+    finally:
+        reader.close()
+
+
+def test_a_read_stopping_below_the_last_block_runs_on_a_copy_cut_there(engine, monkeypatch, caplog):
+    """States read after a shallow block come from a copy of the GGUF holding the blocks up to it
+    (written once, then reused), equal to the whole model's; where no copy can be had, the whole
+    model is read, with a warning."""
+    from localjury.engines.llamacpp import layers
+
+    batch = prompts_for(engine, RECORDS)
+    want = whole_model_states(engine, batch, [2, 5])
+    np.testing.assert_allclose(engine.hidden_states(batch, [2, 5]), want, rtol=1e-5, atol=1e-5)
+    copy = layers.trimmed_gguf(engine.gguf, 5)
+    top, model = engine._reader._trimmed
+    assert top == 5 and layers.llama_cpp.llama_model_n_layer(model.model) == 6
+    assert copy.stat().st_size < engine.gguf.stat().st_size
+    written = copy.stat().st_mtime_ns
+    np.testing.assert_allclose(engine.hidden_states(batch[1:2], [5]), want[1:2, 1:], rtol=1e-5, atol=1e-5)
+    assert copy.stat().st_mtime_ns == written  # reused, not written again
+
+    def refuse(source, top, folder=None):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(layers, "trimmed_gguf", refuse)
+    with caplog.at_level("WARNING", logger=layers.__name__):
+        np.testing.assert_allclose(engine.hidden_states(batch, [3]), whole_model_states(engine, batch, [3]))
+    assert "reading block 3 of" in caplog.text and "No space left on device" in caplog.text
