@@ -2,9 +2,11 @@
 it: a Hugging Face folder's ``config.json``, or a GGUF file's metadata, so that a decision head
 that does not fit its model is refused before any model loads.
 
-The GGUF metadata is read by hand, up to the two keys: ``gguf``'s ``GGUFReader`` parses every
-field and tensor of the file first (6 s for SmolLM2, 24 s for Gemma 3 on an AMD EPYC Zen 3),
-where these two keys come first and take milliseconds.
+The GGUF metadata is read by hand (:class:`GgufHeader`), up to the two keys: ``gguf``'s
+``GGUFReader`` parses every field and tensor of the file first (6 s for SmolLM2, 24 s for Gemma 3
+on an AMD EPYC Zen 3), where these two keys come first and take milliseconds. The llamacpp
+engine reads the whole header with it too, where it cuts a model after a block
+(:mod:`localjury.engines.llamacpp.trimmed`).
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def gguf_shape(path: Path) -> ModelShape | None:
     reading stops once both are found. None where the file is not a GGUF of version 2 or 3 or
     its metadata is malformed (its load says what is wrong)."""
     with open(path, "rb") as fh:
-        header = _GgufHeader(fh, os.fstat(fh.fileno()).st_size)
+        header = GgufHeader(fh, os.fstat(fh.fileno()).st_size)
         try:
             found = header.metadata()
         except (ValueError, OverflowError):
@@ -95,9 +97,10 @@ def gguf_shape(path: Path) -> ModelShape | None:
     return ModelShape(number("embedding_length"), number("block_count"), f"the metadata of {path}")
 
 
-class _GgufHeader:
+class GgufHeader:
     """The key-value metadata at the head of a GGUF file (version 2 or 3, little-endian): the
-    strings and integers, the rest read past."""
+    strings and integers, where each integer lies, the rest read past; after the whole metadata,
+    the tensors' infos."""
 
     #: GGUF value types: the integers' formats, the other fixed sizes, a string, an array.
     INTS: ClassVar[dict[int, str]] = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 10: "<Q", 11: "<q"}
@@ -106,30 +109,45 @@ class _GgufHeader:
 
     def __init__(self, fh: BinaryIO, size: int) -> None:
         self.fh, self.size = fh, size
+        self.tensor_count = 0
+        #: Each integer's place in the file and its width in bytes.
+        self.places: dict[str, tuple[int, int]] = {}
 
-    def metadata(self) -> dict[str, int | str] | None:
+    def metadata(self, *, whole: bool = False) -> dict[str, int | str] | None:
         """The metadata up to the model's embedding length and block count (all of it where
-        either is missing); None for a file that is not GGUF 2 or 3.
+        either is missing, or where ``whole``); None for a file that is not GGUF 2 or 3.
 
         Raises:
             ValueError: It ends inside its metadata, or holds a value of no known type.
         """
         if self.fh.read(4) != b"GGUF" or self.take("<I") not in (2, 3):
             return None
-        self.take("<Q")  # its tensors' count
+        self.tensor_count = self.take("<Q")
         found: dict[str, int | str] = {}
         for _ in range(self.take("<Q")):
             key, kind = self.text(), self.take("<I")
             if kind == self.STRING:
                 found[key] = self.text()
             elif kind in self.INTS:
+                self.places[key] = (self.fh.tell(), struct.calcsize(self.INTS[kind]))
                 found[key] = self.take(self.INTS[kind])
             else:
                 self.skip(kind)
             arch = found.get("general.architecture")
-            if {f"{arch}.embedding_length", f"{arch}.block_count"} <= found.keys():
+            if not whole and {f"{arch}.embedding_length", f"{arch}.block_count"} <= found.keys():
                 break
         return found
+
+    def tensors(self) -> list[tuple[str, int, int, int]]:
+        """After the whole :meth:`metadata`: each tensor's name, where its info starts and ends
+        in the file, and its data's offset (from the data section's start)."""
+        infos = []
+        for _ in range(self.tensor_count):
+            start, name = self.fh.tell(), self.text()
+            self.fh.seek(8 * self.take("<I") + 4, os.SEEK_CUR)  # its dimensions, its type
+            offset = self.take("<Q")
+            infos.append((name, start, self.fh.tell(), offset))
+        return infos
 
     def take(self, fmt: str) -> int:
         raw = self.fh.read(struct.calcsize(fmt))
@@ -154,4 +172,4 @@ class _GgufHeader:
             width = self.SIZES.get(kind) or struct.calcsize(self.INTS[kind])
             self.fh.seek(width * count, os.SEEK_CUR)
         else:
-            raise ValueError(f"a value of GGUF type {kind}")  # arrays of arrays too: no key localjury reads
+            raise ValueError(f"a value of GGUF type {kind}")  # arrays of arrays too: no GGUF localjury reads has one

@@ -16,9 +16,10 @@ by this context.
 Stopping the graph is not all of it: a context of the whole model still keeps (and copies, for
 each prompt's copy of the shared prefix) cache rows for every block, and its deepest wanted block
 runs its feed-forward part for every token. A read that stops below the last block therefore runs
-on a copy of the GGUF cut after that block (:func:`trimmed_gguf`: the same tensors, bytes as they
-are, without the blocks above; written once under ``$LOCALJURY_HOME/trimmed/``), where the wanted
-block is the last one and llama.cpp keeps only the rows asked for before its feed-forward part.
+on a copy of the GGUF cut after that block (:mod:`~localjury.engines.llamacpp.trimmed`: the same
+tensors, bytes as they are, without the blocks above; written once under
+``$LOCALJURY_HOME/trimmed/``), where the wanted block is the last one and llama.cpp keeps only the
+rows asked for before its feed-forward part.
 The states are the same within float rounding; decision mode on Qwen2.5-Coder-1.5B (block 10 of
 28, TruthfulQA prompts of about 400 tokens) went from 1.31 to 1.50 judgments a second on an AMD
 EPYC Zen 3 (``benchmarks/performance/decision_speed.py``). Where no copy can be had, the whole
@@ -28,16 +29,7 @@ model is read.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
-import mmap
-import os
-import re
-import shutil
-import stat
-import struct
-import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,7 +38,6 @@ import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
-from localjury._files import localjury_home
 from localjury.engines._local import Span, covering, shared_prefix
 
 log = logging.getLogger(__name__)
@@ -75,166 +66,12 @@ def _ggml() -> ctypes.CDLL:
     return lib
 
 
-#: The layout of a trimmed copy, in its name: a copy of another layout is written again.
-TRIM_LAYOUT = 1
-_BLOCK_TENSOR = re.compile(r"blk\.(\d+)\.")
-#: GGUF's value types: the bytes of each fixed-size one; 8 is a string, 9 an array.
-_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-_STRING, _ARRAY = 8, 9
-#: The disk space a copy must leave free where it is written.
-FREE_AFTER_COPY = 1 << 30
-
-
-class _Gguf:
-    """Where the parts of a GGUF file (version 2 or 3, little-endian) lie: its key-value section,
-    the position and width of two values in it, and each tensor's info and data. Read by walking
-    the bytes (gguf's own reader decodes every token of the vocabulary: 22 s for Gemma 3's 262k)."""
-
-    def __init__(self, buf: memoryview) -> None:
-        self.buf, pos = buf, 24
-        magic, version, tensors, keys = struct.unpack_from("<IIQQ", buf, 0)
-        if magic != 0x46554747 or version not in (2, 3):
-            raise ValueError("not a little-endian GGUF of version 2 or 3")
-        self.values: dict[str, tuple[int, int, Any]] = {}  # key -> (position, width, value) of a fixed or string value
-        for _ in range(keys):
-            key, pos = self._string(pos)
-            (kind,) = struct.unpack_from("<I", buf, pos)
-            end = self._skip(pos + 4, kind)
-            if kind in _FIXED:
-                self.values[key] = (pos + 4, _FIXED[kind], int.from_bytes(buf[pos + 4 : end], "little"))
-            elif kind == _STRING:
-                self.values[key] = (pos + 4, end - pos - 4, bytes(buf[pos + 12 : end]).decode())
-            pos = end
-        self.kv_end = pos
-        self.infos: list[tuple[str, int, int, int]] = []  # name, info's start and end, data offset
-        for _ in range(tensors):
-            name, after = self._string(pos)
-            (dims,) = struct.unpack_from("<I", buf, after)
-            end = after + 4 + 8 * dims + 4 + 8
-            self.infos.append((name, pos, end, struct.unpack_from("<Q", buf, end - 8)[0]))
-            pos = end
-        self.alignment = self.values.get("general.alignment", (0, 0, 32))[2]
-        self.data_start = -(-pos // self.alignment) * self.alignment
-
-    def _string(self, pos: int) -> tuple[str, int]:
-        (n,) = struct.unpack_from("<Q", self.buf, pos)
-        return bytes(self.buf[pos + 8 : pos + 8 + n]).decode(), pos + 8 + n
-
-    def _skip(self, pos: int, kind: int) -> int:
-        """The position after a value of type ``kind`` at ``pos``."""
-        if kind in _FIXED:
-            return pos + _FIXED[kind]
-        if kind == _STRING:
-            return pos + 8 + struct.unpack_from("<Q", self.buf, pos)[0]
-        if kind != _ARRAY:
-            raise ValueError(f"unknown GGUF value type {kind}")
-        item, n = struct.unpack_from("<IQ", self.buf, pos)
-        pos += 12
-        if item in _FIXED:
-            return pos + n * _FIXED[item]
-        for _ in range(n):
-            pos = self._skip(pos, item)
-        return pos
-
-
-def trimmed_gguf(source: Path, top: int, folder: Path | None = None) -> Path:
-    """A GGUF of ``source`` cut after block ``top``: its metadata and tensors byte for byte, the
-    blocks above ``top`` left out and the block count ``top + 1``. Written once into ``folder``
-    (default ``$LOCALJURY_HOME/trimmed``), named after the source's folder and name, a digest of its
-    path, size and time, and the blocks kept; written to a temporary file renamed into place, so that
-    no reader sees half a copy. A copy already there is compared with the source byte for byte (a
-    memory comparison, well under a second a GB) and written again, with a warning, where it differs
-    or is not a regular file. Refused (``OSError``) where it would leave less than 1 GiB free."""
-    st = source.stat()
-    material = f"{TRIM_LAYOUT}\0{source.resolve()}\0{st.st_size}\0{st.st_mtime_ns}"
-    folder = folder or localjury_home() / "trimmed"
-    digest = hashlib.sha256(material.encode()).hexdigest()[:16]
-    path = folder / f"{source.parent.name}-{source.stem}-{digest}-blocks{top + 1}.gguf"
-    with source.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        buf, parts = memoryview(mapped), []
-        try:
-            parts = _trimmed_parts(_Gguf(buf), top, source)
-            if _holds(path, parts):
-                return path
-            if os.path.lexists(path):
-                log.warning("%s differs from a copy of %s cut after block %d: written again", path, source, top)
-            _write(parts, folder, path, f"blocks 0-{top} of {source.name}")
-        finally:
-            for part in parts:
-                if isinstance(part, memoryview):
-                    part.release()
-            buf.release()
-    return path
-
-
-def _trimmed_parts(g: _Gguf, top: int, source: Path) -> list[Any]:
-    """The bytes of the copy of ``g`` cut after block ``top``, in order: its header, metadata and
-    tensor infos (padded), then each tensor's data (views of the source's)."""
-    count = f"{g.values.get('general.architecture', (0, 0, ''))[2]}.block_count"
-    if count not in g.values or not 0 <= top < g.values[count][2] - 1:
-        raise ValueError(f"{source.name} has no block {top} below its last")
-    # A tensor's data runs to the next one's (padding included), the last one's to the file's end.
-    starts = sorted(offset for *_, offset in g.infos)
-    extent = dict(zip(starts, [*starts[1:], len(g.buf) - g.data_start], strict=True))
-    kept = [info for info in g.infos if not (m := _BLOCK_TENSOR.match(info[0])) or int(m.group(1)) <= top]
-    head = bytearray(struct.pack("<IIQQ", 0x46554747, *struct.unpack_from("<I", g.buf, 4), len(kept),
-                                 struct.unpack_from("<Q", g.buf, 16)[0]))  # fmt: skip
-    kv = bytearray(g.buf[24 : g.kv_end])
-    at, width, _ = g.values[count]
-    kv[at - 24 : at - 24 + width] = (top + 1).to_bytes(width, "little")
-    head += kv
-    offset = 0
-    for _, start, end, old in kept:
-        head += g.buf[start : end - 8]
-        head += struct.pack("<Q", offset)
-        offset += extent[old] - old
-    head += bytes(-len(head) % g.alignment)
-    return [bytes(head)] + [g.buf[g.data_start + old : g.data_start + extent[old]] for *_, old in kept]
-
-
-def _holds(path: Path, parts: list[Any]) -> bool:
-    """Whether ``path`` is a regular file (not followed if a link) holding exactly ``parts``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return False
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size != sum(len(p) for p in parts) or not st.st_size:
-            return False
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            pos = 0
-            for part in parts:
-                have = np.frombuffer(mapped, np.uint8, len(part), pos)
-                same = np.array_equal(have, np.frombuffer(part, np.uint8))
-                del have
-                if not same:
-                    return False
-                pos += len(part)
-    return True
-
-
-def _write(parts: list[Any], folder: Path, path: Path, what: str) -> None:
-    total = sum(len(p) for p in parts)
-    folder.mkdir(parents=True, exist_ok=True)
-    if shutil.disk_usage(folder).free < total + FREE_AFTER_COPY:
-        raise OSError(f"{total / 2**20:,.0f} MiB would leave less than 1 GiB free in {folder}")
-    print(f"localjury: writing {what} for reading states (once; kept in {folder})", file=sys.stderr, flush=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for part in parts:
-                out.write(part)
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
 class LayerReader:
     """A context of its own (made at the first read, grown for longer prompts) whose eval
     callback keeps the wanted blocks' outputs at the tokens of each prefill's span (the tokens
     its poolings cover); a read that stops below the last block runs on a copy of the model cut
-    after it (:func:`trimmed_gguf`), loaded at the first such read and kept while reads stop there.
+    after it (:mod:`~localjury.engines.llamacpp.trimmed`), loaded at the first such read and kept
+    while reads stop there.
 
     Args:
         batch: Tokens one ``llama_decode`` takes at most.
@@ -345,12 +182,15 @@ class LayerReader:
 
     def _model_for(self, model: Any, top: int) -> Any:
         """What a read stopping after block ``top`` runs on: the copy of ``model`` cut there
-        (:func:`trimmed_gguf`), or ``model`` where ``top`` is its last block or no copy can be
-        had (said once a block, as a warning)."""
+        (:mod:`~localjury.engines.llamacpp.trimmed`), or ``model`` where ``top`` is its last block or
+        no copy can be had (said once a block, as a warning)."""
         if self._source is None or top >= llama_cpp.llama_model_n_layer(model.model) - 1 or top in self._refused:
             return model
         if self._trimmed is not None and self._trimmed[0] == top:
             return self._trimmed[1]
+        # Imported here: only a read below the last block needs it (a run without heads never loads it).
+        from localjury.engines.llamacpp.trimmed import trimmed_gguf
+
         try:
             trimmed = _internals.LlamaModel(path_model=str(trimmed_gguf(self._source, top)), params=self._params,
                                             verbose=False)  # fmt: skip

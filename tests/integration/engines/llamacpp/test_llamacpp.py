@@ -228,12 +228,12 @@ def test_a_read_stopping_below_the_last_block_runs_on_a_copy_cut_there(engine, m
     """States read after a shallow block come from a copy of the GGUF holding the blocks up to it
     (written once, then reused), equal to the whole model's; where no copy can be had, the whole
     model is read, with a warning."""
-    from localjury.engines.llamacpp import layers
+    from localjury.engines.llamacpp import layers, trimmed
 
     batch = prompts_for(engine, RECORDS)
     want = whole_model_states(engine, batch, [2, 5])
     np.testing.assert_allclose(engine.hidden_states(batch, [2, 5]), want, rtol=1e-5, atol=1e-5)
-    copy = layers.trimmed_gguf(engine.gguf, 5)
+    copy = trimmed.trimmed_gguf(engine.gguf, 5)
     top, model = engine._reader._trimmed
     assert top == 5 and layers.llama_cpp.llama_model_n_layer(model.model) == 6
     assert copy.stat().st_size < engine.gguf.stat().st_size
@@ -244,7 +244,7 @@ def test_a_read_stopping_below_the_last_block_runs_on_a_copy_cut_there(engine, m
     def refuse(source, top, folder=None):
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(layers, "trimmed_gguf", refuse)
+    monkeypatch.setattr(trimmed, "trimmed_gguf", refuse)
     with caplog.at_level("WARNING", logger=layers.__name__):
         np.testing.assert_allclose(engine.hidden_states(batch, [3]), whole_model_states(engine, batch, [3]))
     assert "reading block 3 of" in caplog.text and "No space left on device" in caplog.text

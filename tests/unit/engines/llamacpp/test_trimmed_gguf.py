@@ -7,12 +7,12 @@ import pytest
 gguf = pytest.importorskip("gguf")
 pytest.importorskip("llama_cpp", reason="the llamacpp extra (scripts/test installs it)")
 
-from localjury.engines.llamacpp.layers import trimmed_gguf  # noqa: E402
+from localjury.engines.llamacpp.trimmed import trimmed_gguf  # noqa: E402
 
 TOKENS = ["<s>", "</s>", "a", "b", "\u00e9t\u00e9", ""]
 
 
-def write_model(path, blocks=4, alignment=None):
+def write_model(path, blocks=4, alignment=None, nested=False):
     """A small GGUF with llama.cpp's names: embeddings, ``blocks`` blocks of two tensors of
     different types and sizes, an output norm; metadata of every kind (strings, arrays of
     strings and numbers, a float, a bool)."""
@@ -25,9 +25,11 @@ def write_model(path, blocks=4, alignment=None):
     writer.add_bool("tiny.flag", True)
     writer.add_token_list(TOKENS)
     writer.add_token_scores([0.5 * i for i in range(len(TOKENS))])
-    writer.add_array("tiny.nested", [[1, 2], [3]])
+    writer.add_array("tiny.sizes", [1, 2, 3])
     if alignment:
         writer.add_custom_alignment(alignment)
+    if nested:
+        writer.add_array("tiny.nested", [[1, 2], [3]])
     writer.add_tensor("token_embd.weight", rng.standard_normal((6, 8), dtype=np.float32))
     for i in range(blocks):
         writer.add_tensor(f"blk.{i}.attn_q.weight", rng.standard_normal((8, 8), dtype=np.float32))
@@ -115,3 +117,11 @@ def test_a_link_in_a_copys_place_is_replaced_never_followed(tmp_path):
     copy.symlink_to(elsewhere)
     assert trimmed_gguf(source, 1, tmp_path / "trimmed") == copy
     assert not copy.is_symlink() and copy.read_bytes() == elsewhere.read_bytes()
+
+
+def test_a_gguf_with_arrays_of_arrays_is_refused_as_its_shape_is(tmp_path):
+    """The header is read as the model's shape is (``models/_shape.GgufHeader``), which reads no
+    array of arrays: the whole model is then read instead."""
+    source = write_model(tmp_path / "model.gguf", nested=True)
+    with pytest.raises(ValueError, match="a value of GGUF type 9"):
+        trimmed_gguf(source, 1, tmp_path / "trimmed")
