@@ -37,10 +37,9 @@ import numpy as np
 
 from localjury.bench import stats
 from localjury.bench._judge import resolve_metric
-from localjury.bench.align import unit
 from localjury.bench.decision_ways import read_states
 from localjury.bench.formats import load
-from localjury.bench.sampling import sample
+from localjury.bench.sampling import sample, unit
 from localjury.engines import load_engine
 from localjury.engines.base import GenerateCall, Sampling
 from localjury.metrics.neutralise import Neutraliser

@@ -21,8 +21,8 @@ from typing import Any
 
 from decision_heads import SEED, SETS, _ci, baseline
 
-from localjury.bench.align import unit
 from localjury.bench.decision_ways import decide, surface_way, way_name
+from localjury.bench.sampling import unit
 from localjury.votes.decision_report import DecisionWay
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _figures

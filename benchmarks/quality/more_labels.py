@@ -26,9 +26,8 @@ from typing import Any
 import numpy as np
 
 from localjury.bench._judge import resolve_metric
-from localjury.bench.align import unit
 from localjury.bench.formats import load
-from localjury.bench.sampling import sample
+from localjury.bench.sampling import sample, unit
 from localjury.engines import load_engine
 from localjury.models.registry import load_registry
 from localjury.types import Pooling

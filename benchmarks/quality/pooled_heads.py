@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from localjury.bench._judge import resolve_metric
-from localjury.bench.align import unit
 from localjury.bench.decision_ways import read_states
+from localjury.bench.sampling import unit
 from localjury.engines import load_engine
 from localjury.models.registry import load_registry
 from localjury.records.record import parse_record

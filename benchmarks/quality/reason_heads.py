@@ -30,8 +30,8 @@ from typing import Any
 
 from localjury.bench import stats
 from localjury.bench._judge import resolve_metric
-from localjury.bench.align import unit
 from localjury.bench.decision_ways import zero_shot_prompts
+from localjury.bench.sampling import unit
 from localjury.engines import load_engine
 from localjury.engines.base import GenerateCall
 from localjury.models.registry import load_registry

@@ -50,7 +50,8 @@ class Completion:
     """At each place the output wrote a 0/1 verdict, in order, the probability the model gave
     to 1 there, renormalised over the verdict tokens the schema allowed (its distribution at
     temperature 1, before top-p); for a rubric's score, the probability of each level of its
-    scale (1..N, N figures). None when the engine cannot tell (see each engine)."""
+    scale (1..N, N figures); for a request a decision head decides, the head's output (its
+    probability, a graded head's score normalised to 0..1). None when the engine cannot tell (see each engine)."""
     thinking: str | None = None
     """What the judge thought before its answer (``text``), under a thinking budget, or as a
     server's reasoning parser separated it; None where it did not think."""

@@ -29,17 +29,19 @@ from pydantic import ValidationError
 from localjury._hashing import file_sha256
 from localjury._version import __version__
 from localjury.bench._judge import is_pairwise
+from localjury.bench.align_graded import build_graded_profile
 from localjury.bench.align_pairs import build_preference_profile
 from localjury.bench.calibrate import _fit
 from localjury.bench.config import AlignConfig
 from localjury.bench.decision_ways import decision_heads, fit_model_heads, prompt_ways, too_few
 from localjury.bench.formats import BenchItem, load
-from localjury.bench.sampling import check_unique_ids, sample
+from localjury.bench.sampling import check_unique_ids, sample, unit
 from localjury.errors import ConfigError
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.base import Metric
 from localjury.metrics.profile import JudgeProfile, LabeledExample, ProfileCriterion
+from localjury.metrics.rubric import Rubric
 from localjury.models.registry import ModelSpec
 from localjury.records.conversation import not_unicode
 from localjury.records.record import parse_record
@@ -53,12 +55,6 @@ if TYPE_CHECKING:
 #: What bench calls an aligned judge's row, after the model's name.
 ALIGNED = " (aligned)"
 _FIELDS = ("user_input", "response", "retrieved_contexts", "reference")
-
-
-def unit(item: BenchItem) -> str:
-    """What a labeled record shares with the records that must never be its examples: its
-    pair or group, else its user input, else its id."""
-    return item.pair or item.group or str(item.record.get("user_input") or f"id:{item.record['id']}")
 
 
 def folds_of(items: Sequence[BenchItem], folds: int | None, seed: int = 0) -> dict[str, int]:
@@ -236,7 +232,7 @@ def build_profile(
     out: str | Path,
     config: AlignConfig | None = None,
     *,
-    judge: AspectCritic,
+    judge: AspectCritic | Rubric,
     fmt: str = "jsonl",
     progress: Progress | None = None,
     engine_factory: EngineFactory | None = None,
@@ -256,13 +252,20 @@ def build_profile(
     measuring it); without, no model loads and the profile is scored by votes.
 
     Labeled pairs (``mode``: ``pairwise``, or under ``auto`` a jsonl file of pairs) build a
-    pairwise profile of preference heads instead (:mod:`localjury.bench.align_pairs`).
+    pairwise profile of preference heads instead (:mod:`localjury.bench.align_pairs`); a rubric
+    as the ``judge`` and records scored on its scale, a graded profile of graded heads
+    (:mod:`localjury.bench.align_graded`).
 
     Raises:
         ConfigError: Bad labels, a record without a response, fewer than 2 records of a
             label (with ``calibrate``), an output path refused or being written by another process.
     """
     align = (config or AlignConfig()).replace(models=list(models), **settings)
+    if isinstance(judge, Rubric):
+        if fmt != "jsonl":
+            raise ConfigError(f"a rubric is aligned to a jsonl file of scored records (a score field), not {fmt!r}")
+        return build_graded_profile(data, models, out, align, rubric=judge, progress=progress,
+                                    engine_factory=engine_factory)  # fmt: skip
     if align.mode == "pairwise" or (align.mode == "auto" and fmt == "jsonl" and is_pairwise("auto", fmt, data)):
         return build_preference_profile(data, models, out, align, judge=judge, fmt=fmt, progress=progress,
                                         engine_factory=engine_factory)  # fmt: skip

@@ -11,7 +11,7 @@ The ways compared, each scored by Cohen's kappa against the labels (95% bootstra
   groups (only where the profile is calibrated: ``--calibrate``);
 - ``head layer N``: the head on block N's output at the prompt's last token, each record's
   probability from a head fitted on the other folds, folds grouped so that no pair, group or
-  user input (:func:`localjury.bench.align.unit`) is on both sides, and the head's C chosen
+  user input (:func:`localjury.bench.sampling.unit`) is on both sides, and the head's C chosen
   inside the training folds only;
 - ``head layers A+B+C``: the head on those blocks' outputs one after another, reduced by PCA or
   by the regularisation alone (chosen with C inside the training folds);
@@ -33,7 +33,7 @@ interval clears the best prompting way as a head's must to win.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from localjury.bench import stats
 from localjury.bench.formats import BenchItem
@@ -42,6 +42,7 @@ from localjury.engines.base import GenerateCall
 from localjury.errors import ConfigError
 from localjury.metrics.aspect_critic import AspectCritic
 from localjury.metrics.neutralise import Neutraliser
+from localjury.metrics.rubric import Rubric
 from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.models.registry import ModelSpec
 from localjury.records.record import Record, parse_record
@@ -103,7 +104,7 @@ def binding_of(spec: ModelSpec, criterion: str) -> HeadBinding:
 
 def read_states(
     engine: Engine,
-    judge: AspectCritic,
+    judge: AspectCritic | Rubric,
     records: Sequence[Record],
     layers: Sequence[int] | None = None,
     pooling: Pooling = "last",
@@ -115,7 +116,7 @@ def read_states(
     return engine.hidden_states(zero_shot_prompts(engine, judge, records), layers, pooling), layers  # type: ignore[attr-defined]
 
 
-def zero_shot_prompts(engine: Engine, judge: AspectCritic, records: Sequence[Record]) -> list[str]:
+def zero_shot_prompts(engine: Engine, judge: AspectCritic | Rubric, records: Sequence[Record]) -> list[str]:
     """Each record's zero-shot prompt as ``engine`` takes it, the record's text neutralised as a run does."""
     neutralise = Neutraliser(tokenizer_markers(engine.spec.tokenizer_dir()))
     return [engine.format_prompt(judge.messages(record, neutralise)) for record in records]
@@ -133,7 +134,7 @@ def read_after_reason(
 
 
 def read_poolings(
-    engine: Engine, judge: AspectCritic, records: Sequence[Record], layers: Sequence[int] | None = None
+    engine: Engine, judge: AspectCritic | Rubric, records: Sequence[Record], layers: Sequence[int] | None = None
 ) -> tuple[dict[Pooling, np.ndarray], list[int]]:
     """:func:`read_states` at the prompts' last token and, where the engine pools (not vLLM),
     over their responses, in one prefill a record where the engine reads both at once
@@ -264,53 +265,58 @@ def decide(
     heads: list[DecisionWay],
     baseline: DecisionWay | None = None,
     length: str = "the record's length",
+    by: Literal["kappa", "spearman"] = "kappa",
 ) -> DecisionReport:
     """The winner among the ways: the best head where its interval's lower end is above the best
-    prompting way's kappa (one with none, having decided nothing, counts as chance: 0), else the
-    best prompting way. ``baseline`` (the length-only way) is
-    listed, never chosen; where it could explain the best head (:func:`_artifact`), the report warns,
-    naming what the baseline reads as ``length``."""
+    prompting way's figure (``by``: its kappa, or of graded labels its Spearman's rho; one with none,
+    having decided nothing, counts as chance: 0), else the best prompting way. ``baseline`` (the
+    length-only way) is listed, never chosen; where it could explain the best head (:func:`_artifact`),
+    the report warns, naming what the baseline reads as ``length``."""
 
-    def kappa(w: DecisionWay) -> float:
-        return w.kappa if w.kappa is not None else float("-inf")
+    def figure(w: DecisionWay) -> float:
+        value = getattr(w, by)
+        return value if value is not None else float("-inf")
 
     listed = [*prompting, *heads, *([baseline] if baseline is not None else [])]
-    ways = sorted(listed, key=kappa, reverse=True)
-    best_prompt = max(prompting, key=kappa, default=None)
-    best_head = max(heads, key=kappa, default=None)
+    ways = sorted(listed, key=figure, reverse=True)
+    best_prompt = max(prompting, key=figure, default=None)
+    best_head = max(heads, key=figure, default=None)
+    default = best_prompt.way if best_prompt else "zero-shot votes"
     if best_prompt is None:
         bar, label = float("-inf"), "no prompting way"
-    elif best_prompt.kappa is None:  # it decided nothing, or one label only: no better than chance
-        bar, label = 0.0, f"{best_prompt.way} (kappa undefined, taken as chance: 0)"
+    elif getattr(best_prompt, by) is None:  # it decided nothing, or one label only: no better than chance
+        bar, label = 0.0, f"{best_prompt.way} ({by} undefined, taken as chance: 0)"
     else:
-        bar, label = best_prompt.kappa, f"{best_prompt.way} (kappa {best_prompt.kappa:.3f})"
-    if best_head is None or best_head.kappa_ci is None:
-        return DecisionReport(model=model, ways=ways, winner=best_prompt.way if best_prompt else "zero-shot votes",
-                              why="no head could be scored")  # fmt: skip
-    low = best_head.kappa_ci[0]
-    artifact = _artifact(baseline, best_head.way, low, bar, label, length)
+        bar, label = figure(best_prompt), f"{best_prompt.way} ({by} {figure(best_prompt):.3f})"
+    interval = getattr(best_head, f"{by}_ci") if best_head is not None else None
+    if best_head is None or interval is None:
+        return DecisionReport(model=model, ways=ways, winner=default, why="no head could be scored")
+    low = interval[0]
+    artifact = _artifact(baseline, best_head.way, low, bar, label, length, by)
     if low > bar:
-        why = f"{best_head.way}: kappa {kappa(best_head):.3f}, interval from {low:.3f}, above {label}"
+        why = f"{best_head.way}: {by} {figure(best_head):.3f}, interval from {low:.3f}, above {label}"
         return DecisionReport(model=model, ways=ways, winner=best_head.way, why=why, artifact=artifact)
     why = (
-        f"kept prompting: the best head, {best_head.way} (kappa {kappa(best_head):.3f}), has an interval from "
+        f"kept prompting: the best head, {best_head.way} ({by} {figure(best_head):.3f}), has an interval from "
         f"{low:.3f}, not above {label}"
     )
-    winner = best_prompt.way if best_prompt else "zero-shot votes"
-    return DecisionReport(model=model, ways=ways, winner=winner, why=why, artifact=artifact)
+    return DecisionReport(model=model, ways=ways, winner=default, why=why, artifact=artifact)
 
 
-def _artifact(baseline: DecisionWay | None, head: str, low: float, bar: float, label: str, length: str) -> str | None:
-    """The warning where the length-only baseline could explain a head: its kappa reaches the
-    head's interval, or its own interval clears the best prompting way as a head must to win."""
-    if baseline is None or baseline.kappa is None:
+def _artifact(
+    baseline: DecisionWay | None, head: str, low: float, bar: float, label: str, length: str, by: str = "kappa"
+) -> str | None:
+    """The warning where the length-only baseline could explain a head: its figure (``by``) reaches
+    the head's interval, or its own interval clears the best prompting way as a head must to win."""
+    value, interval = (getattr(baseline, by), getattr(baseline, f"{by}_ci")) if baseline is not None else (None, None)
+    if value is None:
         return None
-    alone = f"{length} alone ({SURFACE}: kappa {baseline.kappa:.3f}"
-    if baseline.kappa >= low:
+    alone = f"{length} alone ({SURFACE}: {by} {value:.3f}"
+    if value >= low:
         return f"{alone}) reaches {head}'s interval (from {low:.3f}): its gain could come from length"
-    if baseline.kappa_ci is not None and baseline.kappa_ci[0] > bar:
+    if interval is not None and interval[0] > bar:
         return (
-            f"{alone}, interval from {baseline.kappa_ci[0]:.3f}) is above {label}, as a head must be to win: "
+            f"{alone}, interval from {interval[0]:.3f}) is above {label}, as a head must be to win: "
             "a head's gain over prompting could come from length"
         )
     return None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from localjury._files import json_lines, open_regular_file, read_bounded
-from localjury.bench.label_rows import of_metric, split_label
+from localjury.bench.label_rows import of_metric, split_label, split_score
 from localjury.errors import ConfigError, RecordError
 from localjury.records.record import parse_record
 
@@ -43,6 +43,9 @@ class BenchItem:
     """Where the row sits in its file ("labels.jsonl line 7"), for messages."""
     metric: str | None = None
     """A labels file's row (``localjury review`` writes them): the metric it labels."""
+    score: float | None = None
+    """Graded labels (:func:`load_scored`): the human score on the rubric's scale, ``gold`` it
+    rounded half up; None for yes/no labels."""
 
     @property
     def id(self) -> str:
@@ -296,6 +299,24 @@ def load_jsonl(path: Path) -> list[BenchItem]:
         gold, metric, pair, error = split_label(row, n, path)
         items.append(BenchItem(row, gold, pair=pair, error=error, location=f"{path} line {n}", metric=metric))
     return items
+
+
+def load_scored(path: str | Path, levels: int, metric: str | None = None) -> list[BenchItem]:
+    """Graded labels: one record a line with a ``score`` on a rubric's scale 1..``levels``
+    (:func:`~localjury.bench.label_rows.split_score`) beside the record's fields, read and checked as
+    :func:`load_jsonl` and :func:`load` read yes/no labels (``metric``: as there).
+
+    Raises:
+        ConfigError: As :func:`load`, or a ``score`` off the scale (naming the file and the line).
+    """
+    path, items = Path(path), []
+    for n, row in _jsonl(path):
+        score, labels, pair, error = split_score(row, n, path, levels)
+        where = f"{path} line {n}"
+        items.append(BenchItem(row, int(score + 0.5), pair, None, error, where, labels, score))
+    if not items:
+        raise ConfigError(f"{path}: no records in it")
+    return of_metric([_checked(it, path) for it in items], metric, path)
 
 
 FORMATS: dict[str, Format] = {

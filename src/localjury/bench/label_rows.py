@@ -40,6 +40,23 @@ def split_label(row: dict[str, Any], n: int, path: Path) -> tuple[int, str | Non
     return int(gold), metric if isinstance(metric, str) else None, pair, error
 
 
+def split_score(
+    row: dict[str, Any], n: int, path: Path, levels: int
+) -> tuple[float, str | None, str | None, RecordError | None]:
+    """Take a graded label row apart as :func:`split_label` does, its ``score`` (a number on the
+    rubric's scale 1..``levels``, a mean of raters' scores allowed) in place of ``gold``.
+
+    Raises:
+        ConfigError: A ``score`` that is no number within 1..``levels`` (naming the file and the line).
+    """
+    score = row.pop("score", None)
+    if isinstance(score, bool) or not isinstance(score, int | float) or not 1 <= score <= levels:
+        raise ConfigError(f"{path}, line {n}: field 'score' must be a number within 1..{levels}, got {score!r}")
+    metric = {k: row.pop(k) for k in LABEL_FIELDS if k in row}.get("metric")
+    pair, error = _identity(row, n, f"{path} line {n}")
+    return float(score), metric if isinstance(metric, str) else None, pair, error
+
+
 def _identity(row: dict[str, Any], n: int, location: str) -> tuple[str | None, RecordError | None]:
     """Read a label row's ``id`` (into ``row``: its own, or ``line-N``) and take out its
     ``pair``; return the pair, and the error that stands in the row's place where either

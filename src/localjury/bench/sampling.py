@@ -23,6 +23,12 @@ def check_unique_ids(items: list[BenchItem], data: str | Path) -> None:
             raise ConfigError(f"{data}: record ids are not unique: two records have the id {it.id!r}{places}")
 
 
+def unit(item: BenchItem) -> str:
+    """What a labeled record shares with the records that must never be its examples, nor be on
+    the other side of a fold from it: its pair or group, else its user input, else its id."""
+    return item.pair or item.group or str(item.record.get("user_input") or f"id:{item.record['id']}")
+
+
 def sample(items: list[BenchItem], limit: int | None, seed: int) -> list[BenchItem]:
     """At most ``limit`` records, drawn with ``seed``: whole pairs for paired data; for
     grouped data (TruthfulQA) one question at a time, at most two answers each (one of each

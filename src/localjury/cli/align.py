@@ -15,6 +15,7 @@ from localjury.metrics.base import MAX_STRICTNESS
 
 if TYPE_CHECKING:
     from localjury.metrics import AspectCritic
+    from localjury.metrics.rubric import Rubric
 
 
 AlignDataArg = Annotated[
@@ -55,6 +56,17 @@ AlignEvidenceOpt = Annotated[
         "example quotes as its first sample that voted its gold label did (one no sample got right is not shown).",
     ),
 ]
+AlignRubricOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--rubric",
+        help="Align a rubric to records scored on its scale (a score field, 1..N): a predefined rubric "
+        "(helpfulness_rubric...) or one of --rubrics FILE's. Builds a graded profile (graded heads).",
+    ),
+]
+AlignRubricsOpt = Annotated[
+    Path | None, typer.Option("--rubrics", callback=checked_path, help="The rubric file (YAML) --rubric names one of.")
+]
 
 
 @app.command()
@@ -68,6 +80,8 @@ def align(
     fmt: AlignFmtOpt = "jsonl",
     strictness: AlignStrictnessOpt = 3,
     evidence: AlignEvidenceOpt = False,
+    rubric: AlignRubricOpt = None,
+    rubrics: AlignRubricsOpt = None,
     quiet: QuietOpt = False,
     settings: dict[str, Any] | None = None,
     align_settings: dict[str, Any] | None = None,
@@ -83,6 +97,10 @@ def align(
     Labeled pairs (response_a, response_b, gold 1 where A is the better; see --mode) build a pairwise profile:
     each model judges the pairs in both orders, and a preference head (a local reward model) fitted on each
     response's hidden states decides its pairs where it beats that by cross-validated kappa (needs 20 pairs).
+
+    With --rubric, records scored on the rubric's scale (score 1..N) build a graded profile: each model grades
+    them as the rubric does, and a graded head (a ridge regression on the rubric prompt's hidden states) scores
+    its records where it beats that by cross-validated Spearman's rho (needs 40 scored records).
     """
     from localjury.bench import require
 
@@ -90,7 +108,8 @@ def align(
     from localjury.bench.align import build_profile
     from localjury.cli.bench import _jury, print_calibration
 
-    judge = _criterion(criterion, metric, fmt, strictness, evidence)
+    judge = _criterion(criterion, metric, fmt, strictness, evidence) if rubric is None else \
+        _rubric(rubric, rubrics, strictness, given=criterion is not None or evidence)  # fmt: skip
     settings = settings or {}
     specs = _jury(settings)
     config = AlignConfig.of(
@@ -104,20 +123,21 @@ def align(
         profile = build_profile(data, specs, out_path, config, judge=judge, fmt=fmt, progress=progress)
     if profile.calibrators:
         print_calibration(profile.calibrators, out)
+    by = "spearman" if profile.rubric is not None else "kappa"
     for decision in profile.decisions:
         ways = ", ".join(
-            f"{w.way} {w.kappa:.2f}" + (f" ({w.accuracy:.0%} of pairs right)" if w.accuracy is not None else "")
+            f"{w.way} {getattr(w, by):.2f}" + (f" ({w.accuracy:.0%} of pairs right)" if w.accuracy is not None else "")
             for w in decision.ways[:4]
-            if w.kappa is not None
+            if getattr(w, by) is not None
         )
         out.print(
-            f"{decision.model}: decides by {decision.winner} ({decision.why})" + (f"\n  kappa: {ways}" if ways else "")
+            f"{decision.model}: decides by {decision.winner} ({decision.why})" + (f"\n  {by}: {ways}" if ways else "")
         )
         if decision.artifact:
             out.print(f"  warning: {decision.artifact}", markup=False, highlight=False)
-    if profile.pairwise:
+    if profile.pairwise or profile.rubric is not None:
         heads = ", ".join(h.binding.model for h in profile.heads) or "none"
-        out.print(f"preference heads: {heads}\nprofile: {out_path}")
+        out.print(f"{'graded' if profile.rubric else 'preference'} heads: {heads}\nprofile: {out_path}")
         return
     labels = {g: sum(e.gold == g for e in profile.examples) for g in (1, 0)}
     out.print(
@@ -140,3 +160,20 @@ def _criterion(criterion: str | None, metric: str | None, fmt: str, strictness: 
     if type(judge) is not AspectCritic:
         raise ConfigError(f"--metric {metric!r} is no yes/no criterion; give --criterion TEXT or an aspect")
     return judge
+
+
+def _rubric(name: str, path: Path | None, strictness: int, *, given: bool) -> Rubric:
+    """The rubric to align: ``name`` among ``path``'s rubrics, else a predefined rubric; ``given``:
+    --criterion or --evidence given too, which a rubric does not take."""
+    from localjury.metrics.rubric import Rubric, predefined_rubric
+    from localjury.metrics.rubric_file import rubric_file_metrics
+
+    if given:
+        raise ConfigError("--rubric aligns a rubric: --criterion and --evidence are a yes/no criterion's")
+    if path is None:
+        return predefined_rubric(name, strictness=strictness)
+    found = next((m for m in rubric_file_metrics(path) if m.name == name), None)
+    if not isinstance(found, Rubric):
+        raise ConfigError(f"rubric file {path} has no rubric named {name!r}")
+    found.strictness = strictness
+    return found

@@ -358,10 +358,10 @@ class BatchEngine(PromptTokens):
 
 
 def decided(head: DecisionHead, state: np.ndarray, answer: Completion | None = None) -> Completion:
-    """A head's decision from a hidden state, as a completion: its probability as the verdict's;
-    the text the judge's ``answer`` where it wrote one first (a head after the reason), else the
-    head's verdict, no token drawn."""
-    p = head.probability(state)
+    """A head's decision from a hidden state, as a completion: its output (its probability, or a
+    graded head's normalised score) as the verdict's probability; the text the judge's ``answer`` where it
+    wrote one first (a head after the reason), else the head's answer, no token drawn."""
+    p = head.output(state)
     if answer is not None:
         return replace(answer, verdict_probs=(p,))
-    return Completion(json.dumps({"verdict": head.verdict(p)}), 0, True, verdict_probs=(p,))
+    return Completion(json.dumps(head.answer(p)), 0, True, verdict_probs=(p,))

@@ -83,6 +83,11 @@ class DecidedByHeads:
             head=head,
         )
 
+    def beside(self, decided: Request, asked: Sequence[Request]) -> list[Request]:
+        """The head's request, then ``asked`` (the usual samples, drawn for their reasons with
+        ``--with-reasons``) under a key of their own: never counted in the decision."""
+        return [decided, *(replace(req, key=(req.key[0], f"{self.name} [reasons]")) for req in asked)]
+
     def head_judgment(
         self,
         name: str,
@@ -154,11 +159,8 @@ class HeadJudging(VerdictJudging):
         render = partial(self.metric.zero_shot_messages, neutralise=model.neutralise)
         decided = self.metric.head_request(model, record, self.metric.name, render, self.metric.json_schema(),
                                            on_overflow)  # fmt: skip
-        beside = [  # the usual samples, for their reasons, under a key of their own
-            replace(req, key=(record.id, f"{self.metric.name} [reasons]"))
-            for req in (super().requests(model, record, context, on_overflow) if self.with_reasons else ())
-        ]
-        return [decided, *beside]
+        asked = super().requests(model, record, context, on_overflow) if self.with_reasons else []
+        return self.metric.beside(decided, asked)
 
     def judge(self, name: str, record: Record, context: Any, samples: Samples) -> Judged:
         head = self.metric.heads.get(name)

@@ -22,6 +22,7 @@ from localjury.metrics.base import JudgeMetric, Metric
 from localjury.metrics.checklist import ChecklistCriterion, ChecklistJudging
 from localjury.metrics.composite import CompositeMetric, StatementsJudging
 from localjury.metrics.faithfulness import FactualAccuracy, Faithfulness
+from localjury.metrics.graded_critic import GradedCritic, GradedJudging
 from localjury.metrics.head_critic import HeadCritic, HeadJudging
 from localjury.metrics.judging import BaseJudging
 from localjury.metrics.pairwise import PairwiseCritic, PairwiseJudging
@@ -45,6 +46,7 @@ KINDS: dict[str, Kind] = {
     "judge": Kind(JudgeMetric, VerdictJudging),  # the Aspect Critic, an aligned critic, goal_achieved
     "head": Kind(HeadCritic, HeadJudging),  # a judge profile's critic whose models decide by their heads
     "rubric": Kind(Rubric, RubricJudging),
+    "graded": Kind(GradedCritic, GradedJudging),  # a graded profile's rubric: models decide by graded heads
     "pairwise": Kind(PairwiseCritic, PairwiseJudging),
     "preference": Kind(PreferenceCritic, PreferenceJudging),  # a pairwise profile's: models decide by preference heads
     "checklist": Kind(ChecklistCriterion, ChecklistJudging),  # one criterion of a checklist

@@ -7,7 +7,9 @@ they are chosen, the thresholds fitted on the same labels (optional) and the mod
 fitted for. Its hash (the SHA-256 of its content, whatever the YAML's layout) is recorded in
 the run's manifest; the demonstrations a prompt shows are part of that prompt, so the
 judgment store keys every generation by them. A pairwise profile (``align`` on labeled pairs)
-holds preference heads instead of examples (:mod:`localjury.metrics.preference_critic`).
+holds preference heads instead of examples (:mod:`localjury.metrics.preference_critic`); a graded
+profile (``align --rubric`` on scored records) a rubric's levels and graded heads
+(:mod:`localjury.metrics.graded_critic`).
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from localjury.metrics._text_bounds import SpecText, SpecTexts
 from localjury.metrics.aligned import DEFAULT_SHOTS, AlignedCritic, Demonstration, Selector, Similarity
 from localjury.metrics.base import MAX_STRICTNESS, REASON_MAX_CHARS, Metric
 from localjury.metrics.evidence import MAX_QUOTES, QuoteText
+from localjury.metrics.graded_critic import EXPECTED, GradedCritic
 from localjury.metrics.head_critic import HeadCritic, head_models
 from localjury.metrics.preference_critic import PreferenceCritic
+from localjury.metrics.rubric import MAX_LEVELS, Rubric
 from localjury.records.record import Record
 from localjury.votes.calibration import Calibrator
 from localjury.votes.decision_report import DecisionReport
@@ -87,6 +91,24 @@ class ProfileCriterion(BaseModel):
     """The yes/no statement about the response."""
 
 
+class ProfileRubric(BaseModel):
+    """The scale of a graded profile's rubric (``align --rubric``): the criterion is what is graded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    levels: list[SpecText] = Field(min_length=2, max_length=MAX_LEVELS)
+    """The description of each level, from 1 up."""
+    needs_reference: bool = False
+    """A record must carry a reference answer."""
+    threshold: float = Field(default=0.5, ge=0, le=1)
+    """The normalised score (0..1) a model's score must reach to pass."""
+
+    def metric(self, name: str, criterion: str, **options: Any) -> Rubric:
+        """The rubric it describes (``options``: :class:`~localjury.metrics.rubric.Rubric`'s)."""
+        return Rubric(name, criterion, self.levels, needs_reference=self.needs_reference, threshold=self.threshold,
+                      **options)  # fmt: skip
+
+
 class JudgeProfile(BaseModel):
     """A judge profile file (YAML)."""
 
@@ -124,6 +146,10 @@ class JudgeProfile(BaseModel):
     heads: list[DecisionHead] = []
     """The decision heads that won, at most one per model: those models decide by their head
     (:mod:`~localjury.metrics.head_critic`), the others by prompting."""
+    rubric: ProfileRubric | None = Field(default=None, exclude_if=lambda value: value is None)
+    """A graded profile (``align --rubric`` on scored records): the criterion is a rubric's, graded on
+    these levels; its heads are graded heads (:mod:`~localjury.metrics.graded_critic`), and it holds
+    no examples and no thresholds. Left out for a yes/no or pairwise criterion."""
     pairwise: bool = Field(default=False, exclude_if=lambda value: not value)
     """The criterion compares two responses (``align`` on preference pairs): its heads are
     preference heads (:mod:`~localjury.metrics.preference_critic`), and it holds no examples and no
@@ -143,15 +169,27 @@ class JudgeProfile(BaseModel):
         models = [h.binding.model for h in self.heads]
         if len(set(models)) < len(models):
             raise ValueError(f"one decision head per model; {models} has a model twice")
-        wrong = [h.binding.criterion for h in self.heads if h.binding.criterion != self.criterion.definition]
+        wrong = [h.binding.criterion for h in self.heads if h.binding.criterion != self.bound_to]
         if wrong:
             raise ValueError(f"a decision head was fitted for another criterion: {wrong[0][:60]!r}")
-        kind = "preference heads" if self.pairwise else "yes/no heads"
-        if any(h.preference != self.pairwise for h in self.heads):
-            raise ValueError(f"a {'pairwise' if self.pairwise else 'yes/no'} profile holds {kind} only")
-        if self.pairwise and (self.examples or self.calibrators):
-            raise ValueError("a pairwise profile holds its preference heads, no examples and no calibrators")
+        levels = len(self.rubric.levels) if self.rubric is not None else None
+        if self.pairwise and levels:
+            raise ValueError("a profile is pairwise or graded (a rubric), not both")
+        profile, kind = ("graded", "graded heads") if levels else ("pairwise", "preference heads") if self.pairwise \
+            else ("yes/no", "yes/no heads")  # fmt: skip
+        if any(h.preference != self.pairwise or h.levels != levels for h in self.heads):
+            raise ValueError(f"a {profile} profile holds {kind} only" + (f" (of {levels} levels)" if levels else ""))
+        if (self.pairwise or levels) and (self.examples or self.calibrators):
+            raise ValueError(f"a {profile} profile holds its {kind}, no examples and no calibrators")
         return self
+
+    @property
+    def bound_to(self) -> str:
+        """The wording its heads are bound to: the criterion's, or a graded profile's rubric as the
+        judge reads it (the criterion and its levels)."""
+        if self.rubric is None:
+            return self.criterion.definition
+        return self.rubric.metric(self.criterion.name, self.criterion.definition).rubric_text()
 
     @model_validator(mode="after")
     def _quoting(self) -> JudgeProfile:
@@ -172,13 +210,22 @@ class JudgeProfile(BaseModel):
         path: str | Path | None = None,
         folds: Mapping[str, int] | None = None,
         name: str | None = None,
-    ) -> AlignedCritic | PreferenceCritic:
+    ) -> AlignedCritic | PreferenceCritic | GradedCritic:
         """The metric that judges with this profile (``strictness`` overrides the profile's;
         ``path``: the file it was read from, for the manifest; ``folds``: record id -> fold, a
         record shown examples of other folds only; ``name``: another metric name than the
         criterion's). A yes/no profile gives :meth:`aligned_metric`; a pairwise profile a
         :class:`~localjury.metrics.preference_critic.PreferenceCritic`: its models decide by their
-        preference heads, the others by the pairwise question in both orders."""
+        preference heads, the others by the pairwise question in both orders; a graded profile a
+        :class:`~localjury.metrics.graded_critic.GradedCritic`: its models decide by their graded
+        heads, the others by the rubric's prompt."""
+        if self.rubric is not None:
+            rubric = self.rubric.metric(name or self.criterion.name, self.criterion.definition)
+            expected = [d.model for d in self.decisions if d.winner == EXPECTED]
+            return GradedCritic(rubric.name, rubric.criterion, rubric.levels, heads=head_models(self.heads),
+                                expected=expected, profile=self._described(path),
+                                strictness=strictness or self.strictness, needs_reference=rubric.needs_reference,
+                                threshold=rubric.threshold)  # fmt: skip
         if not self.pairwise:
             return self.aligned_metric(strictness=strictness, path=path, folds=folds, name=name)
         return PreferenceCritic(name or self.criterion.name, self.criterion.definition, heads=head_models(self.heads),

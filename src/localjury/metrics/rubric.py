@@ -288,7 +288,7 @@ class RubricJudging(BaseJudging):
             sum(c.verdict_probs[v - 1] for v in passing) if e is not None and c.verdict_probs else None
             for c, e in zip(drawn, expected, strict=True)
         ]
-        by_probability = self.scoring == "probability" and any(e is not None for e in expected)
+        by_probability = self.by_expected(name) and any(e is not None for e in expected)
         scale = aggregate(expected, "mean") if by_probability else aggregate(scores, self.metric.aggregate)
         score = normalised(scale, n)
         invalid = invalid_samples(parsed, [s is None for s in scores])
@@ -308,6 +308,11 @@ class RubricJudging(BaseJudging):
             scale_score=scale,
         )
         return Judged(judgment, unanimous=agree(scores))
+
+    def by_expected(self, name: str) -> bool:
+        """Whether model ``name``'s scale score is the mean of its expected scores (probability
+        scoring) rather than of its sampled ones."""
+        return self.scoring == "probability"
 
     def _passes(self, level: float) -> bool:
         """Whether a score on the scale reaches the pass threshold."""

@@ -136,9 +136,12 @@ class HeadDecision(BaseModel):
     after_reason: bool = Field(default=False, exclude_if=lambda value: not value)
     """It read the state where the judge, having written its reason (the judgment's), was about to
     write its verdict; left out where not."""
-    probability: float
+    probability: float | None = Field(None, exclude_if=lambda value: value is None)
     """Its probability that the response meets the criterion (a preference head's: that
-    ``response_a`` is the better response)."""
+    ``response_a`` is the better response); left out for a graded head."""
+    score: float | None = Field(None, exclude_if=lambda value: value is None)
+    """A graded head's score on the rubric's scale 1..N (:mod:`localjury.votes.graded`); left out
+    for the other heads."""
     head_sha256: str
     """The head's hash (its weights, layer and binding)."""
     votes: list[int | None] | None = Field(None, exclude_if=lambda value: value is None)
@@ -147,6 +150,10 @@ class HeadDecision(BaseModel):
     record's frame: 1 prefers ``response_a``). Left out otherwise."""
     reasons: list[str | None] | None = Field(None, exclude_if=lambda value: value is None)
     """With ``--with-reasons``: those samples' reasons."""
+
+    def said(self, digits: int = 3) -> str:
+        """What the head said, for people: ``p 0.971``, or a graded head's ``score 3.42``."""
+        return f"score {self.score:.2f}" if self.score is not None else f"p {self.probability or 0:.{digits}f}"
 
 
 class StatementJudgment(BaseModel):

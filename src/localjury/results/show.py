@@ -267,7 +267,7 @@ def judgment_view(result: RecordResult, record: Record | None, full_thinking: bo
             reason = m.reasons[0] if m.reasons else None
             written = f" - {escape_controls(reason)}" if reason else " (hidden states, no reason)"
             parts.append(Text(f"  decided by its head on layer{'s' if m.head.more_layers else ''} {blocks}: "
-                              f"p {m.head.probability:.3f}{written}", style="dim"))  # fmt: skip
+                              f"{m.head.said()}{written}", style="dim"))  # fmt: skip
             beside = Text()
             for j, (vote, reason) in enumerate(zip(m.head.votes or [], m.head.reasons or [], strict=False)):
                 beside.append(f"  beside it, sample {j + 1} (not counted): ", style="dim")

@@ -18,10 +18,11 @@ class DecisionWay(BaseModel):
     ``head layers A+B+C`` (a head on several blocks), either with ``over the response`` (a head on the
     response's mean state) or ``after the reason`` (a head on the state where the judge, having written its
     reason, is about to write its verdict) after it, or ``length only`` (a head on the record's lengths: a
-    baseline, never the winner)."""
+    baseline, never the winner); of graded labels, ``prompted score`` and ``prompted expected score`` (the
+    rubric asked) beside the graded heads."""
     kappa: float | None = None
     """Cohen's kappa of its verdicts against the labels (null or left out: undefined, one label only
-    or nothing decided)."""
+    or nothing decided); of graded labels, the quadratically weighted kappa of its scores rounded."""
     kappa_ci: list[float] | None = None
     """Its 95% bootstrap interval."""
     auroc: float | None = None
@@ -29,6 +30,11 @@ class DecisionWay(BaseModel):
     accuracy: float | None = Field(default=None, exclude_if=lambda value: value is None)
     """Of labeled pairs: the share of pairs it picked right (a preference head's, in both orders by
     construction); left out for a yes/no criterion's ways."""
+    spearman: float | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Of graded labels (a rubric's scores): Spearman's rho of its scores against them, by which a
+    graded profile's ways are ranked; left out for the other ways."""
+    spearman_ci: list[float] | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Its 95% bootstrap interval."""
     records: int = Field(ge=0)
     """Records it decided (a prompting way's abstentions left out)."""
 
@@ -41,7 +47,7 @@ class DecisionReport(BaseModel):
     model: str
     """The model's name in models.yaml."""
     ways: list[DecisionWay] = []
-    """Every way measured, best kappa first."""
+    """Every way measured, best first (by kappa; of graded labels, by Spearman's rho)."""
     winner: str
     """The way the profile uses for this model."""
     why: str

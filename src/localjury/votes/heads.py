@@ -132,6 +132,11 @@ class DecisionHead(BaseModel):
     """A preference head (:mod:`localjury.votes.preference`): its probability is one response's
     reward through a sigmoid, and a pair's preference ``sigmoid(r_A - r_B)``; its threshold is not
     used. Left out for a yes/no head."""
+    levels: int | None = Field(default=None, ge=2, exclude_if=lambda value: value is None)
+    """A graded head (:mod:`localjury.votes.graded`): a rubric's number of levels N. ``state . weights
+    + bias`` is its score on 1..N (a ridge regression's, kept within the scale), and its output that
+    score normalised to 0..1, not a probability; its threshold is not used, and its ``c`` is 1 / the
+    ridge's alpha. Left out for the other heads."""
 
     @property
     def layers(self) -> list[int]:
@@ -155,13 +160,40 @@ class DecisionHead(BaseModel):
         Raises:
             ConfigError: The state has another size than the head's weights.
         """
+        z = self._linear(state)
+        return 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
+
+    def output(self, state: Sequence[float] | np.ndarray) -> float:
+        """What the head says of a hidden state, within 0..1: its probability (:meth:`probability`),
+        or a graded head's score kept within its scale 1..N and normalised, ``(score - 1) / (N - 1)``
+        (as a rubric normalises a model's score).
+
+        Raises:
+            ConfigError: The state has another size than the head's weights.
+        """
+        if self.levels is None:
+            return self.probability(state)
+        return (min(max(self._linear(state), 1.0), self.levels) - 1) / (self.levels - 1)
+
+    def scale_score(self, output: float) -> float:
+        """A graded head's :meth:`output` back on its scale 1..N."""
+        return 1 + output * ((self.levels or 2) - 1)
+
+    def answer(self, output: float) -> dict[str, int]:
+        """The judge's answer the head's ``output`` stands for: ``{"score": the nearest level}``
+        for a graded head, else ``{"verdict": 0 or 1}``."""
+        if self.levels is None:
+            return {"verdict": self.verdict(output)}
+        return {"score": int(self.scale_score(output) + 0.5)}
+
+    def _linear(self, state: Sequence[float] | np.ndarray) -> float:
+        """The weights' dot product with ``state``, plus the bias."""
         if len(state) != len(self.weights):
             raise ConfigError(
                 f"a hidden state of {len(state)} numbers for a head of {len(self.weights)} weights "
                 f"({self.blocks_name} of {self.binding.model!r})"
             )
-        z = float(sum(w * float(x) for w, x in zip(self.weights, state, strict=True))) + self.bias
-        return 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
+        return float(sum(w * float(x) for w, x in zip(self.weights, state, strict=True))) + self.bias
 
     def check_shape(self, shape: ModelShape, *, model: str, source: str) -> None:
         """Refuse a model whose hidden states this head cannot read: another hidden size than
@@ -348,9 +380,10 @@ def head_of(
     preference: bool = False,
     pooling: Pooling = "last",
     after_reason: bool = False,
+    levels: int | None = None,
 ) -> DecisionHead:
     """A fitted head as the profile holds it: its blocks and where it reads them, plain weights and bias, and
-    what :func:`_fit` chose (C, and the PCA where one was)."""
+    what :func:`_fit` chose (C, and the PCA where one was); ``levels``: a graded head's scale."""
     return DecisionHead(
         layer=blocks[0],
         more_layers=list(blocks[1:]),
@@ -363,4 +396,5 @@ def head_of(
         binding=binding,
         labels=labels,
         preference=preference,
+        levels=levels,
     )

@@ -1,5 +1,5 @@
 """The embedded model's hidden states through the real llama.cpp, transformers and vLLM engines,
-and a decision head and a preference head fitted on them deciding a real run."""
+and a decision head, a preference head and a graded head fitted on them deciding a real run."""
 
 import json
 
@@ -15,8 +15,10 @@ from localjury.errors import ConfigError
 from localjury.metrics.neutralise import Neutraliser
 from localjury.metrics.preference_critic import side
 from localjury.metrics.profile import JudgeProfile
+from localjury.metrics.rubric import Rubric
 from localjury.models._tokenizer_files import tokenizer_markers
 from localjury.records.record import Record
+from localjury.votes.graded import fit_graded
 from localjury.votes.heads import fit_head, verdict_prefix
 from localjury.votes.preference import fit_preference, preferred
 
@@ -34,6 +36,8 @@ ANSWERS = [
     ("What colour is the sky?", "Blue, on a clear day.", 0),
 ]
 RECORDS = [Record(id=f"r{i}", user_input=q, response=a) for i, (q, a, _) in enumerate(ANSWERS)]
+SCALE = Rubric("dating", "How precisely the response dates what it answers.",
+               ["It gives no time.", "It gives a vague time.", "It gives a year or an exact date."])  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -235,6 +239,26 @@ def test_a_preference_head_on_the_engines_states_decides_real_pairs_and_their_sw
                                                    abs=1e-4)  # fmt: skip
         assert s.head.probability == pytest.approx(1 - m.head.probability, abs=1e-4)
         assert m.verdict == int(m.head.probability > 0.5) and s.verdict == int(s.head.probability > 0.5)
+
+
+def test_a_graded_head_on_the_engines_states_round_trips_through_its_profile_and_scores_a_real_run(engine, tmp_path):
+    layer = engine.block_count() // 2
+    states, _ = read_states(engine, SCALE, RECORDS, [layer])
+    scores = [3.0 if g else 1.0 + i % 2 for i, (_, _, g) in enumerate(ANSWERS)]
+    binding = binding_of(engine.spec, SCALE.rubric_text())
+    head = fit_graded(states[:, 0], scores, [r.id for r in RECORDS], [layer], binding, SCALE.n)
+    written = JudgeProfile.model_validate({
+        "criterion": {"name": SCALE.name, "definition": SCALE.criterion}, "rubric": {"levels": list(SCALE.levels)},
+        "heads": [head.model_dump(mode="json")]}).dump_yaml()  # fmt: skip
+    (tmp_path / "profile.yaml").write_text(written)
+    run = evaluate(RECORDS[:3], [], profile=tmp_path / "profile.yaml", models=[engine.spec],
+                   engine=engine.spec.engine, use_cache=False)  # fmt: skip
+    assert run.summary.models[0].output_tokens == 0  # nothing was sampled
+    for result, state in zip(run.iter_results(), states[:3, 0], strict=True):
+        (m,) = result.models
+        want = head.scale_score(head.output(state))
+        assert m.head.score == pytest.approx(want, abs=1e-3) and m.scale_score == m.head.score == result.rubric.score
+        assert 1 <= m.scale_score <= 3 and m.score == pytest.approx((m.scale_score - 1) / 2)
 
 
 def test_vllm_reads_the_blocks_transformers_reads(smollm_on, smollm_eager):

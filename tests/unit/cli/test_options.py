@@ -72,6 +72,7 @@ PATH_PARAMS = [
     ("DATA", ["align", "LOOP", "-c", "A criterion.", "--no-calibrate", "--out", "T/profile.yaml"]),
     ("--out", ["align", "D", "-c", "A criterion.", "--no-calibrate", "--out", "LOOP"]),
     ("--registry", [*ALIGN, "--registry", "LOOP"]),
+    ("--rubrics", ["align", "D", "--rubric", "good", "--rubrics", "LOOP", "--out", "T/profile.yaml"]),
     ("--registry", ["models", "list", "--registry", "LOOP"]),
     ("--registry", ["models", "info", "fake", "--registry", "LOOP"]),
     ("--wheel-dir", ["models", "pull", "smollm2-135m-instruct", "--wheel-dir", "LOOP"]),

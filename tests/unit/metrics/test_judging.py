@@ -23,7 +23,8 @@ RECORD_FIELDS = ["user_input", "retrieved_contexts", "reference", "conversation"
 
 
 def test_each_kind_has_one_judging_in_the_registry():
-    assert {"checklist", "composite", "judge", "head", "pairwise", "preference", "rubric", "tool_calls"} == set(KINDS)
+    kinds = {"checklist", "composite", "graded", "judge", "head", "pairwise", "preference", "rubric", "tool_calls"}
+    assert kinds == set(KINDS)
     assert all(entry.metric.kind == kind for kind, entry in KINDS.items())
     assert KINDS["judge"].judging is VerdictJudging
     assert judging_for(DATED, RunConfig().sampling).kind == "judge"

@@ -158,3 +158,7 @@ def test_a_record_shows_its_turns_and_tool_calls_and_each_quote_marked_where_it_
     assert "The Wall fell in <mark>1989</mark>." in page and "It fell in 1989." in page  # the quote's own field only
     assert '<details class="thinking"><summary>thinking</summary><div class="text">I look for a year first.' in page
     assert "decided by its decision head (block 7): p 0.91; its samples voted [0, 0, 1]" in page
+    a["head"] = {"layer": 7, "score": 3.417, "head_sha256": "0" * 64}  # a graded head's score, no probability
+    results.write_text(json.dumps(row) + "\n")
+    with TestClient(create_app(Review(results), TOKEN, PORT), base_url=OWN, follow_redirects=False) as client:
+        assert "decided by its decision head (block 7): score 3.42</p>" in signed_in(client).get("/item/0").text
