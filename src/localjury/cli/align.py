@@ -109,7 +109,7 @@ def align(
     from localjury.cli.bench import _jury, print_calibration
 
     judge = _criterion(criterion, metric, fmt, strictness, evidence) if rubric is None else \
-        _rubric(rubric, rubrics, strictness, given=criterion is not None or evidence)  # fmt: skip
+        _rubric(rubric, rubrics, strictness, given=criterion is not None or metric is not None or evidence)  # fmt: skip
     settings = settings or {}
     specs = _jury(settings)
     config = AlignConfig.of(
@@ -164,12 +164,13 @@ def _criterion(criterion: str | None, metric: str | None, fmt: str, strictness: 
 
 def _rubric(name: str, path: Path | None, strictness: int, *, given: bool) -> Rubric:
     """The rubric to align: ``name`` among ``path``'s rubrics, else a predefined rubric; ``given``:
-    --criterion or --evidence given too, which a rubric does not take."""
+    --criterion, --metric or --evidence given too, which a rubric does not take (its name is its metric's)."""
     from localjury.metrics.rubric import Rubric, predefined_rubric
     from localjury.metrics.rubric_file import rubric_file_metrics
 
     if given:
-        raise ConfigError("--rubric aligns a rubric: --criterion and --evidence are a yes/no criterion's")
+        raise ConfigError("--rubric aligns a rubric, named by it: --criterion, --metric and --evidence are a yes/no "
+                          "criterion's")  # fmt: skip
     if path is None:
         return predefined_rubric(name, strictness=strictness)
     found = next((m for m in rubric_file_metrics(path) if m.name == name), None)

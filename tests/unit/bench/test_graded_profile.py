@@ -158,7 +158,7 @@ def test_the_cli_aligns_a_rubric_of_a_rubric_file_and_refuses_a_criterion_beside
     out = tmp_path / "p.yaml"
     code, _, err = run_cli(monkeypatch, capsys, "align", scored(tmp_path, 3), "--rubric", "good", "--rubrics", rubrics,
                            "-c", "Is it good?", "-o", out)  # fmt: skip
-    assert code == 2 and "--criterion and --evidence are a yes/no criterion's" in err
+    assert code == 2 and "--criterion, --metric and --evidence are a yes/no criterion's" in err
     code, _, err = run_cli(monkeypatch, capsys, "align", scored(tmp_path, 3), "--rubric", "bad", "--rubrics", rubrics,
                            "-o", out)  # fmt: skip
     assert code == 2 and "has no rubric named 'bad'" in err
