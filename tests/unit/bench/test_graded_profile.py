@@ -60,9 +60,16 @@ def aligned(tmp_path, log, n=50, **settings):
                          engine_factory=lambda s: Graded(s, log), **settings)  # fmt: skip
 
 
-def test_align_on_scores_keeps_a_graded_head_that_beats_the_prompted_rubric_and_the_run_scores_by_it(tmp_path):
-    log: list = []
-    prof = aligned(tmp_path, log)
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One graded profile aligned on 50 scored records, its folder, and what its engine was asked."""
+    folder, log = tmp_path_factory.mktemp("graded"), []
+    return aligned(folder, log), folder, log
+
+
+def test_align_on_scores_keeps_a_graded_head_that_beats_the_prompted_rubric_and_the_run_scores_by_it(built):
+    prof, tmp_path, asked = built
+    log = list(asked)
     assert load_profile(tmp_path / "p.yaml") == prof and prof.examples == [] and not prof.pairwise
     assert prof.rubric is not None and prof.rubric.levels == list(GOOD.levels)
     (report,) = prof.decisions
@@ -96,8 +103,8 @@ def test_align_on_scores_keeps_a_graded_head_that_beats_the_prompted_rubric_and_
     assert ("generate", 1, 2) in log
 
 
-def test_a_jury_mixes_a_graded_head_with_a_prompted_model(tmp_path):
-    prof = aligned(tmp_path, [])
+def test_a_jury_mixes_a_graded_head_with_a_prompted_model(built):
+    prof, _, _ = built
     record = [Record(id="x", user_input="Q?", response="Answer: quality 5.")]
     models = [spec("A", engine="transformers"), spec("B", engine="transformers")]
     run = evaluate(record, [], profile=prof, models=models, use_cache=False, engine_factory=lambda s: Graded(s, []))
@@ -138,8 +145,8 @@ def test_scores_off_the_scale_are_refused_naming_the_line(tmp_path):
     assert not (tmp_path / "p.yaml").exists()
 
 
-def test_a_graded_profile_holds_graded_heads_of_its_own_levels_only(tmp_path):
-    prof = aligned(tmp_path, [])
+def test_a_graded_profile_holds_graded_heads_of_its_own_levels_only(built):
+    prof, _, _ = built
     data = prof.model_dump(mode="json")
     (head,) = data["heads"]
     for change, error in (
