@@ -259,7 +259,8 @@ def judgment_view(result: RecordResult, record: Record | None, full_thinking: bo
         head.append(f"  error: {escape_controls(result.error)}", style="red")
     parts: list[Text] = [head]
     for m in result.models:
-        verdict = "abstains" if m.verdict is None and m.score is None else f"verdict {m.verdict}, score {m.score}"
+        score = None if m.score is None else round(m.score, 3)  # a rubric's or a head's score, as the record's
+        verdict = "abstains" if m.verdict is None and m.score is None else f"verdict {m.verdict}, score {score}"
         parts.append(Text(f"{m.model}: {verdict}" + (f"  ({escape_controls(m.error)})" if m.error else "")))
         if m.head is not None:  # one decision, no sample; the reason the judge wrote before a head after it
             blocks = "+".join(str(i) for i in (m.head.layer, *m.head.more_layers))

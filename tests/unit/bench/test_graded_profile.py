@@ -93,6 +93,7 @@ def test_align_on_scores_keeps_a_graded_head_that_beats_the_prompted_rubric_and_
     assert mh.scores == [round(mh.scale_score)] and mh.head.probability is None and mh.reasons == [None]
     assert not [e for e in log if e[0] == "generate"]  # nothing sampled
     assert f"decided by its head on layer {head.layer}: score {mh.scale_score:.2f} (hidden states" in shown(high)
+    assert f"A: verdict 1, score {round(mh.score, 3)}\n" in shown(high)  # rounded, as the record's score
     assert run.manifest.metrics[0]["kind"] == "graded" and run.manifest.metrics[0]["profile"]["sha256"]
 
     log.clear()  # --with-reasons: the rubric's samples beside the decision, not counted
