@@ -35,9 +35,7 @@ def split_label(row: dict[str, Any], n: int, path: Path) -> tuple[int, str | Non
     gold = row.pop("gold", None)
     if gold not in (0, 1, True, False, "0", "1"):
         raise ConfigError(f"{path}, line {n}: field 'gold' must be 0 or 1, got {gold!r}")
-    metric = {k: row.pop(k) for k in LABEL_FIELDS if k in row}.get("metric")
-    pair, error = _identity(row, n, f"{path} line {n}")
-    return int(gold), metric if isinstance(metric, str) else None, pair, error
+    return int(gold), *_label_fields(row, n, path)
 
 
 def split_score(
@@ -52,9 +50,15 @@ def split_score(
     score = row.pop("score", None)
     if isinstance(score, bool) or not isinstance(score, int | float) or not 1 <= score <= levels:
         raise ConfigError(f"{path}, line {n}: field 'score' must be a number within 1..{levels}, got {score!r}")
+    return float(score), *_label_fields(row, n, path)
+
+
+def _label_fields(row: dict[str, Any], n: int, path: Path) -> tuple[str | None, str | None, RecordError | None]:
+    """What a label row holds besides its label (``row`` keeps the record's fields, its ``id`` read):
+    the metric it labels, its pair, and the error that stands in the row's place (:func:`_identity`)."""
     metric = {k: row.pop(k) for k in LABEL_FIELDS if k in row}.get("metric")
     pair, error = _identity(row, n, f"{path} line {n}")
-    return float(score), metric if isinstance(metric, str) else None, pair, error
+    return metric if isinstance(metric, str) else None, pair, error
 
 
 def _identity(row: dict[str, Any], n: int, location: str) -> tuple[str | None, RecordError | None]:
