@@ -120,7 +120,7 @@ def learning_curve(
     """Kappa (mean and standard deviation over 20 draws) of a head trained on ``size`` labels
     (whole groups) and judged on every record of the other groups (``reduce``: PCA or none chosen
     with C, for several blocks' states together)."""
-    from localjury.votes.heads import _fit
+    from localjury.votes.heads import fit_logistic
 
     out = {}
     units = sorted(set(groups))
@@ -141,7 +141,7 @@ def learning_curve(
             y = np.asarray(gold)
             if len(set(y[tr])) < 2:
                 continue
-            model, _ = _fit(x[tr], y[tr], np.asarray(groups)[tr], SEED, reduce)
+            model, _ = fit_logistic(x[tr], y[tr], np.asarray(groups)[tr], SEED, reduce)
             p = model.predict_proba(x[te])[:, 1]
             ks.append(stats.classification(y[te].tolist(), [int(v >= 0.5) for v in p], seed=SEED)["kappa"])
         kept = [k for k in ks if k is not None]

@@ -30,6 +30,7 @@ from localjury._hashing import file_sha256
 from localjury._version import __version__
 from localjury.bench._judge import is_pairwise
 from localjury.bench.align_graded import build_graded_profile
+from localjury.bench.align_jury import jury_decision
 from localjury.bench.align_pairs import build_preference_profile
 from localjury.bench.calibrate import _fit
 from localjury.bench.config import AlignConfig
@@ -213,9 +214,10 @@ def yes_no_heads(
     folds: int,
     seed: int,
     engine_factory: EngineFactory | None,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[str, list[float]]]:
     """:func:`decision_heads` for a yes/no criterion: each model's heads against its zero-shot
-    (and aligned) judging, from the calibration fits of those runs."""
+    (and aligned) judging, from the calibration fits of those runs; and each winning head's
+    held-out probabilities."""
     zero, aligned = {f.model: f for f in zero_fits}, {f.model: f for f in aligned_fits}
     groups = [unit(it) for it in items]
     return decision_heads(
@@ -304,17 +306,23 @@ def build_profile(
             examples=examples_of(items, data, traces),
         )
         fits: list[Calibrator] = []
+        run = None
         if align.calibrate:
             metric = profile.aligned_metric(folds=folds_of(items, None, seed))
             run = evaluate([it.record for it in items], [metric], config=run_config, progress=progress,
                            engine_factory=engine_factory, output_set=files)  # fmt: skip
             fits = [_fit(m.model, items, run, judge.name, data, align.folds, seed) for m in run.summary.models]
         decided: dict[str, Any] = {}
+        held_out: dict[str, list[float]] = {}
         if zero is not None and no_heads is None:
             zero_fits = [_fit(m.model, items, zero, judge.name, data, align.folds, seed) for m in zero.summary.models]
-            decided = yes_no_heads(items, judge, zero_fits, fits, run_config, align.folds, seed, engine_factory)
+            decided, held_out = yes_no_heads(items, judge, zero_fits, fits, run_config, align.folds, seed,
+                                             engine_factory)  # fmt: skip
         elif align.heads:
             decided = {"decisions": [{"model": n, "winner": "prompting", "why": no_heads} for n in names]}
+        jury = jury_decision(items, names, run, held_out, judge.name, align.folds, seed)
+        if jury is not None:
+            decided["jury"] = jury.model_dump(mode="json")
         if fits or decided:
             # As the file holds them (held-out CIs as lists), so that the result equals what is read back.
             profile = JudgeProfile.model_validate({**profile.model_dump(mode="json"), **decided, "calibrators":

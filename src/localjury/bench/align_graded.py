@@ -26,6 +26,7 @@ from localjury._version import __version__
 from localjury.bench.config import AlignConfig
 from localjury.bench.decision_ways import (
     SURFACE,
+    Fitted,
     binding_of,
     decide,
     decision_heads,
@@ -47,9 +48,8 @@ from localjury.records.record import parse_record
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
 from localjury.types import Pooling
-from localjury.votes.decision_report import DecisionReport, DecisionWay
+from localjury.votes.decision_report import DecisionWay
 from localjury.votes.graded import cross_validated_graded, fit_graded
-from localjury.votes.heads import DecisionHead
 
 if TYPE_CHECKING:
     import numpy as np
@@ -108,7 +108,7 @@ def build_graded_profile(
         else:
             asked = evaluate([it.record for it in items], [rubric], config=run_config, progress=progress,
                              engine_factory=engine_factory, output_set=files)  # fmt: skip
-            decided = decision_heads(
+            decided, _ = decision_heads(
                 run_config,
                 engine_factory,
                 partial(_prompted, items, asked, rubric.name, seed),
@@ -162,7 +162,7 @@ def fit_model_graded(
     items: Sequence[BenchItem],
     folds: int,
     seed: int,
-) -> tuple[DecisionReport, DecisionHead | None]:
+) -> Fitted:
     """One model's comparison on scored records and, where a graded head wins, the head fitted on
     every record: the rubric prompt's states at its last token and, where the engine pools, over
     its response (:func:`~localjury.bench.decision_ways.read_poolings`)."""
@@ -174,11 +174,11 @@ def fit_model_graded(
     report = decide(engine.spec.name, prompting, heads, graded_way(SURFACE, items, length, seed), by="spearman")
     won = layers_of(report.winner)
     if won is None:
-        return report, None
+        return report, None, None
     pooling = pooling_of(report.winner)
     x = poolings[pooling][:, [layers.index(i) for i in won]].reshape(len(items), -1)
     binding = binding_of(engine.spec, rubric.rubric_text())
-    return report, fit_graded(x, scores, groups, won, binding, rubric.n, seed, pooling)
+    return report, fit_graded(x, scores, groups, won, binding, rubric.n, seed, pooling), None
 
 
 def _prompted(items: Sequence[BenchItem], run: RunResult, metric: str, seed: int, model: str) -> list[DecisionWay]:

@@ -26,6 +26,7 @@ from localjury.bench import stats
 from localjury.bench.config import AlignConfig
 from localjury.bench.decision_ways import (
     SURFACE,
+    Fitted,
     binding_of,
     decide,
     decision_heads,
@@ -48,8 +49,7 @@ from localjury.records.record import parse_record
 from localjury.results._outputs import OutputSet
 from localjury.run import EngineFactory, RunResult, evaluate
 from localjury.types import Pooling
-from localjury.votes.decision_report import DecisionReport, DecisionWay
-from localjury.votes.heads import DecisionHead
+from localjury.votes.decision_report import DecisionWay
 from localjury.votes.preference import cross_validated_preference, fit_preference
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def build_preference_profile(
             pairwise = PairwiseCritic(judge.name, judge.definition, strictness=judge.strictness)
             asked = evaluate([it.record for it in items], [pairwise], config=run_config, progress=progress,
                              engine_factory=engine_factory, output_set=files)  # fmt: skip
-            decided = decision_heads(
+            decided, _ = decision_heads(
                 run_config,
                 engine_factory,
                 partial(_prompted, items, asked, judge.name, seed),
@@ -182,7 +182,7 @@ def fit_model_preference(
     items: Sequence[BenchItem],
     folds: int,
     seed: int,
-) -> tuple[DecisionReport, DecisionHead | None]:
+) -> Fitted:
     """One model's comparison on labeled pairs (``items``: pairwise records, gold 1 where
     ``response_a`` is the better) and, where a preference head wins, the head fitted on every
     pair: each response read on its own (:func:`~localjury.metrics.preference_critic.side`)."""
@@ -197,11 +197,11 @@ def fit_model_preference(
     report = decide(engine.spec.name, prompting, heads, length, "the length of the two responses")
     won = layers_of(report.winner)
     if won is None:
-        return report, None
+        return report, None, None
     pooling, take = pooling_of(report.winner), [layers.index(i) for i in won]
     flat_a, flat_b = (x[pooling][:, take].reshape(len(items), -1) for x in (a, b))
     binding = binding_of(engine.spec, judge.definition)
-    return report, fit_preference(flat_a, flat_b, a_better, pairs, won, binding, seed, pooling)
+    return report, fit_preference(flat_a, flat_b, a_better, pairs, won, binding, seed, pooling), None
 
 
 def _prompted(items: Sequence[BenchItem], run: RunResult, metric: str, seed: int, model: str) -> list[DecisionWay]:

@@ -66,6 +66,10 @@ if TYPE_CHECKING:
 
     from localjury.engines.base import Engine
 
+#: One model's comparison (:func:`fit_model_heads`): its report, its winning head (None where prompting
+#: won) and that head's probabilities of the labeled records by cross-validation (None where not given).
+Fitted = tuple[DecisionReport, DecisionHead | None, list[float] | None]
+
 #: The baseline a head is compared with: a head on the record's lengths, not its states.
 SURFACE = "length only"
 
@@ -331,8 +335,9 @@ def fit_model_heads(
     groups: Sequence[str],
     folds: int,
     seed: int,
-) -> tuple[DecisionReport, DecisionHead | None]:
-    """One model's comparison and, where a head wins, the head fitted on every labeled record."""
+) -> Fitted:
+    """One model's comparison and, where a head wins, the head fitted on every labeled record and
+    its probabilities by grouped cross-validation (each record's from a head fitted on the other folds)."""
     gold = [int(it.gold) for it in items]  # type: ignore[arg-type]
     records = [parse_record(it.record) for it in items]
     poolings, layers = read_poolings(engine, judge, records)
@@ -343,27 +348,30 @@ def fit_model_heads(
     report = decide(engine.spec.name, prompting, heads, surface_way(items, gold, groups, folds, seed))
     won = layers_of(report.winner)
     if won is None:
-        return report, None
+        return report, None, None
     reading = pooling_of(report.winner), after_reason_of(report.winner)
     x = read[reading][:, [layers.index(i) for i in won]].reshape(len(gold), -1)
-    return report, fit_head(x, gold, groups, won, binding_of(engine.spec, judge.definition), seed, *reading)
+    head = fit_head(x, gold, groups, won, binding_of(engine.spec, judge.definition), seed, *reading)
+    # The winner's way again, as the comparison scored it (the same folds and seed): a stacked jury reads it.
+    return report, head, cross_validated(x, gold, groups, folds=folds, seed=seed, reduce=len(won) > 1)
 
 
 def decision_heads(
     config: RunConfig,
     engine_factory: EngineFactory | None,
     prompting: Callable[[str], list[DecisionWay]],
-    fit: Callable[[Engine, list[DecisionWay]], tuple[DecisionReport, DecisionHead | None]],
-) -> dict[str, Any]:
+    fit: Callable[[Engine, list[DecisionWay]], Fitted],
+) -> tuple[dict[str, Any], dict[str, list[float]]]:
     """Each model's decision report and its winning head, as the profile file holds them: the
     model loaded once more to read its hidden states (a prefill a labeled response and way of
     reading it; after the reason, a greedy answer in the run's token budget first), its
     prompting ways (``prompting``: by the model's name) compared with its heads by ``fit``
     (:func:`~localjury.bench.decision_ways.fit_model_heads`, or
     :func:`~localjury.bench.decision_ways.fit_model_preference`). A model whose engine gives no
-    hidden states keeps prompting, and says so."""
+    hidden states keeps prompting, and says so. Also each winning head's held-out probabilities
+    of the labeled records, by its model's name (where ``fit`` gives them)."""
     jury = config.jury
-    reports, heads = [], []
+    reports, heads, held_out = [], [], {}
     for spec in resolve_models(jury.models, jury.registry, jury.trust_remote_code):
         budget = config.sampling.max_tokens or spec.max_tokens  # a head after the reason reads a run's answer
         spec = spec.model_copy(update={"engine": resolve_engine(spec, jury.engine), "max_tokens": budget})
@@ -372,12 +380,14 @@ def decision_heads(
         try:
             if not hasattr(engine, "hidden_states"):  # an Engine of the protocol's own, not a BatchEngine
                 raise ConfigError(f"model {spec.name!r}: its engine gives no hidden states")
-            report, head = fit(engine, ways)
+            report, head, p = fit(engine, ways)
         except ConfigError as exc:  # an engine without hidden states
-            report, head = decide(spec.name, ways, []).model_copy(update={"why": str(exc)}), None
+            report, head, p = decide(spec.name, ways, []).model_copy(update={"why": str(exc)}), None, None
         finally:
             engine.close()
         reports.append(report.model_dump(mode="json"))
         if head is not None:
             heads.append(head.model_dump(mode="json"))
-    return {"decisions": reports, "heads": heads}
+        if p is not None:
+            held_out[spec.name] = p
+    return {"decisions": reports, "heads": heads}, held_out

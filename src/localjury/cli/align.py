@@ -93,6 +93,8 @@ def align(
     With --evidence, the profile quotes its evidence first, and so do its examples (bootstrapped: see --evidence).
     Unless --no-heads (and given 40 labels, 10 of each), each model also judges them zero-shot and a decision head
     is fitted on its hidden states per layer; a head that beats prompting by cross-validated kappa decides for it.
+    With two models or more (and the calibration run), a stacked jury (a logistic regression on the models'
+    probabilities) is compared with the jury's mean; where it wins, a run reports it beside each score.
 
     Labeled pairs (response_a, response_b, gold 1 where A is the better; see --mode) build a pairwise profile:
     each model judges the pairs in both orders, and a preference head (a local reward model) fitted on each
@@ -135,6 +137,10 @@ def align(
         )
         if decision.artifact:
             out.print(f"  warning: {decision.artifact}", markup=False, highlight=False)
+    if profile.jury is not None:
+        jury = profile.jury
+        kappas = ", ".join(f"{w.way} {w.kappa:.2f}" for w in jury.ways if w.kappa is not None)
+        out.print(f"jury: {jury.winner} ({jury.why})" + (f"\n  kappa: {kappas}" if kappas else ""), markup=False)
     if profile.pairwise or profile.rubric is not None:
         heads = ", ".join(h.binding.model for h in profile.heads) or "none"
         out.print(f"{'graded' if profile.rubric else 'preference'} heads: {heads}\nprofile: {out_path}")

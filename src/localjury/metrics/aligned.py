@@ -31,6 +31,7 @@ from localjury.records.conversation import Scope
 from localjury.records.record import Record
 from localjury.types import Message, TieBreak
 from localjury.votes.calibration import Calibrator
+from localjury.votes.stacking import StackedJury
 
 #: Demonstrations per prompt unless a profile says otherwise.
 DEFAULT_SHOTS = 4
@@ -154,6 +155,7 @@ class AlignedCritic(AspectCritic):
         definition: The criterion.
         selector: The labeled pool and how demonstrations are drawn from it.
         calibrators: Fitted calibrations of this metric, one per model.
+        stack: The profile's stacked jury, reported beside each record's score.
         profile: The judge profile it comes from, as the manifest records it.
     """
 
@@ -166,6 +168,7 @@ class AlignedCritic(AspectCritic):
         *,
         selector: Selector,
         calibrators: Sequence[Calibrator] = (),
+        stack: StackedJury | None = None,
         profile: Mapping[str, Any] | None = None,
         strictness: int = 1,
         tie_break: TieBreak = "fail",
@@ -188,6 +191,7 @@ class AlignedCritic(AspectCritic):
                 selector = Selector(pool, selector.shots, folds=selector.folds)
         self.selector = selector
         self.calibrators = list(calibrators)
+        self.stack = stack
         self.profile = dict(profile or {})
 
     def demonstrations(self, record: Record) -> list[Demonstration]:

@@ -33,6 +33,7 @@ from localjury.records.record import Record
 from localjury.results.record_result import Quote
 from localjury.types import Message, TieBreak, check_tie_break
 from localjury.votes.calibration import Calibrator
+from localjury.votes.stacking import StackedJury
 
 #: Upper bound of a judgment's ``reason``; part of the schema, so a generation cannot run
 #: out of tokens mid-string when max_tokens leaves room for it.
@@ -227,6 +228,9 @@ class Metric:
     calibrators: Sequence[Calibrator] = ()
     """Its own fitted calibrations, one per model (a judge profile's); none by default, when a
     run's calibration file gives them."""
+    stack: StackedJury | None = None
+    """A judge profile's stacked jury (:mod:`localjury.votes.stacking`), reported beside each
+    record's score; none by default."""
     thinking: bool = False
     """Whether the judge sees a response's thinking (a reasoning model's leading
     ``<think>…</think>`` block); by default it is left out and the answer alone judged."""

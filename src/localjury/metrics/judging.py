@@ -37,6 +37,7 @@ from localjury.records.record import Record
 from localjury.results.record_result import InvalidSample, ModelJudgment, RecordResult
 from localjury.types import Completion, OverflowPolicy, Scoring, TieBreak, Ungrounded
 from localjury.votes.calibration import Calibrator
+from localjury.votes.stacking import stacked_of
 from localjury.votes.voting import (
     confidence,
     final_score,
@@ -113,7 +114,7 @@ class BaseJudging:
 
     def combine(self, record: Record, context: Any, judged: list[Judged]) -> RecordResult:
         """The record's result from each model's judgment: the mean of their scores and of
-        their confidences."""
+        their confidences, and beside them a judge profile's stacked jury, where it has one."""
         models = [j.judgment for j in judged]
         return RecordResult(
             record_id=record.id,
@@ -122,6 +123,7 @@ class BaseJudging:
             error=None,
             confidence=final_score([j.confidence for j in models]),
             models=models,
+            stacked=stacked_of(self.metric.stack, models),
         )
 
     def result(self, record: Record, context: Any, samples: Mapping[str, Samples]) -> tuple[list[Judged], RecordResult]:

@@ -38,6 +38,7 @@ from localjury.records.record import Record
 from localjury.votes.calibration import Calibrator
 from localjury.votes.decision_report import DecisionReport
 from localjury.votes.heads import DecisionHead
+from localjury.votes.stacking import JuryDecision
 
 
 class LabeledExample(BaseModel):
@@ -146,6 +147,10 @@ class JudgeProfile(BaseModel):
     heads: list[DecisionHead] = []
     """The decision heads that won, at most one per model: those models decide by their head
     (:mod:`~localjury.metrics.head_critic`), the others by prompting."""
+    jury: JuryDecision | None = Field(default=None, exclude_if=lambda value: value is None)
+    """How the models' judgments are best combined, where ``align`` compared it (a yes/no profile of
+    two models or more): the mean a run takes, or a stacked jury learned from the labels, which a run
+    reports beside each record's score (:mod:`~localjury.votes.stacking`). Left out otherwise."""
     rubric: ProfileRubric | None = Field(default=None, exclude_if=lambda value: value is None)
     """A graded profile (``align --rubric`` on scored records): the criterion is a rubric's, graded on
     these levels; its heads are graded heads (:mod:`~localjury.metrics.graded_critic`), and it holds
@@ -179,8 +184,11 @@ class JudgeProfile(BaseModel):
             else ("yes/no", "yes/no heads")  # fmt: skip
         if any(h.preference != self.pairwise or h.levels != levels for h in self.heads):
             raise ValueError(f"a {profile} profile holds {kind} only" + (f" (of {levels} levels)" if levels else ""))
-        if (self.pairwise or levels) and (self.examples or self.calibrators):
-            raise ValueError(f"a {profile} profile holds its {kind}, no examples and no calibrators")
+        if (self.pairwise or levels) and (self.examples or self.calibrators or self.jury):
+            raise ValueError(f"a {profile} profile holds its {kind}, no examples, calibrators or jury")
+        stack = self.jury.stack if self.jury is not None else None
+        if stack is not None and not set(stack.members) <= set(self.models):
+            raise ValueError(f"the stacked jury's members {stack.members} are not all the profile's models")
         return self
 
     @property
@@ -252,6 +260,7 @@ class JudgeProfile(BaseModel):
             self.criterion.definition,
             selector=Selector([e.demonstration() for e in self.examples], self.shots, folds=folds),
             calibrators=[c.model_copy(update={"metric": name}) for c in self.calibrators],
+            stack=self.jury.stack if self.jury is not None else None,
             profile={**self._described(path), "examples": len(self.examples), "shots": self.shots},
             strictness=strictness or self.strictness,
             verdict_first=self.verdict_first,

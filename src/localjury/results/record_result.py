@@ -156,6 +156,21 @@ class HeadDecision(BaseModel):
         return f"score {self.score:.2f}" if self.score is not None else f"p {self.probability or 0:.{digits}f}"
 
 
+class StackedDecision(BaseModel):
+    """A judge profile's stacked jury on one record (:mod:`localjury.votes.stacking`): its members'
+    probabilities combined by the weights ``align`` learned. Reported beside the score, which stays
+    the mean of the models' scores."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    probability: float | None
+    """Its probability that the record passes; null where a member gave none (``missing``)."""
+    verdict: int | None
+    """1 where ``probability`` is at least 0.5, else 0; null without a probability."""
+    missing: list[str] = Field(default=[], exclude_if=lambda value: not value)
+    """The members that abstained or were not in the run; left out where none."""
+
+
 class StatementJudgment(BaseModel):
     """One model's votes on one statement of a composite metric."""
 
@@ -262,6 +277,9 @@ class RecordResult(BaseModel):
     """Conversation records under ``on_overflow="truncate"``: the most middle turns cut to
     fit a jury model's context (each prompt shows its cut as ``[… N turns cut …]``); null
     when none was cut."""
+    stacked: StackedDecision | None = Field(None, exclude_if=lambda value: value is None)
+    """A judge profile's stacked jury (``align`` learned how to weigh its members): its probability
+    and verdict, beside the score; left out without one."""
     details: dict[str, Any] | None = Field(None, exclude_if=lambda value: value is None)
     """What a kind of metric of its own adds to the record's result (its details model, dumped,
     defined in its module: this file names no kind's, and needs no edit for a new one). Left out

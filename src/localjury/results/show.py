@@ -258,6 +258,11 @@ def judgment_view(result: RecordResult, record: Record | None, full_thinking: bo
     if result.error:
         head.append(f"  error: {escape_controls(result.error)}", style="red")
     parts: list[Text] = [head]
+    if result.stacked is not None:  # beside the score, never in its place
+        st = result.stacked
+        said = f"p {st.probability:.3f}, verdict {st.verdict}" if st.probability is not None else \
+            f"none ({', '.join(st.missing)} gave no probability)"  # fmt: skip
+        parts.append(Text(f"stacked jury (weights learned by align; the score is the mean): {said}", style="dim"))
     for m in result.models:
         score = None if m.score is None else round(m.score, 3)  # a rubric's or a head's score, as the record's
         verdict = "abstains" if m.verdict is None and m.score is None else f"verdict {m.verdict}, score {score}"

@@ -6,10 +6,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from localjury.results.record_result import RecordResult
+from localjury.results.record_result import RecordResult, StackedDecision
+
+if TYPE_CHECKING:
+    from localjury.votes.stacking import StackedJury
+
+
+class StackedSummary(BaseModel):
+    """A judge profile's stacked jury over the run (:mod:`localjury.votes.stacking`): its members'
+    probabilities combined by weights ``align`` learned from labels, reported beside the metric's
+    mean score, which it does not change."""
+
+    members: list[str]
+    """The models it weighs."""
+    labels: int
+    """The labeled records its weights were learned from."""
+    scored: int
+    """Records it gave a probability (every member decided)."""
+    missing: int
+    """Records it gave none: a member abstained or was not in the run."""
+    pass_rate: float | None
+    """Share of those whose stacked probability is at least 0.5."""
+    agreement: float | None
+    """Share of those with a jury score too where its verdict is the jury's (score above 0.5)."""
 
 
 class MetricSummary(BaseModel):
@@ -41,6 +64,8 @@ class MetricSummary(BaseModel):
     (``on_overflow="truncate"``; each result's ``turns_cut`` says how many)."""
     turns_cut: int = 0
     """The results' ``turns_cut`` summed: conversation turns cut to fit a judge's context."""
+    stacked: StackedSummary | None = Field(None, exclude_if=lambda value: value is None)
+    """A judge profile's stacked jury, beside the mean; left out without one."""
 
 
 @dataclass
@@ -59,6 +84,14 @@ class MetricFigures:
     """Records whose conversation had turns cut to fit a judge's context."""
     turns_cut: int = 0
     """The turns cut, over those records."""
+    stacked: int = 0
+    """Records a stacked jury gave a probability."""
+    stacked_missing: int = 0
+    """Records it gave none (a member abstained or was not in the run)."""
+    stacked_passed: int = 0
+    stacked_compared: int = 0
+    """Of the stacked records, those with a jury score; ``stacked_agreed``: of those, the same verdict."""
+    stacked_agreed: int = 0
 
     def add(self, result: RecordResult, passed: bool | None) -> None:
         """Count one of the metric's results (a record's error counts nowhere); ``passed``:
@@ -77,9 +110,33 @@ class MetricFigures:
             if j.position_consistent is not None:
                 self.paired += 1
                 self.consistent += j.position_consistent
+        if result.stacked is not None:
+            self._add_stacked(result.stacked, passed)
 
-    def summary(self, metric: str, kind: str, definition: str, strictness: int, tie_break: str) -> MetricSummary:
-        """The metric's line of the run summary."""
+    def _add_stacked(self, stacked: StackedDecision, passed: bool | None) -> None:
+        if stacked.verdict is None:
+            self.stacked_missing += 1
+            return
+        self.stacked += 1
+        self.stacked_passed += stacked.verdict
+        if passed is not None:
+            self.stacked_compared += 1
+            self.stacked_agreed += stacked.verdict == int(passed)
+
+    def summary(
+        self, metric: str, kind: str, definition: str, strictness: int, tie_break: str, stack: StackedJury | None = None
+    ) -> MetricSummary:
+        """The metric's line of the run summary (``stack``: a judge profile's stacked jury)."""
+        stacked = None
+        if stack is not None:
+            stacked = StackedSummary(
+                members=stack.members,
+                labels=stack.labels,
+                scored=self.stacked,
+                missing=self.stacked_missing,
+                pass_rate=self.stacked_passed / self.stacked if self.stacked else None,
+                agreement=self.stacked_agreed / self.stacked_compared if self.stacked_compared else None,
+            )
         return MetricSummary(
             metric=metric,
             kind=kind,
@@ -93,6 +150,7 @@ class MetricFigures:
             position_consistency=self.consistent / self.paired if self.paired else None,
             records_cut=self.records_cut,
             turns_cut=self.turns_cut,
+            stacked=stacked,
         )
 
 

@@ -66,6 +66,14 @@ def print_summary(summary: Summary, console: Console) -> None:
                 f"position consistency {_fmt(m.position_consistency, True)}",
                 style="dim",
             )
+        if m.stacked is not None:
+            st = m.stacked
+            console.print(
+                f"{m.metric}: stacked jury of {', '.join(st.members)} (weights align learned from {st.labels} labels; "
+                f"the score above is the mean): pass {_fmt(st.pass_rate, True)} of {st.scored}, "
+                f"{st.missing} without a member's probability, agrees with the mean on {_fmt(st.agreement, True)}",
+                style="dim",
+            )
         if m.records_cut:
             console.print(
                 f"{m.metric}: {m.turns_cut} conversation turns cut in {m.records_cut} records to fit a judge's "

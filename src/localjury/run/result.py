@@ -144,7 +144,8 @@ def summarize(
         temperature=sampling.temperature,
         max_tokens=sampling.max_tokens,
         metrics=[
-            figures[j.metric.name].summary(j.metric.name, j.kind, j.description, j.k, j.tie) for j in ctx.judgings
+            figures[j.metric.name].summary(j.metric.name, j.kind, j.description, j.k, j.tie, j.metric.stack)
+            for j in ctx.judgings
         ],
         models=[ctx.counts[m.spec.name].summary(m.location) for m in ctx.models],
         extractor=ctx.extractor.spec.name if ctx.extractor is not None else None,

@@ -258,7 +258,7 @@ def grouped_folds(groups: Sequence[str], gold: Sequence[int], folds: int, seed: 
     return list(splitter.split(np.zeros((len(y), 1)), y, np.asarray(groups)))
 
 
-def _fit(
+def fit_logistic(
     x: np.ndarray, y: np.ndarray, groups: np.ndarray, seed: int, reduce: bool = False, odd: bool = False
 ) -> tuple[Any, dict[str, Any]]:
     """A standardised, L2-regularised logistic regression (balanced classes) with C chosen by a
@@ -329,13 +329,13 @@ def cross_validated(
         if len(set(y[train].tolist())) < 2:  # one label to learn from: its share is all a head could say
             out[test] = float(y[train].mean())
             continue
-        model, _ = _fit(states[train], y[train], g[train], seed, reduce)
+        model, _ = fit_logistic(states[train], y[train], g[train], seed, reduce)
         out[test] = model.predict_proba(states[test])[:, 1]
     return [float(p) for p in out]
 
 
 def linear(model: Any) -> tuple[np.ndarray, float]:
-    """A fitted pipeline (:func:`_fit`) as the plain weights and bias of one logistic function of
+    """A fitted pipeline (:func:`fit_logistic`) as the plain weights and bias of one logistic function of
     its input: the standardisation and any PCA folded in (each step is linear)."""
     import numpy as np
 
@@ -365,7 +365,7 @@ def fit_head(
     import numpy as np
 
     blocks = [layers] if isinstance(layers, int) else list(layers)
-    model, chose = _fit(states, np.asarray(gold), np.asarray(groups), seed, reduce=len(blocks) > 1)
+    model, chose = fit_logistic(states, np.asarray(gold), np.asarray(groups), seed, reduce=len(blocks) > 1)
     weights, bias = linear(model)
     return head_of(blocks, weights, bias, chose, binding, len(gold), pooling=pooling, after_reason=after_reason)
 
@@ -383,7 +383,7 @@ def head_of(
     levels: int | None = None,
 ) -> DecisionHead:
     """A fitted head as the profile holds it: its blocks and where it reads them, plain weights and bias, and
-    what :func:`_fit` chose (C, and the PCA where one was); ``levels``: a graded head's scale."""
+    what :func:`fit_logistic` chose (C, and the PCA where one was); ``levels``: a graded head's scale."""
     return DecisionHead(
         layer=blocks[0],
         more_layers=list(blocks[1:]),

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from localjury.errors import ConfigError
 from localjury.types import Pooling
-from localjury.votes.heads import DecisionHead, HeadBinding, _fit, grouped_folds, head_of, linear
+from localjury.votes.heads import DecisionHead, HeadBinding, fit_logistic, grouped_folds, head_of, linear
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,7 +63,7 @@ def cross_validated_preference(
     out = np.zeros(len(y))
     for train, test in grouped_folds(list(pairs), list(a_better), folds, seed):
         x, labels = both_orders(a[train], b[train], y[train])
-        model, _ = _fit(x, labels, np.concatenate([ids[train], ids[train]]), seed, reduce, odd=True)
+        model, _ = fit_logistic(x, labels, np.concatenate([ids[train], ids[train]]), seed, reduce, odd=True)
         weights, _ = linear(model)
         out[test] = expit((a[test] - b[test]) @ weights)
     return [float(p) for p in out]
@@ -88,7 +88,7 @@ def fit_preference(
 
     blocks = [layers] if isinstance(layers, int) else list(layers)
     x, labels = both_orders(a, b, a_better)
-    model, chose = _fit(x, labels, np.concatenate([np.asarray(pairs)] * 2), seed, len(blocks) > 1, odd=True)
+    model, chose = fit_logistic(x, labels, np.concatenate([np.asarray(pairs)] * 2), seed, len(blocks) > 1, odd=True)
     weights, _ = linear(model)
     bias = -float(np.concatenate([a, b]).mean(axis=0) @ weights)
     return head_of(blocks, weights, bias, chose, binding, len(pairs), preference=True, pooling=pooling)

@@ -146,7 +146,7 @@ def test_a_pairwise_profile_holds_preference_heads_only_and_a_yes_no_profile_non
     with pytest.raises(ValueError, match="a yes/no profile holds yes/no heads only"):
         JudgeProfile.model_validate({**base, "heads": [preference]})
     example = {"id": "e", "response": "r", "gold": 1}
-    with pytest.raises(ValueError, match="no examples and no calibrators"):
+    with pytest.raises(ValueError, match="no examples, calibrators or jury"):
         JudgeProfile.model_validate({**base, "pairwise": True, "examples": [example]})
 
 
